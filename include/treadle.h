@@ -1,0 +1,74 @@
+/*
+ * treadle: fibers over a scalable I/O and timer manager, for C.
+ *
+ * CONVENTIONS (they hold for every function in every treadle header)
+ *
+ * Errors.  A function that can fail returns an int: 0 (or a non-negative
+ *   count) on success, a negative errno value on failure (-EBADF, -ENOMEM,
+ *   -ETIMEDOUT, ...).  errno is never read back by the caller and treadle never
+ *   relies on it surviving a call: it is thread-local state that fibers sharing
+ *   one thread would clobber.  tdl_strerror() names an error.  No treadle
+ *   function prints, aborts or exits because of what a caller passed in.  A
+ *   callback is never called when the call that registered it failed.
+ *
+ * Time.  tdl_time_t is a point on the loop's monotonic clock in nanoseconds.
+ *   Deadlines are absolute points on that clock; TDL_FOREVER (-1) means no
+ *   deadline.  Every blocking call takes a deadline.  Relative helpers
+ *   (tdl_after()) turn a delay into a deadline using the loop's cached time, so
+ *   arming a timeout costs no system call.
+ *
+ * Threads.  A loop, and every watcher, timer and fiber on it, belongs to the
+ *   thread that runs the loop.  The only calls that may be made from another
+ *   thread are marked THREAD-SAFE.  Builds with TDL_DEBUG_CHECKS detect a loop
+ *   used from a foreign thread and fail the call with -EPERM.
+ *
+ * Memory.  Watchers, timers and other handles are structs that the caller owns
+ *   and treadle links intrusively: nothing is allocated per timer or per
+ *   watcher.  A handle must stay valid (not moved or freed) while it is started.
+ *
+ * Names.  Public names start with tdl_ (TDL_ for macros); nothing else is
+ *   exported.
+ */
+#ifndef TREADLE_H
+#define TREADLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TDL_BUILDING) && defined(__GNUC__)
+#define TDL_API __attribute__((visibility("default")))
+#else
+#define TDL_API
+#endif
+
+#define TDL_VERSION_MAJOR 0
+#define TDL_VERSION_MINOR 1
+#define TDL_VERSION_PATCH 0
+
+/* A point on the loop's monotonic clock, in nanoseconds. */
+typedef int64_t tdl_time_t;
+
+/* "No deadline": a wait with this deadline only ends when its event happens. */
+#define TDL_FOREVER ((tdl_time_t)-1)
+/* The largest representable deadline; later ones are clamped to it. */
+#define TDL_TIME_MAX ((tdl_time_t)INT64_MAX)
+
+#define TDL_USEC ((tdl_time_t)1000)
+#define TDL_MSEC ((tdl_time_t)1000000)
+#define TDL_SEC ((tdl_time_t)1000000000)
+
+/* A static description of a negative treadle error code (or of a positive
+ * errno).  Never NULL.  Cost: a table look-up. */
+TDL_API const char *tdl_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "treadle/loop.h"
+
+#endif /* TREADLE_H */

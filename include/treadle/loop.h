@@ -1,0 +1,341 @@
+/*
+ * The event loop: fd readiness, timers, wakeups from other threads, signals,
+ * deferred callbacks and hooks.  Include <treadle.h>, not this file.
+ *
+ * A loop runs on one thread.  It sleeps in its back end (epoll on Linux, or
+ * poll) until an fd it watches is ready, a timer is due, a signal arrives or
+ * another thread wakes it.  Every handle below is a caller-owned struct: init
+ * it once, start and stop it as often as you like; nothing is allocated.
+ */
+#ifndef TREADLE_LOOP_H
+#define TREADLE_LOOP_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tdl_loop tdl_loop;
+
+/* ------------------------------------------------------------------------ */
+/* Loops                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tdl_backend {
+  TDL_BACKEND_DEFAULT = 0, /* $TDL_BACKEND if set ("epoll" or "poll"), else epoll */
+  TDL_BACKEND_EPOLL,
+  TDL_BACKEND_POLL,
+} tdl_backend;
+
+typedef struct tdl_loop_options {
+  tdl_backend backend;
+} tdl_loop_options;
+
+/* Create a loop owned by the calling thread.  opts may be NULL.
+ * Errors: -ENOMEM; -EINVAL for an unknown back end or an unknown $TDL_BACKEND;
+ * -EMFILE/-ENFILE when the back end's fds cannot be created.
+ * Cost: one allocation and 1-2 system calls. */
+TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
+
+/* Destroy a loop.  Fails with -EBUSY, freeing nothing, while any watcher,
+ * timer, signal, wakeup, deferred callback or fiber is still started on it:
+ * stop them first (the caller owns their memory).  Hooks do not count. */
+TDL_API int tdl_loop_free(tdl_loop *loop);
+
+/* The back end's name: "epoll" or "poll". */
+TDL_API const char *tdl_loop_backend(const tdl_loop *loop);
+
+typedef enum tdl_run_mode {
+  TDL_RUN_DEFAULT = 0, /* until nothing is started any more, or tdl_stop() */
+  TDL_RUN_ONCE,        /* one iteration, sleeping until something happens */
+  TDL_RUN_NOWAIT,      /* one iteration, without sleeping */
+} tdl_run_mode;
+
+/* Run the loop.  Returns 0 when nothing is started any more, 1 when it
+ * returned with handles still started (tdl_stop(), or ONCE/NOWAIT), or a
+ * negative error from the back end (-EINTR never escapes: it is retried).
+ * Not reentrant: calling it from one of the loop's own callbacks fails with
+ * -EBUSY. */
+TDL_API int tdl_run(tdl_loop *loop, tdl_run_mode mode);
+
+/* Make tdl_run() return after the current iteration.  Callable from inside a
+ * callback; has no effect on a later tdl_run(). */
+TDL_API void tdl_stop(tdl_loop *loop);
+
+/* True while anything that keeps tdl_run(TDL_RUN_DEFAULT) going is started. */
+TDL_API bool tdl_loop_alive(const tdl_loop *loop);
+
+/* Embedding: an fd that becomes readable when the loop has work, for another
+ * loop to watch, or -ENOTSUP for the poll back end.  When it is readable (or
+ * tdl_loop_timeout() has passed), call tdl_run(loop, TDL_RUN_NOWAIT). */
+TDL_API int tdl_loop_fd(const tdl_loop *loop);
+
+/* How long, in nanoseconds, the loop would sleep now: 0 when work is pending,
+ * -1 (TDL_FOREVER) when only an fd event can wake it. */
+TDL_API tdl_time_t tdl_loop_timeout(tdl_loop *loop);
+
+/* ------------------------------------------------------------------------ */
+/* Time                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The loop's cached "now": read from CLOCK_MONOTONIC once per iteration (after
+ * the back end returns), so reading it or arming a timer costs no system
+ * call.  It may lag real time by the length of the callback that is running. */
+TDL_API tdl_time_t tdl_now(const tdl_loop *loop);
+
+/* Refresh the cached time from the clock and return it (a vDSO call, ~20 ns).
+ * Useful after a long computation inside a callback. */
+TDL_API tdl_time_t tdl_now_update(tdl_loop *loop);
+
+/* now + delay as a deadline, saturating at TDL_TIME_MAX; a negative delay
+ * gives now. */
+TDL_API tdl_time_t tdl_after(const tdl_loop *loop, tdl_time_t delay);
+
+/* ------------------------------------------------------------------------ */
+/* I/O watchers                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Events.  READ and WRITE are what a watcher asks for; ERR (an error is
+ * pending on the fd) and HUP (the peer hung up or closed its end) are always
+ * reported along with them when they happen and need not be asked for. */
+#define TDL_READ 0x1u
+#define TDL_WRITE 0x2u
+#define TDL_ERR 0x4u
+#define TDL_HUP 0x8u
+
+typedef struct tdl_io tdl_io;
+typedef void (*tdl_io_cb)(tdl_loop *loop, tdl_io *w, unsigned events);
+
+/* An fd watcher.  Fields other than `data` are private. */
+struct tdl_io {
+  void *data; /* the caller's, untouched by treadle */
+  tdl_io_cb cb;
+  int fd;
+  unsigned events;   /* TDL_READ and/or TDL_WRITE while started */
+  unsigned state;    /* private flags */
+  uint32_t gen;      /* identifies this initialisation (see tdl_io_init) */
+  tdl_io *pnext, *pprev; /* pending list */
+};
+
+/*
+ * How readiness is reported (read this once; it is what makes watchers cheap).
+ *
+ * treadle registers an fd with the kernel once, edge-triggered, and keeps what
+ * it has learnt about the fd in a readiness cache.  Starting and stopping a
+ * watcher, or changing its events, costs no system call on the epoll back end.
+ *
+ *  - TDL_READ reports an arrival: the callback runs once each time data (or
+ *    EOF) arrives, even if the watcher was stopped when it arrived (it runs
+ *    when the watcher is started again).  Read until read() returns EAGAIN.
+ *    If you stop reading earlier, call tdl_io_feed(loop, w, TDL_READ) to be
+ *    called again on the next iteration.  (The poll back end may also call
+ *    again while unread data remains; never depend on either.)
+ *  - TDL_WRITE reports a state: the fd is taken to be writable until you say
+ *    otherwise, so a started TDL_WRITE watcher's callback runs on every
+ *    iteration.  When write() returns EAGAIN, call
+ *    tdl_io_blocked(loop, w, TDL_WRITE): the callback then waits until the
+ *    kernel reports room.  Stop the watcher when you have nothing to write.
+ *
+ * One started watcher per fd per loop.
+ */
+
+/* Prepare a watcher for fd.  Re-initialise it (after stopping it) when the fd
+ * has been closed and the number reused, or to watch another fd.  Never fails;
+ * a bad fd is reported by tdl_io_start(). */
+TDL_API void tdl_io_init(tdl_io *w, int fd, tdl_io_cb cb, void *data);
+
+/* Start watching for events (TDL_READ, TDL_WRITE or both).  Starting a started
+ * watcher changes its events.
+ * Errors (the watcher is left as it was): -EINVAL (no or unknown events);
+ * -EBADF (fd negative or not open); -EEXIST (another watcher is started on
+ * this fd); -EPERM (a file the back end cannot watch, e.g. a regular file on
+ * epoll); -ENOMEM.
+ * Cost: the first start of a freshly initialised watcher registers the fd (one
+ * epoll_ctl); later starts and stops are a few stores. */
+TDL_API int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events);
+
+/* Stop watching.  Stopping a stopped watcher does nothing.  A stopped watcher
+ * may be freed at once, even from inside its own or another watcher's
+ * callback; a stopped watcher's pending events are dropped.
+ * The fd stays registered with the kernel while it is open, so that a later
+ * start costs nothing: close() removes it.  Returns 0 (or -EPERM from a
+ * foreign thread with TDL_DEBUG_CHECKS). */
+TDL_API int tdl_io_stop(tdl_loop *loop, tdl_io *w);
+
+/* A write (or read) on the watcher's fd returned EAGAIN: forget the cached
+ * readiness for those events and wait for the kernel to report it again. */
+TDL_API void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events);
+
+/* Report events on the next iteration as if the kernel had signalled them
+ * (e.g. TDL_READ after reading less than everything). */
+TDL_API void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events);
+
+static inline bool tdl_io_active(const tdl_io *w) { return (w->state & 1u) != 0; }
+
+/*
+ * Closing a watched fd.  Stop the watcher, then close().  If the fd is closed
+ * while the watcher is started, the kernel forgets it: the watcher is never
+ * called again (epoll), or is called once with TDL_ERR (poll); stopping it
+ * afterwards is still safe, and so is watching a new fd that reuses the number
+ * with a re-initialised watcher.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* Timers                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tdl_timer tdl_timer;
+typedef void (*tdl_timer_cb)(tdl_loop *loop, tdl_timer *t);
+
+/* A one-shot or repeating timer.  Fields other than `data` are private. */
+struct tdl_timer {
+  void *data;
+  tdl_timer_cb cb;
+  tdl_time_t at;     /* deadline while started */
+  tdl_time_t repeat; /* 0 for one-shot */
+  uint64_t seq;      /* arming order: ties on `at` fire in this order */
+  uint32_t slot;     /* where the loop keeps it */
+  uint32_t state;
+};
+
+TDL_API void tdl_timer_init(tdl_timer *t, tdl_timer_cb cb, void *data);
+
+/* Arm at an absolute deadline on the loop's clock (Control.Event style).  A
+ * deadline at or before now fires on the next iteration, after the timers
+ * already due (any negative deadline other than TDL_FOREVER counts as past).
+ * A repeat > 0 re-arms the timer `repeat` ns after each deadline (skipping
+ * periods missed while the loop was busy rather than firing a burst); repeat
+ * <= 0 is one-shot.  Starting a started timer re-arms it.  Timers due at the
+ * same instant fire in the order they were armed.  A timer armed from a timer
+ * callback never fires in that same batch.
+ * Errors (the timer is left as it was): -EINVAL for TDL_FOREVER (a timer that
+ * never fires: just do not start one); -ENOMEM when the heap cannot grow.
+ * Cost: O(1), no system call: the entry is appended, and ordered in batches by
+ * the loop before it next sleeps (see docs/ARCHITECTURE.md). */
+TDL_API int tdl_timer_start_at(tdl_loop *loop, tdl_timer *t, tdl_time_t deadline, tdl_time_t repeat);
+
+/* Arm `delay` ns after the loop's cached now (Control.Timeout style).  A
+ * negative delay fires on the next iteration; a deadline past TDL_TIME_MAX is
+ * clamped to it (about 292 years of uptime: it never fires in practice). */
+TDL_API int tdl_timer_start(tdl_loop *loop, tdl_timer *t, tdl_time_t delay, tdl_time_t repeat);
+
+/* Cancel.  Stopping a stopped timer does nothing; a stopped timer may be freed
+ * at once, also from a callback.  Cost: O(1), touches only the timer and its
+ * slot. */
+TDL_API int tdl_timer_stop(tdl_loop *loop, tdl_timer *t);
+
+static inline bool tdl_timer_active(const tdl_timer *t) { return t->state != 0; }
+
+/* ------------------------------------------------------------------------ */
+/* Wakeups: the only thread-safe entry into a loop                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tdl_wakeup tdl_wakeup;
+typedef void (*tdl_wakeup_cb)(tdl_loop *loop, tdl_wakeup *wk);
+
+struct tdl_wakeup {
+  void *data;
+  tdl_wakeup_cb cb;
+  tdl_loop *loop;
+  tdl_wakeup *next;
+  int pending; /* accessed atomically */
+  int started;
+};
+
+TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
+/* Start / stop receiving wakeups (loop thread only).  A started wakeup keeps
+ * tdl_run(TDL_RUN_DEFAULT) running.  Errors: -EMFILE/-ENFILE (the loop's
+ * eventfd, created on first use). */
+TDL_API int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk);
+TDL_API int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk);
+
+/* THREAD-SAFE (and async-signal-safe).  Make wk's callback run on its loop's
+ * thread soon.  Sends before the callback runs coalesce into one call.  The
+ * wakeup must be started, and must not be stopped concurrently with this call.
+ * Errors: -EINVAL if wk is not started. Cost: an atomic exchange, plus one
+ * eventfd write when the loop may be asleep. */
+TDL_API int tdl_wakeup_send(tdl_wakeup *wk);
+
+/* ------------------------------------------------------------------------ */
+/* Signals (signalfd)                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tdl_signal tdl_signal;
+typedef void (*tdl_signal_cb)(tdl_loop *loop, tdl_signal *s, int signum);
+
+struct tdl_signal {
+  void *data;
+  tdl_signal_cb cb;
+  int signum;
+  int started;
+  tdl_signal *next;
+};
+
+TDL_API void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data);
+
+/* Deliver signum to s's callback on the loop.  The signal is blocked in the
+ * calling thread while any watcher of it is started, and unblocked again when
+ * the last one stops (unless it was blocked before).  Block it in every other
+ * thread too (create threads after starting, or block it yourself), or the
+ * kernel may deliver it to a thread that is not listening.  Several watchers
+ * of one signal each get it.  A signal that arrives several times before the
+ * loop reads it may be reported once.
+ * Errors: -EINVAL (bad number, SIGKILL, SIGSTOP); -EBUSY if another loop in
+ * the process watches the same signal; -EMFILE/-ENFILE. */
+TDL_API int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum);
+TDL_API int tdl_signal_stop(tdl_loop *loop, tdl_signal *s);
+
+/* ------------------------------------------------------------------------ */
+/* Deferred callbacks and hooks                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tdl_defer tdl_defer;
+typedef void (*tdl_defer_cb)(tdl_loop *loop, tdl_defer *d);
+
+struct tdl_defer {
+  void *data;
+  tdl_defer_cb cb;
+  tdl_defer *next;
+  int queued;
+};
+
+TDL_API void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data);
+/* Run d's callback once, on the next iteration (callbacks queued during an
+ * iteration never run in that same iteration).  Queuing a queued callback
+ * does nothing.  Cost: O(1). */
+TDL_API int tdl_defer_queue(tdl_loop *loop, tdl_defer *d);
+/* Unqueue; does nothing if not queued.  Cost: O(queued callbacks). */
+TDL_API int tdl_defer_cancel(tdl_loop *loop, tdl_defer *d);
+
+typedef enum tdl_hook_kind {
+  TDL_HOOK_BEFORE_POLL, /* just before the loop may sleep */
+  TDL_HOOK_AFTER_POLL,  /* just after it woke, before callbacks run */
+} tdl_hook_kind;
+
+typedef struct tdl_hook tdl_hook;
+typedef void (*tdl_hook_cb)(tdl_loop *loop, tdl_hook *h);
+
+struct tdl_hook {
+  void *data;
+  tdl_hook_cb cb;
+  tdl_hook *next, *prev;
+  int kind;
+  int started;
+};
+
+TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
+/* Call h on every iteration at the given point.  Hooks do not keep the loop
+ * alive.  Errors: -EINVAL for an unknown kind. */
+TDL_API int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind);
+TDL_API int tdl_hook_stop(tdl_loop *loop, tdl_hook *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_LOOP_H */

@@ -1,0 +1,141 @@
+/*
+ * The epoll back end.  Each fd is registered once, edge-triggered, for
+ * everything (in, out, peer hang-up); the loop's readiness cache turns edges
+ * into what watchers asked for.  So starting, stopping and changing watchers
+ * never costs an epoll_ctl: an fd costs one ADD in its life (and a DEL only
+ * when another watcher takes the fd over).
+ */
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop_internal.h"
+
+enum { EVENTS_MIN = 64, EVENTS_MAX = 1024 };
+
+typedef struct epoll_state {
+  int epfd;
+  int cap;
+  struct epoll_event *events;
+} epoll_state;
+
+static int ep_open(tdl_loop *loop)
+{
+  epoll_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->cap = EVENTS_MIN;
+  s->events = malloc(sizeof *s->events * (size_t)s->cap);
+  s->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (!s->events || s->epfd < 0) {
+    int e = s->epfd < 0 ? -errno : -ENOMEM;
+    if (s->epfd >= 0)
+      close(s->epfd);
+    free(s->events);
+    free(s);
+    return e;
+  }
+  loop->be_state = s;
+  return 0;
+}
+
+static void ep_close(tdl_loop *loop)
+{
+  epoll_state *s = loop->be_state;
+  close(s->epfd);
+  free(s->events);
+  free(s);
+  loop->be_state = NULL;
+}
+
+static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
+{
+  epoll_state *s = loop->be_state;
+  if (rec->registered || want == 0)
+    return 0;
+  uint32_t gen = rec->reg_gen + 1;
+  struct epoll_event ev = {
+      .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+      .data.u64 = (uint64_t)(uint32_t)fd | ((uint64_t)gen << 32),
+  };
+  if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    /* EEXIST: this file is still in the set under an older token (a watcher
+     * was replaced without the fd being closed); take it over. */
+    if (errno != EEXIST || epoll_ctl(s->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
+      return -errno;
+  }
+  rec->reg_gen = gen;
+  rec->registered = 1;
+  return 0;
+}
+
+static void ep_forget(tdl_loop *loop, int fd, tdl__fd *rec)
+{
+  epoll_state *s = loop->be_state;
+  /* Fails harmlessly (EBADF, ENOENT) when the fd was closed meanwhile. */
+  epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
+  rec->reg_gen++; /* events still queued under the old token are dropped */
+}
+
+static unsigned to_bits(uint32_t e)
+{
+  unsigned b = 0;
+  if (e & EPOLLIN)
+    b |= TDL_READ;
+  if (e & EPOLLOUT)
+    b |= TDL_WRITE;
+  if (e & EPOLLERR)
+    b |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
+  if (e & (EPOLLHUP | EPOLLRDHUP))
+    b |= TDL_HUP | TDL_READ; /* a read returns EOF */
+  return b;
+}
+
+static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
+{
+  epoll_state *s = loop->be_state;
+  int n;
+  if (timeout_ns <= 0) {
+    n = epoll_wait(s->epfd, s->events, s->cap, timeout_ns < 0 ? -1 : 0);
+  } else {
+    /* epoll_pwait2 sleeps with nanosecond resolution; epoll_wait would round
+     * a 1 ms timer's wait up to whole milliseconds. */
+    struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
+    n = epoll_pwait2(s->epfd, s->events, s->cap, &ts, NULL);
+    if (n < 0 && errno == ENOSYS) {
+      tdl_time_t ms = (timeout_ns + TDL_MSEC - 1) / TDL_MSEC;
+      n = epoll_wait(s->epfd, s->events, s->cap, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    }
+  }
+  if (n < 0)
+    return errno == EINTR ? 0 : -errno;
+  for (int i = 0; i < n; i++) {
+    uint64_t tok = s->events[i].data.u64;
+    tdl__fd_event(loop, (int)(uint32_t)tok, (uint32_t)(tok >> 32), to_bits(s->events[i].events));
+  }
+  if (n == s->cap && s->cap < EVENTS_MAX) {
+    struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
+    if (ev) {
+      s->events = ev;
+      s->cap *= 2;
+    }
+  }
+  return 0;
+}
+
+static int ep_fd(const tdl_loop *loop)
+{
+  const epoll_state *s = loop->be_state;
+  return s->epfd;
+}
+
+const tdl__backend tdl__backend_epoll = {
+    .name = "epoll",
+    .open = ep_open,
+    .close = ep_close,
+    .interest = ep_interest,
+    .forget = ep_forget,
+    .wait = ep_wait,
+    .pollable_fd = ep_fd,
+};

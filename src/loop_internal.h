@@ -1,0 +1,182 @@
+/*
+ * The loop's private state and the interfaces between its parts:
+ *   clock.c    cached monotonic time
+ *   timer.c    the timer heap
+ *   io.c       fd watchers and the readiness cache
+ *   backend_*.c  the kernel interfaces (one file each), behind tdl__backend
+ *   loop.c     loop lifetime, the run loop, deferred callbacks and hooks
+ *   wakeup.c, signal.c  eventfd and signalfd, built on internal io watchers
+ */
+#ifndef TDL_LOOP_INTERNAL_H
+#define TDL_LOOP_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#include "treadle.h"
+
+#define TDL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define TDL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- misuse detection ---------------------------------------------------- */
+
+#ifdef TDL_DEBUG_CHECKS
+#define TDL__CHECK_THREAD(loop)                                  \
+  do {                                                           \
+    if (!pthread_equal((loop)->owner, pthread_self()))           \
+      return -EPERM;                                             \
+  } while (0)
+#define TDL__CHECK_THREAD_VOID(loop)                             \
+  do {                                                           \
+    if (!pthread_equal((loop)->owner, pthread_self()))           \
+      return;                                                    \
+  } while (0)
+#else
+#define TDL__CHECK_THREAD(loop) ((void)(loop))
+#define TDL__CHECK_THREAD_VOID(loop) ((void)(loop))
+#endif
+
+/* ---- fd records ------------------------------------------------------------ */
+
+/* What the loop knows about one fd.  Indexed by fd number; owned by the loop,
+ * so an event for a watcher that was stopped (and maybe freed) by an earlier
+ * callback in the same iteration is caught here without touching the
+ * watcher. */
+typedef struct tdl__fd {
+  tdl_io *w;            /* the started watcher, or NULL */
+  const tdl_io *owner;  /* whose registration this is: compared, never dereferenced */
+  uint32_t owner_gen;   /* owner's tdl_io.gen when it registered */
+  uint32_t reg_gen;     /* bumped per registration; carried in back-end tokens */
+  uint8_t ready;        /* readiness cache: TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP */
+  uint8_t registered;   /* the back end knows this fd */
+  uint8_t kernel;       /* interest last handed to the back end */
+  uint8_t pad_;
+  int32_t bidx;         /* the back end's own index (poll: slot in its array) */
+} tdl__fd;
+
+/* tdl_io.state bits */
+#define TDL__IO_ACTIVE 0x1u   /* must stay bit 0: tdl_io_active() tests it */
+#define TDL__IO_PENDING 0x2u  /* on a pending list */
+#define TDL__IO_INTERNAL 0x4u /* loop machinery: does not keep the loop alive */
+
+/* ---- back ends -------------------------------------------------------------- */
+
+/*
+ * A back end tells the loop which fds are ready.  It learns which fds to watch
+ * through interest(), and reports through tdl__fd_event() from inside wait().
+ * Callbacks never run inside wait(): events only mark watchers pending, so a
+ * back end never sees its own state change under its feet.
+ */
+typedef struct tdl__backend {
+  const char *name;
+  int (*open)(tdl_loop *loop);
+  void (*close)(tdl_loop *loop);
+  /* The loop wants to hear about `want` (TDL_READ/TDL_WRITE bits; 0 = nothing
+   * now) on fd.  Registers the fd on first use (rec->registered, rec->reg_gen
+   * are the back end's to set).  Returns 0 or a negative errno (-EBADF, -EPERM,
+   * -ENOMEM), in which case nothing is registered. */
+  int (*interest)(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
+  /* Forget fd (rec->registered is set): the loop is done with it. */
+  void (*forget)(tdl_loop *loop, int fd, tdl__fd *rec);
+  /* Sleep up to timeout_ns (-1: no limit, 0: do not sleep); report events. */
+  int (*wait)(tdl_loop *loop, tdl_time_t timeout_ns);
+  /* A pollable fd that is readable when wait() would not sleep, or -ENOTSUP. */
+  int (*pollable_fd)(const tdl_loop *loop);
+} tdl__backend;
+
+extern const tdl__backend tdl__backend_epoll;
+extern const tdl__backend tdl__backend_poll;
+
+/* ---- timers -------------------------------------------------------------------- */
+
+typedef struct tdl__tentry {
+  tdl_time_t at;
+  tdl_timer *t; /* NULL: cancelled (a tombstone) */
+} tdl__tentry;
+
+typedef struct tdl__timers {
+  tdl__tentry *heap;   /* 4-ary min-heap on `at`, children of i at 4i+1..4i+4 */
+  void *heap_mem;      /* allocation behind heap (heap is offset for alignment) */
+  uint32_t n;          /* entries, tombstones included */
+  uint32_t cap;
+  uint32_t sorted;     /* heap[0, sorted) is a valid heap; the rest is appended */
+  uint32_t dead;       /* tombstones */
+  uint32_t live;       /* started timers (heap + due batch) */
+  uint64_t seq;        /* arming counter, for FIFO order among equal deadlines */
+  tdl_timer **due;     /* the batch being fired */
+  uint32_t due_n, due_cap;
+} tdl__timers;
+
+void tdl__timers_init(tdl__timers *ts);
+void tdl__timers_destroy(tdl__timers *ts);
+/* Fire every timer due at or before loop->now. */
+void tdl__timers_run(tdl_loop *loop);
+/* The earliest deadline, or TDL_FOREVER when no timer is started. */
+tdl_time_t tdl__timers_next(tdl_loop *loop);
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+struct tdl_loop {
+  tdl_time_t now;
+  const tdl__backend *be;
+  void *be_state;
+
+  tdl__fd *fds;
+  uint32_t nfds;
+
+  tdl_io pending; /* sentinel of the pending watcher list (circular) */
+
+  tdl__timers timers;
+
+  tdl_defer *defer_head, *defer_tail;
+  tdl_hook hooks[2]; /* sentinels, by tdl_hook_kind */
+
+  uint32_t active;   /* started handles that keep tdl_run going (not timers) */
+  int running;
+  int stop_flag;
+  pthread_t owner;
+
+  /* wakeup.c */
+  int wake_fd;
+  int wake_signalled; /* atomic: an eventfd write is outstanding */
+  tdl_io wake_io;
+  tdl_wakeup *wakeups;
+
+  /* signal.c */
+  int sig_fd;
+  tdl_io sig_io;
+  sigset_t sig_mask;     /* signals this loop reads */
+  sigset_t sig_restore;  /* of those, the ones to unblock when their last watcher stops */
+  tdl_signal *sigs;      /* all started signal watchers */
+
+  /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
+   * runnable fibers; busy() says whether some are runnable (poll must not
+   * sleep); alive() whether any exist. */
+  void *sched;
+  void (*sched_run)(tdl_loop *loop);
+  bool (*sched_busy)(tdl_loop *loop);
+  bool (*sched_alive)(tdl_loop *loop);
+};
+
+/* clock.c */
+tdl_time_t tdl__clock_now(void);
+
+/* io.c: the back end's report that fd is ready for `bits`. */
+void tdl__fd_event(tdl_loop *loop, int fd, uint32_t reg_gen, unsigned bits);
+/* After reporting: let the loop re-state its interest in fd (poll back end,
+ * which asks for writability only until it is seen). */
+void tdl__fd_refresh(tdl_loop *loop, int fd);
+/* Drop the back end's registration of fd and everything cached about it. */
+void tdl__fd_forget(tdl_loop *loop, int fd);
+/* Run the watchers that became pending before this call. */
+void tdl__io_run_pending(tdl_loop *loop);
+bool tdl__io_has_pending(const tdl_loop *loop);
+int tdl__fd_reserve(tdl_loop *loop, int fd);
+
+/* wakeup.c, signal.c: release the fds they created. */
+void tdl__wakeup_close(tdl_loop *loop);
+void tdl__signal_close(tdl_loop *loop);
+
+#endif /* TDL_LOOP_INTERNAL_H */

@@ -1,0 +1,315 @@
+/*
+ * Timers: a 4-ary min-heap of (deadline, timer) entries with lazy ordering.
+ *
+ * Most timeouts are cancelled before they are due (a read that completes, a
+ * request that answers), so the heap puts off the work of ordering:
+ *  - Arming appends an entry to the end of the array, unsorted: O(1), no
+ *    comparison, touching only memory that the previous arm touched.
+ *  - Cancelling turns the timer's entry into a tombstone (its pointer becomes
+ *    NULL): O(1), touching only the timer and its slot.  Nothing is moved.
+ *  - Before the loop needs the earliest deadline, tdl__timers_order() makes the
+ *    array a heap again: a few appended entries are sifted up one by one; a
+ *    large batch is folded in with Floyd's bottom-up heap construction (O(n)),
+ *    and tombstones are swept out when they outnumber the live entries.
+ * So a timer that is armed and cancelled within one loop iteration is never
+ * ordered at all, and a burst of arms is ordered in linear time.
+ *
+ * Entries are 16 bytes and the array is offset so that the four children of a
+ * node share one 64-byte cache line.
+ *
+ * Timers due at the same instant must fire in the order they were armed, but a
+ * heap pops equal keys in no particular order; so each iteration pops every
+ * due timer into a batch (already sorted by deadline) and sorts runs of equal
+ * deadlines by their arming sequence number before firing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop_internal.h"
+
+enum { TIMER_IDLE = 0, TIMER_IN_HEAP = 1, TIMER_DUE = 2 };
+
+/* Entry i's slot in the timer, so that cancel can find it. */
+static inline void place(tdl__tentry *h, uint32_t i, tdl__tentry e)
+{
+  h[i] = e;
+  if (e.t)
+    e.t->slot = i;
+}
+
+static void sift_up(tdl__tentry *h, uint32_t i, tdl__tentry e)
+{
+  while (i > 0) {
+    uint32_t p = (i - 1) / 4;
+    if (h[p].at <= e.at)
+      break;
+    place(h, i, h[p]);
+    i = p;
+  }
+  place(h, i, e);
+}
+
+static void sift_down(tdl__tentry *h, uint32_t n, uint32_t i, tdl__tentry e)
+{
+  for (;;) {
+    uint32_t c = 4 * i + 1;
+    if (c >= n)
+      break;
+    uint32_t m = c;
+    if (TDL__LIKELY(c + 3 < n)) {
+      /* A full set of children: a tournament keeps the comparisons
+       * independent of each other. */
+      uint32_t a = h[c + 1].at < h[c].at ? c + 1 : c;
+      uint32_t b = h[c + 3].at < h[c + 2].at ? c + 3 : c + 2;
+      m = h[b].at < h[a].at ? b : a;
+    } else {
+      for (uint32_t k = c + 1; k < n; k++)
+        if (h[k].at < h[m].at)
+          m = k;
+    }
+    if (h[m].at >= e.at)
+      break;
+    place(h, i, h[m]);
+    i = m;
+  }
+  place(h, i, e);
+}
+
+static void heapify(tdl__tentry *h, uint32_t n)
+{
+  if (n < 2)
+    return;
+  for (uint32_t i = (n - 2) / 4 + 1; i-- > 0;)
+    sift_down(h, n, i, h[i]);
+}
+
+/* Drop every tombstone, keeping the order of the rest. */
+static void sweep(tdl__timers *ts)
+{
+  uint32_t j = 0;
+  for (uint32_t i = 0; i < ts->n; i++)
+    if (ts->heap[i].t)
+      place(ts->heap, j++, ts->heap[i]);
+  ts->n = j;
+  ts->dead = 0;
+}
+
+/* Make heap[0, n) a valid heap. */
+static void order(tdl__timers *ts)
+{
+  uint32_t fresh = ts->n - ts->sorted;
+  if (ts->dead > 64 && ts->dead > ts->n / 2) {
+    sweep(ts);
+    heapify(ts->heap, ts->n);
+  } else if (fresh > 64 && fresh > ts->sorted / 4) {
+    /* Sifting each one up would be O(fresh * log n); rebuilding is O(n). */
+    heapify(ts->heap, ts->n);
+  } else {
+    for (uint32_t i = ts->sorted; i < ts->n; i++)
+      sift_up(ts->heap, i, ts->heap[i]);
+  }
+  ts->sorted = ts->n;
+}
+
+static void remove_root(tdl__timers *ts)
+{
+  tdl__tentry last = ts->heap[--ts->n];
+  ts->sorted = ts->n;
+  if (ts->n > 0)
+    sift_down(ts->heap, ts->n, 0, last);
+}
+
+static int grow(tdl__timers *ts)
+{
+  uint32_t cap = ts->cap ? ts->cap * 2 : 256;
+  if (cap <= ts->cap || cap > UINT32_MAX / 2)
+    return -ENOMEM;
+  /* heap[1] (the root's first child) starts a cache line: offset by 3 entries. */
+  void *mem = aligned_alloc(64, ((size_t)cap + 4) * sizeof(tdl__tentry));
+  if (!mem)
+    return -ENOMEM;
+  tdl__tentry *heap = (tdl__tentry *)mem + 3;
+  if (ts->n)
+    memcpy(heap, ts->heap, (size_t)ts->n * sizeof *heap);
+  free(ts->heap_mem);
+  ts->heap_mem = mem;
+  ts->heap = heap;
+  ts->cap = cap;
+  return 0;
+}
+
+void tdl__timers_init(tdl__timers *ts) { memset(ts, 0, sizeof *ts); }
+
+void tdl__timers_destroy(tdl__timers *ts)
+{
+  free(ts->heap_mem);
+  free(ts->due);
+  memset(ts, 0, sizeof *ts);
+}
+
+void tdl_timer_init(tdl_timer *t, tdl_timer_cb cb, void *data)
+{
+  memset(t, 0, sizeof *t);
+  t->cb = cb;
+  t->data = data;
+}
+
+static void unlink_timer(tdl__timers *ts, tdl_timer *t)
+{
+  if (t->state == TIMER_IN_HEAP) {
+    uint32_t s = t->slot;
+    if (s == ts->n - 1 && s >= ts->sorted) {
+      ts->n--; /* the newest unsorted entry: just drop it */
+    } else {
+      ts->heap[s].t = NULL;
+      ts->dead++;
+    }
+  } else if (t->state == TIMER_DUE) {
+    ts->due[t->slot] = NULL;
+  }
+  t->state = TIMER_IDLE;
+  ts->live--;
+}
+
+static int arm(tdl__timers *ts, tdl_timer *t, tdl_time_t at)
+{
+  if (ts->n == ts->cap) {
+    int r = grow(ts);
+    if (r < 0)
+      return r;
+  }
+  t->at = at;
+  t->seq = ++ts->seq;
+  t->state = TIMER_IN_HEAP;
+  t->slot = ts->n;
+  ts->heap[ts->n++] = (tdl__tentry){at, t};
+  ts->live++;
+  return 0;
+}
+
+int tdl_timer_start_at(tdl_loop *loop, tdl_timer *t, tdl_time_t deadline, tdl_time_t repeat)
+{
+  TDL__CHECK_THREAD(loop);
+  if (deadline == TDL_FOREVER)
+    return -EINVAL;
+  tdl__timers *ts = &loop->timers;
+  if (ts->n == ts->cap && t->state == TIMER_IDLE) {
+    int r = grow(ts);
+    if (r < 0)
+      return r; /* the timer is left as it was */
+  }
+  if (t->state != TIMER_IDLE)
+    unlink_timer(ts, t);
+  t->repeat = repeat > 0 ? repeat : 0;
+  return arm(ts, t, deadline < 0 ? 0 : deadline);
+}
+
+int tdl_timer_start(tdl_loop *loop, tdl_timer *t, tdl_time_t delay, tdl_time_t repeat)
+{
+  return tdl_timer_start_at(loop, t, tdl_after(loop, delay), repeat);
+}
+
+int tdl_timer_stop(tdl_loop *loop, tdl_timer *t)
+{
+  TDL__CHECK_THREAD(loop);
+  if (t->state != TIMER_IDLE)
+    unlink_timer(&loop->timers, t);
+  return 0;
+}
+
+tdl_time_t tdl__timers_next(tdl_loop *loop)
+{
+  tdl__timers *ts = &loop->timers;
+  if (ts->live == 0 || ts->n == 0)
+    return TDL_FOREVER;
+  if (ts->sorted != ts->n || ts->dead > ts->n / 2)
+    order(ts);
+  while (ts->n && !ts->heap[0].t) {
+    remove_root(ts);
+    ts->dead--;
+  }
+  return ts->n ? ts->heap[0].at : TDL_FOREVER;
+}
+
+/* Equal deadlines fire in arming order.  The batch is sorted by deadline;
+ * only runs of equal deadlines need sorting, by sequence number. */
+static int by_seq(const void *a, const void *b)
+{
+  uint64_t x = (*(tdl_timer *const *)a)->seq, y = (*(tdl_timer *const *)b)->seq;
+  return x < y ? -1 : x > y;
+}
+
+static void sort_ties(tdl_timer **due, uint32_t n)
+{
+  for (uint32_t i = 0; i < n;) {
+    uint32_t j = i + 1;
+    while (j < n && due[j]->at == due[i]->at)
+      j++;
+    if (j - i > 1)
+      qsort(due + i, j - i, sizeof *due, by_seq);
+    i = j;
+  }
+}
+
+void tdl__timers_run(tdl_loop *loop)
+{
+  tdl__timers *ts = &loop->timers;
+  tdl_time_t now = loop->now;
+  if (tdl__timers_next(loop) > now || ts->n == 0)
+    return;
+
+  /* Pop everything due into the batch. */
+  uint32_t k = 0;
+  while (ts->n && ts->heap[0].at <= now) {
+    tdl__tentry e = ts->heap[0];
+    if (!e.t) {
+      remove_root(ts);
+      ts->dead--;
+      continue;
+    }
+    if (k == ts->due_cap) {
+      uint32_t cap = ts->due_cap ? ts->due_cap * 2 : 64;
+      tdl_timer **due = realloc(ts->due, (size_t)cap * sizeof *due);
+      if (!due)
+        break; /* fire what we have; the rest stays in the heap for next time */
+      ts->due = due;
+      ts->due_cap = cap;
+    }
+    remove_root(ts);
+    ts->due[k] = e.t;
+    k++;
+  }
+  sort_ties(ts->due, k);
+  for (uint32_t i = 0; i < k; i++) {
+    ts->due[i]->state = TIMER_DUE;
+    ts->due[i]->slot = i;
+  }
+  ts->due_n = k;
+
+  for (uint32_t i = 0; i < k; i++) {
+    tdl_timer *t = ts->due[i];
+    if (!t)
+      continue; /* stopped by an earlier callback of this batch */
+    ts->due[i] = NULL;
+    t->state = TIMER_IDLE;
+    ts->live--;
+    if (t->repeat) {
+      /* Re-arm before the callback, so that it may stop or restart the timer;
+       * periods missed while the loop was busy are skipped, not replayed. */
+      tdl_time_t r = t->repeat, next;
+      if (t->at > TDL_TIME_MAX - r) {
+        next = TDL_TIME_MAX;
+      } else {
+        next = t->at + r;
+        if (next <= now) {
+          tdl_time_t missed = (now - next) / r + 1;
+          next = missed > (TDL_TIME_MAX - next) / r ? TDL_TIME_MAX : next + missed * r;
+        }
+      }
+      if (arm(ts, t, next) < 0)
+        t->repeat = 0; /* out of memory: it becomes one-shot */
+    }
+    t->cb(loop, t);
+  }
+  ts->due_n = 0;
+}

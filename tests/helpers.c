@@ -1,0 +1,36 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+tdl_loop *t_loop_new(void)
+{
+  tdl_loop *loop = NULL;
+  int e = tdl_loop_new(&loop, NULL);
+  assert_int_equal(e, 0);
+  assert_non_null(loop);
+  return loop;
+}
+
+void t_loop_free(tdl_loop *loop) { assert_int_equal(tdl_loop_free(loop), 0); }
+
+void t_pipe(int fds[2]) { assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0); }
+
+int t_count_fds(void)
+{
+  DIR *d = opendir("/proc/self/fd");
+  assert_non_null(d);
+  int n = 0;
+  while (readdir(d))
+    n++;
+  closedir(d);
+  return n - 3; /* ".", ".." and the DIR's own fd */
+}
+
+int t_run_until(tdl_loop *loop, const int *flag, int iterations)
+{
+  for (int i = 0; i < iterations && !*flag; i++)
+    assert_true(tdl_run(loop, TDL_RUN_ONCE) >= 0);
+  return *flag;
+}

@@ -1,0 +1,26 @@
+/* Shared test helpers.  Every test binary includes this after cmocka.h. */
+#ifndef TDL_TEST_HELPERS_H
+#define TDL_TEST_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <treadle.h>
+
+/* A loop on the back end named by $TDL_BACKEND (ctest runs each test binary
+ * once per back end). Fails the test on error. */
+tdl_loop *t_loop_new(void);
+/* Frees the loop, asserting that nothing was left started. */
+void t_loop_free(tdl_loop *loop);
+/* A non-blocking, close-on-exec pipe; fails the test on error. */
+void t_pipe(int fds[2]);
+/* Number of open fds of this process (from /proc/self/fd). */
+int t_count_fds(void);
+/* Run tdl_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
+ * times; returns the flag. */
+int t_run_until(tdl_loop *loop, const int *flag, int iterations);
+
+#endif

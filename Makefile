@@ -1,0 +1,44 @@
+# Entry points for a fresh machine.  The two in the README:
+#   make bench   build in Release, build the peers that are installed, and run the
+#                interleaved comparison (../shared/BENCHMARKS.md)
+#   make test    build with misuse checks, run every test on both back ends, run
+#                them again under valgrind, and check an installed copy is usable
+# CI (.ci/run) adds `make test-asan` and `make test-aarch64`.
+WERROR ?= OFF
+JOBS ?= 2
+CMAKE ?= cmake
+
+.PHONY: all test test-build test-valgrind test-consumer test-asan test-aarch64 bench bench-build clean
+
+all: test-build
+
+test-build:
+	@scripts/deps.sh test
+	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) --build build/test -j$(JOBS)
+
+test: test-build
+	ctest --test-dir build/test --output-on-failure -j$(JOBS)
+	scripts/valgrind-tests.sh build/test
+	scripts/consumer-test.sh build/test
+
+test-asan:
+	@scripts/deps.sh test
+	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) --build build/asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
+
+test-aarch64:
+	.ci/aarch64.sh
+
+bench-build:
+	@scripts/deps.sh bench
+	$(CMAKE) -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTDL_TESTS=OFF >/dev/null
+	$(CMAKE) --build build/release -j$(JOBS)
+	@if [ -x bench/peers/build-peers.sh ]; then bench/peers/build-peers.sh build/release || true; fi
+
+bench: bench-build
+	python3 bench/run.py --build build/release
+
+clean:
+	rm -rf build

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs (as root) or names (otherwise) the Debian packages a job needs.
+#   scripts/deps.sh test|bench|aarch64
+set -eu
+case "${1:-test}" in
+  test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3" ;;
+  bench)   pkgs="cmake make gcc pkg-config python3 libev-dev libuv1-dev libevent-dev" ;;
+  aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
+  *) echo "usage: $0 test|bench|aarch64" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+  echo "treadle: installing$missing" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq $missing >/dev/null
+else
+  echo "treadle: missing packages. Run:  sudo apt-get install -y$missing" >&2
+  exit 1
+fi

@@ -1,0 +1,3 @@
+module treadle/bench/peers/go
+
+go 1.22

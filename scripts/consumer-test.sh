@@ -12,5 +12,5 @@ cmake --build "$prefix/cm" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
 PKG_CONFIG_PATH="$libdir" cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/consumer/main.c \
   -o "$prefix/pc-consumer" $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs --static treadle)
-"$prefix/pc-consumer"
+LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/pc-consumer"
 echo "consumer: find_package and pkg-config both work"

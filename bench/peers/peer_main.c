@@ -1,0 +1,21 @@
+/* bench-<peer>: the pipes and timers workloads of shared/BENCHMARKS.md on a
+ * peer library, with treadle-bench's command line (see ../bench.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifndef PEER_NAME
+#error "PEER_NAME must name the peer library"
+#endif
+
+int main(int argc, char **argv)
+{
+  if (argc >= 2 && strcmp(argv[1], "pipes") == 0)
+    return bench_pipes_main(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "timers") == 0)
+    return bench_timers_main(argc - 1, argv + 1);
+  fprintf(stderr, "usage: bench-" PEER_NAME " pipes --pipes P --messages M --delay-us D --style callback|watch\n"
+                  "       bench-" PEER_NAME " timers --timers N --mode add_cancel|fire\n");
+  return 2;
+}

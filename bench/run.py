@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Run treadle's benchmarks against its peers, interleaved, and report medians.
+
+Each experiment runs every implementation once per round (A B C A B C ...,
+rounds outermost, so that a slow spell of a shared machine is spread over all
+implementations instead of landing on one), reads the RESULT line that every
+driver prints (shared/BENCHMARKS.md), and takes the median of each key that
+matters.  Ratios are peer / treadle: above 1 means treadle does the unit of
+work for less.
+
+    python3 bench/run.py [--build DIR] [--rounds R] [--only GROUP ...] [--quick] [--write]
+
+--write rewrites the group's section of docs/PERFORMANCE.md, between
+<!-- BEGIN <group> --> and <!-- END <group> -->.  A missing peer binary is
+skipped with a note and a failed run is reported; neither makes this script
+fail: benchmarks report numbers, they never fail a build.
+
+To add a workload, add its implementations to IMPLS (if new) and its rows to
+EXPERIMENTS; sizes that --quick shrinks go in SIZES and are written as
+{name} in the arguments.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+
+# ---------------------------------------------------------------------------
+# The data table.
+# ---------------------------------------------------------------------------
+
+# Sizes substituted into experiment arguments: (full run, --quick run).
+SIZES = {
+    "messages": (1_000_000, 20_000),
+    "timers": (1_000_000, 100_000),
+    "hops": (10_000_000, 200_000),
+    "spawns": (2_000, 100),
+    "fibers": (100_000, 10_000),
+}
+
+# Implementation label -> (driver binary found under the build directory,
+# extra arguments after the experiment's, extra environment).  The label is
+# what tables show; the driver prints its own impl= too.
+IMPLS = {
+    "treadle": ("treadle-bench", [], {}),
+    "treadle-callback": ("treadle-bench", [], {}),
+    "treadle-watch": ("treadle-bench", [], {}),
+    "treadle-fiber": ("treadle-bench", [], {}),
+    "libev": ("bench-libev", [], {}),
+    "libuv": ("bench-libuv", [], {}),
+    "libevent": ("bench-libevent", [], {}),
+    # bench/peers/build-peers.sh puts these in the build directory.
+    "go": ("bench-go", [], {}),
+    "go-1": ("bench-go", [], {"GOMAXPROCS": "1"}),
+    "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
+    "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
+}
+
+C_PEERS = ["libev", "libuv", "libevent"]
+
+
+def experiment(group, label, bench, args, impls, keys, note=None):
+    """One row of the tables: `impls[0]` is the baseline of the ratios."""
+    return {
+        "group": group,
+        "label": label,
+        "bench": bench,
+        "args": args.split(),
+        "impls": impls,
+        "keys": keys,
+        "note": note,
+    }
+
+
+EXPERIMENTS = []
+for pipes, delay in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
+    EXPERIMENTS.append(experiment(
+        "pipes-callback", f"P={pipes} D={delay}", "pipes",
+        f"--pipes {pipes} --messages {{messages}} --delay-us {delay} --style callback",
+        ["treadle-callback"] + C_PEERS, ["cpu_us_per_msg"]))
+EXPERIMENTS.append(experiment(
+    "pipes-watch", "P=1000 D=0", "pipes",
+    "--pipes 1000 --messages {messages} --delay-us 0 --style watch",
+    ["treadle-watch"] + C_PEERS, ["cpu_us_per_msg"]))
+EXPERIMENTS.append(experiment(
+    "timers", "add_cancel N={timers}", "timers", "--timers {timers} --mode add_cancel",
+    ["treadle"] + C_PEERS, ["ns_per_add", "ns_per_cancel"]))
+EXPERIMENTS.append(experiment(
+    "timers", "fire N={timers}", "timers", "--timers {timers} --mode fire",
+    ["treadle"] + C_PEERS, ["ns_per_timer", "cpu_ns_per_timer"]))
+
+# What each group's section of the doc says about its figures.
+GROUP_NOTES = {
+    "pipes-callback": "CPU time (user+sys) per message, `cpu_us_per_msg`; callback style.",
+    "pipes-watch": "CPU time (user+sys) per message, `cpu_us_per_msg`; watch style "
+                   "(a write watcher started and stopped around every write).",
+    "timers": "`ns_per_add` / `ns_per_cancel`: wall time of adding N timers with deadlines "
+              "over [1 s, 10 s], then cancelling them in random order; `ns_per_timer`: wall "
+              "time of adding N timers with deadlines over [0, 200 ms] and running until all "
+              "have fired, over N (at least 200 ms / N, the spread of the deadlines); "
+              "`cpu_ns_per_timer`: the CPU time of that run over N.",
+}
+
+# ---------------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def find_binary(build, name):
+    """Return the path of an executable called `name` under `build`, or None."""
+    for cand in (os.path.join(build, "bench", name), os.path.join(build, name)):
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    for dirpath, dirnames, filenames in os.walk(build):
+        dirnames[:] = [d for d in dirnames if d != "CMakeFiles"]
+        if name in filenames:
+            cand = os.path.join(dirpath, name)
+            if os.access(cand, os.X_OK):
+                return cand
+    return None
+
+
+def parse_result(stdout):
+    """The key=value pairs of the one RESULT line in stdout, or None."""
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if len(lines) != 1:
+        return None
+    out = {}
+    for tok in lines[0].split()[1:]:
+        k, sep, v = tok.partition("=")
+        if not sep:
+            continue
+        try:
+            out[k] = float(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}" if v < 1 else f"{v:.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build", help="build directory (default: build)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of interleaved runs (default: 3)")
+    ap.add_argument("--only", action="append", default=[], metavar="GROUP",
+                    help="run only this group (repeatable, or comma-separated)")
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes and 1 round, for a smoke test; never writes the doc")
+    ap.add_argument("--write", action="store_true", help="rewrite the groups' sections of the doc")
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per run (default: 600)")
+    ap.add_argument("--list", action="store_true", help="list the groups and experiments and exit")
+    opts = ap.parse_args()
+
+    groups = list(dict.fromkeys(e["group"] for e in EXPERIMENTS))
+    size_idx = 1 if opts.quick else 0
+    sizes = {k: v[size_idx] for k, v in SIZES.items()}
+    if opts.list:
+        for e in EXPERIMENTS:
+            print(f"{e['group']:16} {e['label'].format(**sizes):24} {' '.join(e['impls'])}")
+        return 0
+    only = [g for arg in opts.only for g in arg.split(",") if g]
+    unknown = [g for g in only if g not in groups]
+    if unknown:
+        print(f"run.py: unknown group(s) {', '.join(unknown)}; groups: {', '.join(groups)}")
+        return 0
+    selected = [e for e in EXPERIMENTS if not only or e["group"] in only]
+    rounds = 1 if opts.quick else max(1, opts.rounds)
+    if opts.quick and opts.write:
+        print("run.py: --quick never writes the doc; ignoring --write")
+
+    # Locate binaries once; a missing one is a note, not an error.
+    binaries, missing = {}, set()
+    for e in selected:
+        for impl in e["impls"]:
+            name = IMPLS[impl][0]
+            if name not in binaries:
+                binaries[name] = find_binary(opts.build, name)
+            if binaries[name] is None:
+                missing.add(impl)
+    for impl in sorted(missing):
+        print(f"note: {IMPLS[impl][0]} not found under {opts.build}: {impl} skipped")
+
+    samples = {}   # (experiment index, impl) -> list of result dicts
+    failures = []  # (experiment, impl, message)
+    for r in range(rounds):
+        for i, e in enumerate(selected):
+            label = e["label"].format(**sizes)
+            args = [a.format(**sizes) for a in e["args"]]
+            for impl in e["impls"]:
+                if impl in missing:
+                    continue
+                binary, extra, env = IMPLS[impl]
+                cmd = [binaries[binary], e["bench"]] + args + extra
+                tag = f"[{r + 1}/{rounds}] {e['group']} {label} {impl}"
+                try:
+                    p = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout,
+                                       env=dict(os.environ, **env) if env else None)
+                    res = parse_result(p.stdout) if p.returncode == 0 else None
+                    err = None if res else (f"exit {p.returncode}: " + (p.stderr.strip() or p.stdout.strip())[-400:])
+                except subprocess.TimeoutExpired:
+                    res, err = None, f"timed out after {opts.timeout:.0f} s"
+                except OSError as ex:
+                    res, err = None, str(ex)
+                if res is None:
+                    failures.append((e, impl, err))
+                    print(f"{tag}: FAILED ({err})\n    command: {shlex.join(cmd)}", flush=True)
+                    continue
+                samples.setdefault((i, impl), []).append(res)
+                vals = " ".join(f"{k}={fmt(res.get(k))}" for k in e["keys"] if isinstance(res.get(k), float))
+                print(f"{tag}: {vals}", flush=True)
+
+    sections = {}
+    for g in [g for g in groups if any(e["group"] == g for e in selected)]:
+        sections[g] = render_group(g, selected, samples, missing, failures, sizes, rounds)
+        print()
+        print(sections[g])
+
+    if opts.write and not opts.quick:
+        write_doc(opts.doc, sections, rounds)
+    return 0
+
+
+def render_group(group, selected, samples, missing, failures, sizes, rounds):
+    """A markdown table: rows are experiment x key, columns implementations."""
+    exps = [(i, e) for i, e in enumerate(selected) if e["group"] == group]
+    impls = list(dict.fromkeys(impl for _, e in exps for impl in e["impls"]))
+    lines = ["| experiment | key | " + " | ".join(impls) + " |",
+             "|---|---|" + "---:|" * len(impls)]
+    for i, e in exps:
+        base_impl = e["impls"][0]
+        for key in e["keys"]:
+            medians = {}
+            for impl in e["impls"]:
+                vals = [s[key] for s in samples.get((i, impl), []) if isinstance(s.get(key), float)]
+                if vals:
+                    medians[impl] = (statistics.median(vals), len(vals))
+            base = medians.get(base_impl, (None, 0))[0]
+            cells = []
+            for impl in impls:
+                if impl not in e["impls"]:
+                    cells.append("")
+                elif impl in missing:
+                    cells.append("not built")
+                elif impl not in medians:
+                    cells.append("—" if samples.get((i, impl)) else "failed")
+                else:
+                    med, n = medians[impl]
+                    cell = fmt(med)
+                    if impl != base_impl and base:
+                        cell += f" ({med / base:.2f}×)"
+                    if n < rounds:
+                        cell += f" [{n} of {rounds} runs]"
+                    cells.append(cell)
+            lines.append(f"| {e['label'].format(**sizes)} | {key} | " + " | ".join(cells) + " |")
+    notes = []
+    if group in GROUP_NOTES:
+        notes.append(GROUP_NOTES[group])
+    bases = sorted({e["impls"][0] for _, e in exps})
+    runs = "1 run" if rounds == 1 else f"the median of {rounds} interleaved runs"
+    notes.append(f"Each cell is {runs}; (×) is the ratio to "
+                 f"{', '.join(bases)} in the same row: above 1 means the peer spends more.")
+    for impl in sorted(missing & set(impls)):
+        notes.append(f"{impl}: not built on this machine (its library is not installed), skipped.")
+    for e, impl, err in failures:
+        if e["group"] == group:
+            notes.append(f"{impl} failed a run of {e['label'].format(**sizes)}: {err.splitlines()[-1] if err else ''}")
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in dict.fromkeys(notes))
+
+
+def machine_line():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+
+
+def write_doc(path, sections, rounds):
+    try:
+        with open(path) as f:
+            doc = f.read()
+    except FileNotFoundError:
+        doc = "# treadle performance\n"
+    cmd = shlex.join(["python3"] + sys.argv)
+    stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    for group, body in sections.items():
+        block = (f"<!-- BEGIN {group} -->\n"
+                 f"Measured {stamp} with `{cmd}`, {rounds} rounds, on {machine_line()} "
+                 f"(`uname -r`: {platform.release()}).\n\n{body}\n<!-- END {group} -->")
+        pat = re.compile(rf"<!-- BEGIN {re.escape(group)} -->.*?<!-- END {re.escape(group)} -->", re.S)
+        if pat.search(doc):
+            doc = pat.sub(lambda _m: block, doc, count=1)
+        else:
+            doc = doc.rstrip("\n") + f"\n\n## {group}\n\n{block}\n"
+    with open(path, "w") as f:
+        f.write(doc)
+    print(f"run.py: wrote {', '.join(sections)} to {path}")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -70,5 +70,7 @@ TDL_API const char *tdl_strerror(int err);
 #endif
 
 #include "treadle/loop.h"
+#include "treadle/fiber.h"
+#include "treadle/spawn.h"
 
 #endif /* TREADLE_H */

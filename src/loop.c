@@ -82,6 +82,8 @@ int tdl_loop_free(tdl_loop *loop)
   TDL__CHECK_THREAD(loop);
   if (loop->running || tdl_loop_alive(loop))
     return -EBUSY;
+  if (loop->sched_destroy && loop->sched_destroy(loop) < 0)
+    return -EBUSY; /* finished fibers not yet joined own their stacks */
   tdl__signal_close(loop);
   tdl__wakeup_close(loop);
   loop->be->close(loop);
@@ -256,6 +258,12 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
     tdl_time_t timeout = 0;
     if (mode != TDL_RUN_NOWAIT && alive && !loop->stop_flag)
       timeout = tdl_loop_timeout(loop);
+    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0) {
+      /* Only parked fibers keep the loop alive, and nothing is left that
+       * could wake one: sleeping would never end. */
+      err = -EDEADLK;
+      break;
+    }
     err = loop->be->wait(loop, timeout);
     loop->now = tdl__clock_now();
     run_hooks(loop, TDL_HOOK_AFTER_POLL);

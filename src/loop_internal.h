@@ -158,6 +158,7 @@ struct tdl_loop {
   void (*sched_run)(tdl_loop *loop);
   bool (*sched_busy)(tdl_loop *loop);
   bool (*sched_alive)(tdl_loop *loop);
+  int (*sched_destroy)(tdl_loop *loop); /* -EBUSY while fibers are unreleased */
 };
 
 /* clock.c */

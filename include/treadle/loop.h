@@ -57,8 +57,10 @@ typedef enum tdl_run_mode {
 } tdl_run_mode;
 
 /* Run the loop.  Returns 0 when nothing is started any more, 1 when it
- * returned with handles still started (tdl_stop(), or ONCE/NOWAIT), or a
- * negative error from the back end (-EINTR never escapes: it is retried).
+ * returned with handles still started (tdl_stop(), or ONCE/NOWAIT), -EDEADLK
+ * when only parked fibers are left and nothing (fd, timer, wakeup, signal)
+ * could ever wake them, or a negative error from the back end (-EINTR never
+ * escapes: it is retried).
  * Not reentrant: calling it from one of the loop's own callbacks fails with
  * -EBUSY. */
 TDL_API int tdl_run(tdl_loop *loop, tdl_run_mode mode);

@@ -1,0 +1,212 @@
+/*
+ * Fibers: lightweight threads that block cheaply.  Include <treadle.h>.
+ *
+ * A fiber is a function running on its own small stack, scheduled by its
+ * loop's thread.  When it calls a blocking treadle function (tdl_read,
+ * tdl_sleep, tdl_chan_recv, ...) and the call cannot complete at once, the
+ * fiber parks and the loop runs other fibers and callbacks until the fd is
+ * ready, the deadline passes, or something wakes it.  A switch between fibers
+ * saves a few registers (~10 ns); no system call is made.
+ *
+ * Scheduling: runnable fibers run in FIFO order; a fiber that yields goes to
+ * the back.  A fiber runs until it blocks or yields: there is no preemption.
+ * To keep one busy fiber from starving the rest, a fiber that completes 64
+ * treadle I/O calls in a row without blocking yields once.
+ *
+ * Blocking calls and deadlines: every blocking call takes an absolute
+ * deadline on the loop's clock (TDL_FOREVER = none; tdl_after(loop, delay)
+ * makes one, or use the *_for helpers).  A call whose deadline passes returns
+ * -ETIMEDOUT and leaves the fd or object usable.  A call on a cancelled fiber
+ * returns -ECANCELED.  A blocking call made outside a fiber (from main before
+ * the loop runs, or from a callback) returns -EPERM at once; it never blocks
+ * the thread.
+ *
+ * Handles: a tdl_fiber_t names a fiber until it has been joined, or has
+ * finished after being detached; then the handle is stale and every call
+ * given it returns -ESRCH (handles are never reused for another fiber).
+ *
+ * Cancellation is sticky: after tdl_fiber_cancel(), the fiber's current and
+ * every later blocking call returns -ECANCELED, so that it unwinds; calls
+ * that do not block (tdl_close, tdl_fiber_yield) still work.
+ */
+#ifndef TREADLE_FIBER_H
+#define TREADLE_FIBER_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t tdl_fiber_t;
+typedef void *(*tdl_fiber_fn)(void *arg);
+
+/* Stack sizes are rounded up to whole pages. */
+#define TDL_STACK_DEFAULT ((size_t)64 * 1024)
+#define TDL_STACK_MIN ((size_t)16 * 1024)
+#define TDL_STACK_MAX ((size_t)1 << 30)
+
+typedef struct tdl_fiber_options {
+  const char *name;  /* for diagnostics; copied (up to 23 bytes). NULL: none */
+  size_t stack_size; /* 0: TDL_STACK_DEFAULT */
+} tdl_fiber_options;
+
+/*
+ * Start fn(arg) as a new fiber of loop; it first runs on the loop's next
+ * iteration (or at the caller's next blocking call or yield, when the caller
+ * is a fiber of the same loop).  *out (may be NULL) receives its handle.
+ * Errors: -EINVAL (stack size below TDL_STACK_MIN or above TDL_STACK_MAX, or
+ * fn NULL); -ENOMEM (no memory for the stack; nothing is left behind).
+ * Cost: a few ns with a cached stack, ~11 us for a new one.
+ *
+ * Stacks: each has a PROT_NONE guard page below it, so an overflow stops the
+ * process with a message naming the fiber instead of corrupting memory.  The
+ * kernel allows only so many separate mappings (vm.max_map_count): past a
+ * quarter of that limit (~16,000 fibers by default), new stacks are mapped
+ * without a guard, so that 100,000 and more fibers still fit; an overflow
+ * of such a stack goes undetected.  tdl_fiber_stats() reports how many.
+ */
+TDL_API int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg,
+                            const tdl_fiber_options *opts);
+
+/* The running fiber's handle, or 0 outside a fiber. */
+TDL_API tdl_fiber_t tdl_fiber_self(void);
+/* The loop of the running fiber, or NULL outside a fiber. */
+TDL_API tdl_loop *tdl_fiber_loop(void);
+
+/* Let every other runnable fiber run once, then continue.  Returns 0, or
+ * -EPERM outside a fiber. */
+TDL_API int tdl_fiber_yield(void);
+
+/* End the running fiber with `result` (as if fn returned it).  Outside a
+ * fiber it does nothing and returns. */
+TDL_API void tdl_fiber_exit(void *result);
+
+/* Wait until fiber f finishes; store its result in *result (may be NULL) and
+ * release it (its handle becomes stale).
+ * Errors: -EPERM outside a fiber; -ESRCH (stale handle: already joined, or
+ * detached and finished); -EINVAL (f is detached, or of another loop);
+ * -EDEADLK (f is the caller); -EBUSY (another fiber is joining f);
+ * -ETIMEDOUT (f keeps running and stays joinable); -ECANCELED. */
+TDL_API int tdl_fiber_join(tdl_fiber_t f, tdl_time_t deadline, void **result);
+/* (Join is only for fibers: it parks.  f must be of the caller's loop.) */
+
+/* Let f release itself when it finishes; its handle must not be joined.
+ * Callable from anywhere on the loop's thread.
+ * Errors: -ESRCH (stale, or not a fiber of loop), -EINVAL (already detached). */
+TDL_API int tdl_fiber_detach(tdl_loop *loop, tdl_fiber_t f);
+
+/* Cancel f (see "Cancellation" above).  Cancelling twice is harmless.
+ * Callable from anywhere on the loop's thread.
+ * Errors: -ESRCH when f has already finished, is stale, or not of loop. */
+TDL_API int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t f);
+
+/* Whether the running fiber has been cancelled. */
+TDL_API bool tdl_fiber_cancelled(void);
+
+/* Give main() to treadle: make a loop, run fn(arg) as its first fiber and the
+ * loop until nothing is left, store fn's result in *result (may be NULL), free
+ * the loop.  Returns 0, a tdl_loop_new() error, or -EDEADLK when fibers were
+ * left parked with nothing that could ever wake them (the loop is then
+ * leaked, since those fibers still own their stacks). */
+TDL_API int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result);
+
+/* ---- sleeping and waiting for fds ---- */
+
+/* Park until the deadline.  Returns 0, -ECANCELED, or -EPERM. */
+TDL_API int tdl_sleep(tdl_time_t deadline);
+TDL_API int tdl_sleep_for(tdl_time_t delay);
+
+/* Park until fd is ready for `events` (TDL_READ and/or TDL_WRITE); returns
+ * the ready events (> 0, including TDL_ERR/TDL_HUP when they happened),
+ * -ETIMEDOUT, -ECANCELED, -EPERM, -EBADF, -EINVAL (no events), or -EBUSY
+ * when another fiber already waits for the same direction on this fd (one
+ * reader and one writer fiber per fd at a time). */
+TDL_API int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline);
+
+/*
+ * I/O that parks the fiber instead of the thread.  Each tries the system call
+ * first and parks only on EAGAIN, so data that is already there costs no
+ * round trip through the loop.  The fd is made non-blocking on first use.
+ * Results are the system call's (bytes, or the new fd) or a negative errno;
+ * in addition: -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EBUSY (see
+ * tdl_wait_fd).  A partial transfer is returned as such (no retry loop); a
+ * timed-out call has transferred nothing.
+ *
+ * An fd used with these calls must be closed with tdl_close(), which also
+ * wakes any fiber still waiting on it (with -EBADF) and clears what the loop
+ * cached about the fd; a plain close() leaves that state behind for a later
+ * fd with the same number.
+ */
+TDL_API ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline);
+TDL_API ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline);
+TDL_API ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
+TDL_API ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
+TDL_API ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline);
+TDL_API ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline);
+TDL_API ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+                             socklen_t *addrlen, tdl_time_t deadline);
+TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,
+                           socklen_t addrlen, tdl_time_t deadline);
+/* The new fd is non-blocking and close-on-exec. */
+TDL_API int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
+/* Non-blocking connect, then wait for writability and read SO_ERROR. */
+TDL_API int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
+/* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
+ * outside fibers too.  Returns close()'s result. */
+TDL_API int tdl_close(int fd);
+
+/* ---- fiber-local storage ---- */
+
+typedef unsigned tdl_fls_key;
+#define TDL_FLS_KEYS 16
+
+/* Make a key (process-wide; at most TDL_FLS_KEYS).  dtor, if not NULL, is
+ * called with a fiber's non-NULL value when that fiber finishes.
+ * Errors: -EAGAIN when all keys are taken. */
+TDL_API int tdl_fls_key_create(tdl_fls_key *key, void (*dtor)(void *));
+/* Errors: -EPERM outside a fiber; -EINVAL for a key never created. */
+TDL_API int tdl_fls_set(tdl_fls_key key, void *value);
+/* NULL outside a fiber or when unset. */
+TDL_API void *tdl_fls_get(tdl_fls_key key);
+
+/* ---- looking inside ---- */
+
+typedef struct tdl_fiber_info {
+  tdl_fiber_t handle;
+  uint64_t id;           /* small number for people, in spawn order */
+  const char *name;      /* "" when unnamed */
+  const char *state;     /* "running", "runnable", "parked", "finished" */
+  const char *waits_on;  /* what a parked fiber waits for ("read", "sleep", "chan"...) or "" */
+  int fd;                /* the fd it waits on, or -1 */
+  tdl_time_t deadline;   /* its deadline, or TDL_FOREVER */
+  size_t stack_size;     /* usable bytes */
+  size_t stack_used;     /* high-water mark: bytes of the stack ever touched (page granular) */
+  bool guarded;          /* its stack has a guard page */
+} tdl_fiber_info;
+
+/* Call fn for every fiber of loop that has not been released; stop early when
+ * fn returns non-zero.  Returns the number of fibers visited. */
+TDL_API int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *info, void *ctx), void *ctx);
+/* Write one line per fiber to fd (e.g. 2), async-unsafe but allocation-free. */
+TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
+
+typedef struct tdl_fiber_stats {
+  size_t live;             /* fibers not yet released */
+  size_t unguarded;        /* of their stacks, how many have no guard page */
+  size_t stacks_cached;    /* stacks kept for reuse */
+} tdl_fiber_stats;
+TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_FIBER_H */

@@ -1,0 +1,642 @@
+/* Fibers: spawn, join, detach, cancel, order, fiber I/O with deadlines,
+ * misuse, 100,000 at once, overflow diagnosis. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include "helpers.h"
+
+static tdl_loop *L;
+
+static int setup(void **state)
+{
+  (void)state;
+  L = t_loop_new();
+  return 0;
+}
+
+static int teardown(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_loop_free(L), 0);
+  return 0;
+}
+
+/* ---- spawn, join, order ---- */
+
+static void *ret_arg(void *arg) { return arg; }
+
+static int order_log[64], order_n;
+static void *log_twice(void *arg)
+{
+  order_log[order_n++] = (int)(intptr_t)arg;
+  tdl_fiber_yield();
+  order_log[order_n++] = (int)(intptr_t)arg + 100;
+  return NULL;
+}
+
+static void *joiner(void *arg)
+{
+  tdl_fiber_t *h = arg;
+  void *res = NULL;
+  assert_int_equal(tdl_fiber_join(h[0], TDL_FOREVER, &res), 0);
+  assert_ptr_equal(res, (void *)0x1234);
+  /* The handle is stale now. */
+  assert_int_equal(tdl_fiber_join(h[0], TDL_FOREVER, &res), -ESRCH);
+  return (void *)1;
+}
+
+static void spawn_and_join(void **state)
+{
+  (void)state;
+  tdl_fiber_t h[2];
+  assert_int_equal(tdl_fiber_spawn(L, &h[0], ret_arg, (void *)0x1234, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &h[1], joiner, h, NULL), 0);
+  assert_true(h[0] != 0 && h[0] != h[1]);
+  assert_int_equal(tdl_fiber_detach(L, h[1]), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+}
+
+static void fifo_and_yield(void **state)
+{
+  (void)state;
+  order_n = 0;
+  for (int i = 1; i <= 3; i++) {
+    tdl_fiber_t h;
+    assert_int_equal(tdl_fiber_spawn(L, &h, log_twice, (void *)(intptr_t)i, NULL), 0);
+    assert_int_equal(tdl_fiber_detach(L, h), 0);
+  }
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  int want[] = {1, 2, 3, 101, 102, 103};
+  assert_int_equal(order_n, 6);
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(order_log[i], want[i]);
+}
+
+static void *sleeper(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_sleep_for(5 * TDL_MSEC);
+}
+
+static void *join_misuse(void *arg)
+{
+  (void)arg;
+  tdl_fiber_t me = tdl_fiber_self();
+  assert_int_equal(tdl_fiber_join(me, TDL_FOREVER, NULL), -EDEADLK);
+  assert_int_equal(tdl_fiber_join(0, TDL_FOREVER, NULL), -ESRCH);
+  assert_int_equal(tdl_fiber_join(0xdead00000007ull, TDL_FOREVER, NULL), -ESRCH);
+
+  tdl_fiber_t d;
+  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &d, sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(tdl_fiber_loop(), d), 0);
+  assert_int_equal(tdl_fiber_detach(tdl_fiber_loop(), d), -EINVAL);
+  assert_int_equal(tdl_fiber_join(d, TDL_FOREVER, NULL), -EINVAL);
+
+  /* A join that times out leaves the fiber joinable. */
+  tdl_fiber_t s;
+  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &s, sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_join(s, tdl_after(tdl_fiber_loop(), TDL_MSEC), NULL), -ETIMEDOUT);
+  void *r = (void *)1;
+  assert_int_equal(tdl_fiber_join(s, TDL_FOREVER, &r), 0);
+  assert_null(r); /* tdl_sleep returned 0 */
+  return NULL;
+}
+
+static void join_errors(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_fiber_join(1, TDL_FOREVER, NULL), -EPERM); /* not in a fiber */
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, join_misuse, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), -ESRCH); /* finished and released */
+}
+
+static void *second_joiner(void *arg)
+{
+  tdl_fiber_t *h = arg;
+  return (void *)(intptr_t)tdl_fiber_join(*h, TDL_FOREVER, NULL);
+}
+
+static void *collect(void *arg)
+{
+  tdl_fiber_t *js = arg;
+  void *r0, *r1;
+  assert_int_equal(tdl_fiber_join(js[0], TDL_FOREVER, &r0), 0);
+  assert_int_equal(tdl_fiber_join(js[1], TDL_FOREVER, &r1), 0);
+  int a = (int)(intptr_t)r0, b = (int)(intptr_t)r1;
+  /* One joined the target; the other was refused (-EBUSY) or, if it came
+   * after the target was released, found the handle stale (-ESRCH). */
+  assert_true((a == 0 && (b == -EBUSY || b == -ESRCH)) || (b == 0 && (a == -EBUSY || a == -ESRCH)));
+  return NULL;
+}
+
+static void only_one_joiner(void **state)
+{
+  (void)state;
+  static tdl_fiber_t target, js[2];
+  assert_int_equal(tdl_fiber_spawn(L, &target, sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &js[0], second_joiner, &target, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &js[1], second_joiner, &target, NULL), 0);
+  tdl_fiber_t c;
+  assert_int_equal(tdl_fiber_spawn(L, &c, collect, js, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(L, c), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+}
+
+static void bad_spawn_arguments(void **state)
+{
+  (void)state;
+  tdl_fiber_t h = 99;
+  assert_int_equal(tdl_fiber_spawn(L, &h, NULL, NULL, NULL), -EINVAL);
+  assert_int_equal(h, 0);
+  tdl_fiber_options o = {.stack_size = 1};
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  o.stack_size = TDL_STACK_MIN - 1;
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  o.stack_size = (size_t)-1;
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  o.stack_size = TDL_STACK_MAX + 1;
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  o.stack_size = 0; /* the default */
+  o.name = "a name much longer than the twenty-three bytes kept";
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_fiber_yield(), -EPERM);
+  assert_int_equal(tdl_fiber_self(), 0);
+  tdl_fiber_exit(NULL); /* outside a fiber: does nothing */
+}
+
+/* ---- cancel ---- */
+
+static void *cancel_target(void *arg)
+{
+  int *rc = arg;
+  rc[0] = tdl_sleep(TDL_FOREVER);
+  rc[1] = tdl_sleep_for(TDL_MSEC); /* sticky */
+  rc[2] = tdl_fiber_cancelled();
+  return NULL;
+}
+
+static void *canceller(void *arg)
+{
+  tdl_fiber_t *h = arg;
+  tdl_sleep_for(TDL_MSEC);
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), 0);
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), 0); /* twice: harmless */
+  assert_int_equal(tdl_fiber_join(*h, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), -ESRCH); /* finished */
+  return NULL;
+}
+
+static void cancel_wakes_a_parked_fiber(void **state)
+{
+  (void)state;
+  static int rc[3];
+  static tdl_fiber_t t;
+  assert_int_equal(tdl_fiber_spawn(L, &t, cancel_target, rc, NULL), 0);
+  tdl_fiber_t c;
+  assert_int_equal(tdl_fiber_spawn(L, &c, canceller, &t, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(L, c), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(rc[0], -ECANCELED);
+  assert_int_equal(rc[1], -ECANCELED);
+  assert_int_equal(rc[2], 1);
+}
+
+static void *spin_then_block(void *arg)
+{
+  int *rc = arg;
+  tdl_fiber_yield(); /* cancelled while runnable */
+  rc[0] = tdl_sleep_for(TDL_MSEC);
+  return NULL;
+}
+
+static void cancel_a_runnable_fiber(void **state)
+{
+  (void)state;
+  int rc[1] = {0};
+  tdl_fiber_t t;
+  assert_int_equal(tdl_fiber_spawn(L, &t, spin_then_block, rc, NULL), 0);
+  assert_int_equal(tdl_fiber_cancel(L, t), 0); /* from outside any fiber */
+  assert_int_equal(tdl_fiber_detach(L, t), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(rc[0], -ECANCELED);
+}
+
+/* ---- fiber I/O ---- */
+
+static int P[2];
+
+static void *reader(void *arg)
+{
+  (void)arg;
+  char c;
+  /* Nothing there yet: parks, then gets the byte the writer sends. */
+  assert_int_equal(tdl_read(P[0], &c, 1, TDL_FOREVER), 1);
+  assert_int_equal(c, 'a');
+  /* A deadline that passes: -ETIMEDOUT, and the fd still works after. */
+  tdl_loop *loop = tdl_fiber_loop();
+  assert_int_equal(tdl_read(P[0], &c, 1, tdl_after(loop, 2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_read(P[0], &c, 1, TDL_FOREVER), 1);
+  assert_int_equal(c, 'b');
+  /* A deadline already past fails without parking. */
+  assert_int_equal(tdl_read(P[0], &c, 1, 0), -ETIMEDOUT);
+  return NULL;
+}
+
+static void *writer(void *arg)
+{
+  (void)arg;
+  tdl_sleep_for(TDL_MSEC);
+  assert_int_equal(tdl_write(P[1], "a", 1, TDL_FOREVER), 1);
+  tdl_sleep_for(10 * TDL_MSEC);
+  assert_int_equal(tdl_write(P[1], "b", 1, TDL_FOREVER), 1);
+  return NULL;
+}
+
+static void read_and_write_park_the_fiber(void **state)
+{
+  (void)state;
+  t_pipe(P);
+  tdl_fiber_t r, w;
+  assert_int_equal(tdl_fiber_spawn(L, &r, reader, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &w, writer, NULL, NULL), 0);
+  tdl_fiber_detach(L, r);
+  tdl_fiber_detach(L, w);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  tdl_close(P[0]);
+  tdl_close(P[1]);
+}
+
+static void *fill_and_block(void *arg)
+{
+  (void)arg;
+  static char big[1 << 16];
+  ssize_t total = 0, n;
+  /* A blocking pipe is made non-blocking: this must not hang the thread. */
+  while ((n = tdl_write(P[1], big, sizeof big, tdl_after(tdl_fiber_loop(), 5 * TDL_MSEC))) > 0)
+    total += n;
+  assert_int_equal(n, -ETIMEDOUT);
+  assert_true(total > 0);
+  assert_true(fcntl(P[1], F_GETFL) & O_NONBLOCK);
+  return NULL;
+}
+
+static void blocking_fds_are_made_nonblocking(void **state)
+{
+  (void)state;
+  assert_int_equal(pipe(P), 0); /* blocking */
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, fill_and_block, NULL, NULL), 0);
+  tdl_fiber_detach(L, h);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  tdl_close(P[0]);
+  tdl_close(P[1]);
+}
+
+static void *bad_fd_user(void *arg)
+{
+  (void)arg;
+  char c;
+  assert_int_equal(tdl_read(-1, &c, 1, TDL_FOREVER), -EBADF);
+  int p[2];
+  t_pipe(p);
+  close(p[0]);
+  close(p[1]);
+  assert_int_equal(tdl_read(p[0], &c, 1, TDL_FOREVER), -EBADF);
+  assert_int_equal(tdl_write(p[1], &c, 1, TDL_FOREVER), -EBADF);
+  assert_int_equal(tdl_wait_fd(p[0], TDL_READ, TDL_FOREVER), -EBADF);
+  assert_int_equal(tdl_wait_fd(0, 0, TDL_FOREVER), -EINVAL);
+  return NULL;
+}
+
+static void bad_fds_in_fibers(void **state)
+{
+  (void)state;
+  char c;
+  assert_int_equal(tdl_read(0, &c, 1, TDL_FOREVER), -EPERM); /* not in a fiber */
+  assert_int_equal(tdl_sleep_for(1), -EPERM);
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, bad_fd_user, NULL, NULL), 0);
+  tdl_fiber_detach(L, h);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+}
+
+static void *wait_then_report(void *arg)
+{
+  int *rc = arg;
+  char c;
+  *rc = (int)tdl_read(P[0], &c, 1, TDL_FOREVER);
+  return NULL;
+}
+
+static void *closer(void *arg)
+{
+  int *rc = arg;
+  tdl_fiber_yield();
+  char c;
+  /* A second reader on the same fd is refused. */
+  rc[1] = (int)tdl_read(P[0], &c, 1, TDL_FOREVER);
+  assert_int_equal(tdl_close(P[0]), 0);
+  return NULL;
+}
+
+static void close_wakes_waiters(void **state)
+{
+  (void)state;
+  t_pipe(P);
+  static int rc[2];
+  tdl_fiber_t a, b;
+  assert_int_equal(tdl_fiber_spawn(L, &a, wait_then_report, &rc[0], NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &b, closer, rc, NULL), 0);
+  tdl_fiber_detach(L, a);
+  tdl_fiber_detach(L, b);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(rc[0], -EBADF);
+  assert_int_equal(rc[1], -EBUSY);
+  tdl_close(P[1]);
+}
+
+/* ---- the loop's view ---- */
+
+static void *park_forever(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_sleep(TDL_FOREVER);
+}
+
+static void deadlock_is_reported_and_loop_kept(void **state)
+{
+  (void)state;
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, park_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), -EDEADLK);
+  assert_int_equal(tdl_loop_free(L), -EBUSY); /* the fiber still owns its stack */
+  assert_int_equal(tdl_fiber_cancel(L, h), 0);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  /* Finished but not joined: still not releasable by the loop alone. */
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+}
+
+static void a_hundred_thousand_fibers(void **state)
+{
+  (void)state;
+  enum { N = 100000 };
+  tdl_fiber_options o = {.stack_size = TDL_STACK_MIN};
+  for (int i = 0; i < N; i++) {
+    tdl_fiber_t h;
+    assert_int_equal(tdl_fiber_spawn(L, &h, sleeper, NULL, &o), 0);
+    assert_int_equal(tdl_fiber_detach(L, h), 0);
+  }
+  tdl_fiber_stats st;
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, N);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, 0);
+}
+
+static int fls_dtor_calls;
+static void fls_dtor(void *v)
+{
+  assert_ptr_equal(v, (void *)0x77);
+  fls_dtor_calls++;
+}
+
+static tdl_fls_key K;
+static void *fls_user(void *arg)
+{
+  assert_null(tdl_fls_get(K));
+  assert_int_equal(tdl_fls_set(K, arg), 0);
+  tdl_fiber_yield();
+  assert_ptr_equal(tdl_fls_get(K), arg); /* not another fiber's value */
+  assert_int_equal(tdl_fls_set(TDL_FLS_KEYS + 5, arg), -EINVAL);
+  return NULL;
+}
+
+static void fiber_local_storage(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_fls_key_create(&K, fls_dtor), 0);
+  assert_int_equal(tdl_fls_set(K, (void *)1), -EPERM);
+  assert_null(tdl_fls_get(K));
+  fls_dtor_calls = 0;
+  tdl_fiber_t a, b;
+  assert_int_equal(tdl_fiber_spawn(L, &a, fls_user, (void *)0x77, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &b, fls_user, (void *)0x77, NULL), 0);
+  tdl_fiber_detach(L, a);
+  tdl_fiber_detach(L, b);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(fls_dtor_calls, 2);
+}
+
+static int count_info(const tdl_fiber_info *in, void *ctx)
+{
+  int *n = ctx;
+  if (strcmp(in->name, "dumped") == 0) {
+    assert_string_equal(in->state, "parked");
+    assert_string_equal(in->waits_on, "sleep");
+    assert_true(in->deadline != TDL_FOREVER);
+    assert_true(in->stack_used > 0 && in->stack_used <= in->stack_size);
+    (*n)++;
+  }
+  return 0;
+}
+
+static void *dumper(void *arg)
+{
+  (void)arg;
+  int n = 0;
+  tdl_fiber_foreach(tdl_fiber_loop(), count_info, &n);
+  assert_int_equal(n, 1);
+  int p[2];
+  t_pipe(p);
+  assert_true(tdl_fiber_dump(tdl_fiber_loop(), p[1]) >= 2);
+  char buf[1024] = {0};
+  assert_true(read(p[0], buf, sizeof buf - 1) > 0);
+  assert_non_null(strstr(buf, "\"dumped\" parked on sleep until"));
+  assert_non_null(strstr(buf, "running"));
+  close(p[0]);
+  close(p[1]);
+  return NULL;
+}
+
+static void dump_lists_fibers(void **state)
+{
+  (void)state;
+  tdl_fiber_t a, b;
+  assert_int_equal(tdl_fiber_spawn(L, &a, sleeper, NULL, &(tdl_fiber_options){.name = "dumped"}), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &b, dumper, NULL, NULL), 0);
+  tdl_fiber_detach(L, a);
+  tdl_fiber_detach(L, b);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+}
+
+static void free_with_fibers_is_refused(void **state)
+{
+  (void)state;
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, NULL), 0);
+  assert_int_equal(tdl_loop_free(L), -EBUSY);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_free(L), -EBUSY); /* finished, not joined */
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+}
+
+static void *main_fn(void *arg) { return (void *)((intptr_t)arg * 2); }
+
+static void fiber_main(void **state)
+{
+  (void)state;
+  void *r = NULL;
+  assert_int_equal(tdl_fiber_main(main_fn, (void *)21, &r), 0);
+  assert_int_equal((intptr_t)r, 42);
+}
+
+/* ---- running out of memory ---- */
+
+static void *noop(void *arg) { return arg; }
+
+static void spawn_reports_enomem(void **state)
+{
+  (void)state;
+#if defined(TDL_ASAN)
+  skip(); /* ASan reserves terabytes of shadow: an address-space limit breaks it */
+#else
+  if (RUNNING_ON_VALGRIND)
+    skip();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    tdl_loop *loop;
+    if (tdl_loop_new(&loop, NULL) < 0)
+      _exit(10);
+    struct rlimit rl = {64u << 20, 64u << 20};
+    /* Room for what is mapped now plus 64 MiB: 1 MiB stacks run out soon. */
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || fscanf(f, "%lu", &pages) != 1)
+      _exit(11);
+    fclose(f);
+    rl.rlim_cur = rl.rlim_max = pages * (unsigned long)sysconf(_SC_PAGESIZE) + (64u << 20);
+    if (setrlimit(RLIMIT_AS, &rl) < 0)
+      _exit(12);
+    tdl_fiber_options o = {.stack_size = 1 << 20};
+    int n = 0, e;
+    tdl_fiber_t h;
+    while ((e = tdl_fiber_spawn(loop, &h, noop, NULL, &o)) == 0) {
+      tdl_fiber_detach(loop, h);
+      if (++n > 10000)
+        _exit(13);
+    }
+    if (e != -ENOMEM)
+      _exit(14);
+    /* Nothing was lost: the ones that fit run and the loop frees. */
+    if (tdl_run(loop, TDL_RUN_DEFAULT) != 0 || tdl_loop_free(loop) != 0)
+      _exit(15);
+    _exit(n > 0 ? 0 : 16);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+#endif
+}
+
+/* ---- stack overflow diagnosis ---- */
+
+static int deep(int n)
+{
+  volatile char pad[512];
+  pad[0] = (char)n;
+  return n == 0 ? pad[0] : deep(n - 1) + pad[0];
+}
+
+static void *overflow(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)deep(1 << 20);
+}
+
+static void overflow_names_the_fiber(void **state)
+{
+  (void)state;
+#if defined(TDL_ASAN)
+  skip(); /* ASan handles SIGSEGV itself */
+#else
+  if (RUNNING_ON_VALGRIND)
+    skip(); /* valgrind reports the overflow itself */
+  int err[2];
+  assert_int_equal(pipe(err), 0);
+  /* A fresh process: cmocka installs its own SIGSEGV handler for each test,
+   * which would hide ours. */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(err[1], 2);
+    execl("/proc/self/exe", "test_fiber", "overflow-child", (char *)NULL);
+    _exit(20);
+  }
+  close(err[1]);
+  char buf[512] = {0};
+  ssize_t got = 0, n;
+  while ((n = read(err[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0)
+    got += n;
+  close(err[0]);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st));
+  assert_int_equal(WTERMSIG(st), SIGSEGV);
+  assert_non_null(strstr(buf, "fiber 1 \"deep-diver\" overflowed its 65536-byte stack"));
+#endif
+}
+
+static int overflow_child(void)
+{
+  tdl_loop *loop;
+  if (tdl_loop_new(&loop, NULL) < 0)
+    return 10;
+  tdl_fiber_t h;
+  tdl_fiber_spawn(loop, &h, overflow, NULL, &(tdl_fiber_options){.name = "deep-diver"});
+  tdl_run(loop, TDL_RUN_DEFAULT);
+  return 0; /* not reached */
+}
+
+int main(int argc, char **argv)
+{
+  if (argc > 1 && strcmp(argv[1], "overflow-child") == 0)
+    return overflow_child();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(spawn_and_join, setup, teardown),
+      cmocka_unit_test_setup_teardown(fifo_and_yield, setup, teardown),
+      cmocka_unit_test_setup_teardown(join_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(only_one_joiner, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_spawn_arguments, setup, teardown),
+      cmocka_unit_test_setup_teardown(cancel_wakes_a_parked_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(cancel_a_runnable_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(read_and_write_park_the_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(blocking_fds_are_made_nonblocking, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_fds_in_fibers, setup, teardown),
+      cmocka_unit_test_setup_teardown(close_wakes_waiters, setup, teardown),
+      cmocka_unit_test_setup_teardown(deadlock_is_reported_and_loop_kept, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_hundred_thousand_fibers, setup, teardown),
+      cmocka_unit_test_setup_teardown(fiber_local_storage, setup, teardown),
+      cmocka_unit_test_setup_teardown(dump_lists_fibers, setup, teardown),
+      cmocka_unit_test_setup_teardown(free_with_fibers_is_refused, setup, teardown),
+      cmocka_unit_test(fiber_main),
+      cmocka_unit_test(spawn_reports_enomem),
+      cmocka_unit_test(overflow_names_the_fiber),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -34,6 +34,7 @@ if command -v go >/dev/null 2>&1; then
         go build -trimpath -o "$builddir/bench-go" .); then
     note "built $builddir/bench-go ($(go version 2>/dev/null | cut -d' ' -f3))"
   else
+    rm -f "$builddir/bench-go" # never leave a stale peer to be measured
     note "go build failed: bench-go not built (needs Go >= 1.22)"
     failed=1
   fi
@@ -56,6 +57,7 @@ if command -v cargo >/dev/null 2>&1; then
       failed=1
     fi
   else
+    rm -f "$builddir/bench-tokio" # never leave a stale peer to be measured
     note "cargo build failed: bench-tokio not built"
     failed=1
   fi

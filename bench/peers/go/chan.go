@@ -44,10 +44,11 @@ func benchChan(args []string) int {
 	if final != hops {
 		fail("chan", "final value %d, expected %d", final, hops)
 	}
-	nsPerHop := 0.0
+	nsPerHop, cpuNsPerHop := 0.0, 0.0
 	if hops > 0 {
 		nsPerHop = sp.wall * 1e9 / float64(hops)
+		cpuNsPerHop = (sp.user + sp.sys) * 1e9 / float64(hops)
 	}
-	result("chan", &sp, fmt.Sprintf("hops=%d ns_per_hop=%.2f", hops, nsPerHop))
+	result("chan", &sp, fmt.Sprintf("hops=%d ns_per_hop=%.2f cpu_ns_per_hop=%.2f", hops, nsPerHop, cpuNsPerHop))
 	return 0
 }

@@ -105,7 +105,7 @@ func benchPipes(args []string) int {
 		rs[i].Close()
 		ws[i].Close()
 	}
-	result("pipes", &sp, fmt.Sprintf("style=fiber pipes=%d messages=%d delay_us=%d msgs_per_s=%.0f cpu_us_per_msg=%.4f",
+	result("pipes", &sp, fmt.Sprintf("pipes=%d messages=%d delay_us=%d msgs_per_s=%.0f cpu_us_per_msg=%.4f",
 		p, m, d, float64(m)/sp.wall, (sp.user+sp.sys)*1e6/float64(m)))
 	return 0
 }

@@ -92,10 +92,12 @@ func benchRing(args []string) int {
 	if want := int(hops % int64(n)); last != want {
 		fail("ring", "token stopped at goroutine %d, expected %d", last, want)
 	}
-	nsPerHop := 0.0
+	nsPerHop, cpuNsPerHop := 0.0, 0.0
 	if hops > 0 {
 		nsPerHop = sp.wall * 1e9 / float64(hops)
+		cpuNsPerHop = (sp.user + sp.sys) * 1e9 / float64(hops)
 	}
-	result("ring", &sp, fmt.Sprintf("threads=%d hops=%d via=%s ns_per_hop=%.2f", n, hops, via, nsPerHop))
+	result("ring", &sp, fmt.Sprintf("threads=%d hops=%d via=%s ns_per_hop=%.2f cpu_ns_per_hop=%.2f",
+		n, hops, via, nsPerHop, cpuNsPerHop))
 	return 0
 }

@@ -54,10 +54,10 @@ pub async fn run(o: &Opts) -> Outcome {
     if last != hops {
         return Err(format!("final value {last}, expected {hops}"));
     }
-    let ns_per_hop = if hops > 0 {
-        sp.wall * 1e9 / hops as f64
-    } else {
-        0.0
-    };
-    Ok((sp, format!("hops={hops} ns_per_hop={ns_per_hop:.2}")))
+    let per_hop = |s: f64| if hops > 0 { s * 1e9 / hops as f64 } else { 0.0 };
+    let (ns_per_hop, cpu_ns_per_hop) = (per_hop(sp.wall), per_hop(sp.user + sp.sys));
+    Ok((
+        sp,
+        format!("hops={hops} ns_per_hop={ns_per_hop:.2} cpu_ns_per_hop={cpu_ns_per_hop:.2}"),
+    ))
 }

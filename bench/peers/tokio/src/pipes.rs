@@ -112,7 +112,7 @@ pub async fn run(o: &Opts) -> Outcome {
     Ok((
         sp,
         format!(
-            "style=fiber pipes={p} messages={m} delay_us={d} msgs_per_s={msgs_per_s:.0} cpu_us_per_msg={cpu_us_per_msg:.4}"
+            "pipes={p} messages={m} delay_us={d} msgs_per_s={msgs_per_s:.0} cpu_us_per_msg={cpu_us_per_msg:.4}"
         ),
     ))
 }

@@ -103,13 +103,10 @@ pub async fn run(o: &Opts) -> Outcome {
     if last != want {
         return Err(format!("token stopped at task {last}, expected {want}"));
     }
-    let ns_per_hop = if hops > 0 {
-        sp.wall * 1e9 / hops as f64
-    } else {
-        0.0
-    };
+    let per_hop = |s: f64| if hops > 0 { s * 1e9 / hops as f64 } else { 0.0 };
+    let (ns_per_hop, cpu_ns_per_hop) = (per_hop(sp.wall), per_hop(sp.user + sp.sys));
     Ok((
         sp,
-        format!("threads={n} hops={hops} via={via} ns_per_hop={ns_per_hop:.2}"),
+        format!("threads={n} hops={hops} via={via} ns_per_hop={ns_per_hop:.2} cpu_ns_per_hop={cpu_ns_per_hop:.2}"),
     ))
 }

@@ -71,6 +71,7 @@ TDL_API const char *tdl_strerror(int err);
 
 #include "treadle/loop.h"
 #include "treadle/fiber.h"
+#include "treadle/chan.h"
 #include "treadle/spawn.h"
 
 #endif /* TREADLE_H */

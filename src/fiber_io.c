@@ -85,7 +85,7 @@ static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
 static int wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline, bool stale)
 {
   tdl__sched *s = f->sched;
-  tdl__ffd *d;
+  tdl__ffd *d = NULL;
   int e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
@@ -138,7 +138,7 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -EPERM;                                                  \
   if (f->cancelled)                                                 \
     return -ECANCELED;                                              \
-  tdl__ffd *d_;                                                     \
+  tdl__ffd *d_ = NULL;                                              \
   int e_ = ffd_get(f->sched, fd, &d_);                              \
   if (e_ < 0)                                                       \
     return e_;                                                      \
@@ -213,7 +213,7 @@ int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  tdl__ffd *d;
+  tdl__ffd *d = NULL;
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;

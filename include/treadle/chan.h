@@ -1,0 +1,115 @@
+/*
+ * Channels between fibers of one loop (Go's channels, GHC's MVar).
+ * Include <treadle.h>.
+ *
+ * A channel carries values of one fixed size, copied in on send and out on
+ * receive.  Capacity 0 makes a rendezvous: a send completes when a receiver
+ * takes the value.  Capacity n buffers up to n values.  Waiting fibers queue
+ * in FIFO order; a value goes straight from a sender's buffer to a waiting
+ * receiver's without passing through the channel.
+ *
+ * Closing: receivers first drain what is buffered, then get -EPIPE; sends on
+ * a closed channel fail with -EPIPE (nothing is delivered); fibers waiting
+ * when the channel closes wake with -EPIPE.
+ *
+ * Blocking calls follow fiber.h: an absolute deadline (-ETIMEDOUT), sticky
+ * cancellation (-ECANCELED: a cancelled sender's value is not delivered), and
+ * -EPERM when called outside a fiber.  The try_ variants never block and work
+ * anywhere on the loop's thread (in callbacks too).
+ *
+ * A channel belongs to the fibers of one loop; it is not thread-safe.
+ */
+#ifndef TREADLE_CHAN_H
+#define TREADLE_CHAN_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tdl__cwait;
+
+/* Fields are private; the struct is public so that it can live in the
+ * caller's memory (tdl_chan_init_mem). */
+typedef struct tdl_chan {
+  size_t elem_size;
+  size_t cap;
+  size_t head, len;        /* ring buffer of cap values */
+  unsigned char *buf;
+  struct tdl__cwait *recvq; /* circular lists of waiting fibers */
+  struct tdl__cwait *sendq;
+  int closed;
+  int owned;               /* made by tdl_chan_new */
+} tdl_chan;
+
+/* Largest elem_size * capacity accepted (1 GiB). */
+#define TDL_CHAN_MAX_BYTES ((size_t)1 << 30)
+
+/* A channel in memory treadle allocates.  Errors: -EINVAL (elem_size 0, or
+ * elem_size * capacity overflowing or above TDL_CHAN_MAX_BYTES); -ENOMEM. */
+TDL_API int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity);
+
+/* A channel in the caller's memory: ch, and buf of buf_len >= elem_size *
+ * capacity bytes (buf may be NULL when capacity is 0).
+ * Errors: -EINVAL (as tdl_chan_new, or buf too small). */
+TDL_API int tdl_chan_init_mem(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len);
+
+/* Destroy a channel (from tdl_chan_new: also free it).  Fibers still waiting
+ * on it wake with -EBADF and do not touch it again.  Buffered values are
+ * dropped.  Returns 0. */
+TDL_API int tdl_chan_free(tdl_chan *ch);
+TDL_API int tdl_chan_destroy(tdl_chan *ch); /* the _mem counterpart: frees nothing */
+
+/* Send the elem_size bytes at val.  Returns 0, -EPIPE (closed), -ETIMEDOUT,
+ * -ECANCELED, -EBADF (channel destroyed while waiting), -EPERM.
+ * Cost: without waiting, a copy and a few stores; handing off to a parked
+ * receiver also queues it (no system call). */
+TDL_API int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline);
+/* Receive into val.  Returns 0, -EPIPE (closed and drained), -ETIMEDOUT,
+ * -ECANCELED, -EBADF, -EPERM. */
+TDL_API int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline);
+
+/* Non-blocking forms: -EAGAIN when the call would have to wait. */
+TDL_API int tdl_chan_try_send(tdl_chan *ch, const void *val);
+TDL_API int tdl_chan_try_recv(tdl_chan *ch, void *val);
+
+/* Close.  Errors: -EPIPE when already closed. */
+TDL_API int tdl_chan_close(tdl_chan *ch);
+
+/* Buffered values and capacity. */
+static inline size_t tdl_chan_len(const tdl_chan *ch) { return ch->len; }
+static inline size_t tdl_chan_cap(const tdl_chan *ch) { return ch->cap; }
+
+/* ---- select ---- */
+
+enum { TDL_CHAN_RECV = 1, TDL_CHAN_SEND = 2 };
+
+typedef struct tdl_chan_op {
+  tdl_chan *ch;  /* NULL: the clause is never ready (switches it off) */
+  int op;        /* TDL_CHAN_RECV or TDL_CHAN_SEND */
+  void *val;     /* where to receive into / what to send */
+  int result;    /* out, for the clause that ran: 0 or -EPIPE (closed) */
+} tdl_chan_op;
+
+/*
+ * Wait until one of the n operations can happen, do exactly that one, and
+ * return its index (its ops[i].result says 0 or -EPIPE).  When several are
+ * ready, one is picked at random, so no clause starves.  Errors: -EINVAL (n
+ * 0, an unknown op, or the same channel and direction twice); -ETIMEDOUT;
+ * -ECANCELED; -EBADF (a channel was destroyed while waiting); -EPERM (outside
+ * a fiber); -ENOMEM (more than 16 clauses and no memory for their wait
+ * records).  With deadline 0 it never parks (a non-blocking select that works
+ * outside fibers too: -ETIMEDOUT when nothing was ready).
+ * Cost: O(n) to check; O(n) more to park and unpark; O(n^2) comparisons to
+ * reject duplicated clauses.
+ */
+TDL_API int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_CHAN_H */

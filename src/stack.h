@@ -1,0 +1,125 @@
+/*
+ * Fiber stacks (internal): mmap'd, guarded while the kernel's mapping budget
+ * lasts, and recycled through a small per-loop cache.
+ *
+ * Layout of one stack (addresses grow upwards):
+ *
+ *   lo - guard         lo                                    lo + size
+ *   | PROT_NONE guard  | usable stack, grows down from the top |
+ *
+ * Sizes.  Requested sizes are rounded up to whole pages.  The default is
+ *   TDL__STACK_DEFAULT (64 KiB); requests below TDL__STACK_MIN (16 KiB: room
+ *   for the fiber's control block, a few libc calls and a signal frame) or
+ *   above TDL__STACK_MAX (1 GiB) fail with -EINVAL.  Memory is mapped with
+ *   MAP_NORESERVE, so an idle fiber costs only the pages it has touched
+ *   (normally one) plus page tables, not its full size.
+ *
+ * Guards.  Each guard is TDL__STACK_GUARD bytes (rounded up to a page; more
+ *   than one page so that a function with a large frame cannot step over it)
+ *   and costs the kernel one extra mapping (VMA).  A process may hold only
+ *   vm.max_map_count VMAs (65530 by default), so guarded stacks stop at
+ *   about 32,750.  Strategy: every process may keep max_map_count / 4 guarded
+ *   stacks mapped at once (2 VMAs each, so guards use at most half of the
+ *   limit and the rest of the process keeps the other half); stacks beyond
+ *   that budget, or whose guard the kernel refuses, are mapped WITHOUT a guard
+ *   (guard == 0).  Unguarded stacks of equal protection merge with their
+ *   neighbours into a few large VMAs, so 100,000 fibers fit.  An overflow of
+ *   an unguarded stack is not detected: it silently corrupts the memory
+ *   below.  tdl__stack_pool_stats() counts them.
+ *
+ * Cache.  tdl__stack_put() keeps up to max_cached stacks for reuse (a cache
+ *   hit costs a few ns; a fresh mapping ~2 us, ~11 us with guard, first touch
+ *   and unmap).  The cache lists live inside the cached stacks' own top
+ *   pages: no allocation per stack, and nothing proportional to the number of
+ *   stacks outside the stacks themselves.  On put, everything below the top
+ *   page that the fiber touched is returned to the kernel (MADV_DONTNEED,
+ *   ~1 us; cheaper here than asking mincore() first), so a reused stack
+ *   starts with one resident page and tdl__stack_used() measures only its
+ *   new owner.  Guarded stacks are handed out first.
+ *
+ * Valgrind.  Every mapped stack is registered with VALGRIND_STACK_REGISTER
+ *   (and deregistered when unmapped) so memcheck understands switches.
+ *
+ * Threads.  A pool belongs to one thread (its loop's).  The guard budget is
+ *   process-wide and shared safely between pools.
+ */
+#ifndef TDL_STACK_H
+#define TDL_STACK_H
+
+#include <stddef.h>
+
+#define TDL__STACK_DEFAULT ((size_t)64 * 1024)
+#define TDL__STACK_MIN ((size_t)16 * 1024)
+#define TDL__STACK_MAX ((size_t)1 << 30)
+#define TDL__STACK_GUARD ((size_t)16 * 1024)
+
+/* Size classes the cache can hold at once (sizes are exact, page-rounded). */
+#define TDL__STACK_BUCKETS 4
+
+/* One stack.  The struct is a plain value: it may be copied, and may live in
+ * the stack it describes (put copies it before reusing the memory). */
+typedef struct tdl__stack {
+  void *lo;         /* lowest usable byte */
+  size_t size;      /* usable bytes [lo, lo + size), page multiple */
+  size_t guard;     /* PROT_NONE bytes directly below lo; 0 = unguarded */
+  unsigned vg_id;   /* Valgrind's id for the registered stack */
+} tdl__stack;
+
+struct tdl__stack_node; /* a cached stack's free-list entry, in its top page */
+
+typedef struct tdl__stack_bucket {
+  size_t size;                      /* 0 = unused bucket */
+  struct tdl__stack_node *guarded;  /* cached stacks of this size */
+  struct tdl__stack_node *unguarded;
+} tdl__stack_bucket;
+
+/* A per-loop stack cache.  Embed it; fields are private to stack.c. */
+typedef struct tdl__stack_pool {
+  size_t page;
+  size_t max_cached;
+  size_t cached, cached_bytes;
+  size_t in_use, in_use_unguarded;
+  tdl__stack_bucket bucket[TDL__STACK_BUCKETS];
+  struct tdl__stack_node *stranded; /* could not be unmapped; see put */
+} tdl__stack_pool;
+
+typedef struct tdl__stack_stats {
+  size_t in_use;           /* stacks got from this pool and not yet put back */
+  size_t in_use_unguarded; /* of those, stacks without a guard */
+  size_t cached;           /* stacks held in this pool's cache */
+  size_t cached_bytes;     /* their usable bytes (address space, mostly not resident) */
+  size_t guarded_mapped;   /* process-wide: guarded stacks mapped now */
+  size_t guard_budget;     /* process-wide: most guarded stacks mapped at once */
+} tdl__stack_stats;
+
+/* Initialize an empty pool that caches up to max_cached stacks (0: none).
+ * Cannot fail; returns 0. */
+int tdl__stack_pool_init(tdl__stack_pool *p, size_t max_cached);
+
+/* Unmap every cached stack.  Stacks still in use are not tracked by the pool:
+ * put them back first (or they stay mapped). */
+void tdl__stack_pool_destroy(tdl__stack_pool *p);
+
+/* Get a stack of at least size bytes (page-rounded), from the cache when one
+ * of that exact size is there, else freshly mapped.
+ * Returns 0, -EINVAL (size < TDL__STACK_MIN or > TDL__STACK_MAX), or -ENOMEM
+ * (the kernel refused the mapping; nothing is left behind).
+ * Cost: a few ns from the cache; else one mmap (+ one mprotect if guarded). */
+int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out);
+
+/* Give a stack back: into the cache (after releasing pages below its top
+ * page), or unmapped when the cache is full or has no bucket for its size.
+ * *s may live inside the stack.  Must not be the running stack.
+ * Cost: one madvise: ~1 us when the fiber stayed in its top page, a few us
+ * when it touched more; or one munmap. */
+void tdl__stack_put(tdl__stack_pool *p, const tdl__stack *s);
+
+/* High-water mark: bytes from the lowest resident page of the stack to its
+ * top, page granular (0 if nothing was touched).  Pages the kernel swapped
+ * out are not counted.  Cost: one mincore() per 1 MiB of stack. */
+size_t tdl__stack_used(const tdl__stack *s);
+
+/* Counters for this pool and the process-wide guard budget. */
+void tdl__stack_pool_stats(const tdl__stack_pool *p, tdl__stack_stats *out);
+
+#endif /* TDL_STACK_H */

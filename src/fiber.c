@@ -400,6 +400,33 @@ void tdl_fiber_exit(void *result)
     finish(f->sched, f, result);
 }
 
+static const char park_reason[] = "park";
+
+int tdl_fiber_park(tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->permit) {
+    f->permit = 0;
+    return 0;
+  }
+  return tdl__park(f, park_reason, -1, deadline);
+}
+
+int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
+{
+  TDL__CHECK_THREAD(loop);
+  tdl__fiber *f = lookup(loop->sched, h);
+  if (!f || f->state == TDL__FIBER_DONE)
+    return -ESRCH;
+  if (f->state == TDL__FIBER_PARKED && f->waits_on == park_reason)
+    tdl__wake(f, 0);
+  else
+    f->permit = 1;
+  return 0;
+}
+
 bool tdl_fiber_cancelled(void)
 {
   tdl__fiber *f = tdl__self();

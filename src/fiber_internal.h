@@ -37,6 +37,7 @@ typedef struct tdl__fiber {
   uint8_t detached;
   uint8_t cancelled;
   uint8_t io_budget;
+  uint8_t permit;        /* tdl_fiber_unpark() before tdl_fiber_park() */
   int wake_result;
   const char *waits_on;
   int wait_fd;

@@ -234,6 +234,50 @@ static void cancel_a_runnable_fiber(void **state)
   assert_int_equal(rc[0], -ECANCELED);
 }
 
+/* ---- park / unpark ---- */
+
+static tdl_fiber_t parker_h;
+static void *parker(void *arg)
+{
+  int *rc = arg;
+  rc[0] = tdl_fiber_park(TDL_FOREVER);                                  /* woken */
+  rc[1] = tdl_fiber_park(TDL_FOREVER);                                  /* permit given before */
+  rc[2] = tdl_fiber_park(tdl_after(tdl_fiber_loop(), TDL_MSEC));       /* nobody: times out */
+  rc[3] = tdl_sleep_for(2 * TDL_MSEC);                                  /* unpark must not end a sleep */
+  return NULL;
+}
+
+static void *unparker(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = tdl_fiber_loop();
+  tdl_fiber_yield();                                      /* parker is parked */
+  assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* wakes it */
+  assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* runnable: a permit */
+  assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* collapses into it */
+  tdl_sleep_for(1500 * TDL_USEC);                         /* parker: timed park, then sleep */
+  assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* must not end the sleep */
+  return NULL;
+}
+
+static void park_and_unpark(void **state)
+{
+  (void)state;
+  static int rc[4] = {9, 9, 9, 9};
+  assert_int_equal(tdl_fiber_park(TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_fiber_spawn(L, &parker_h, parker, rc, NULL), 0);
+  tdl_fiber_t u;
+  assert_int_equal(tdl_fiber_spawn(L, &u, unparker, NULL, NULL), 0);
+  tdl_fiber_detach(L, u);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(rc[0], 0);
+  assert_int_equal(rc[1], 0);
+  assert_int_equal(rc[2], -ETIMEDOUT);
+  assert_int_equal(rc[3], 0);
+  assert_int_equal(tdl_fiber_detach(L, parker_h), 0);
+  assert_int_equal(tdl_fiber_unpark(L, parker_h), -ESRCH);
+}
+
 /* ---- fiber I/O ---- */
 
 static int P[2];
@@ -625,6 +669,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(bad_spawn_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_wakes_a_parked_fiber, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_a_runnable_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(park_and_unpark, setup, teardown),
       cmocka_unit_test_setup_teardown(read_and_write_park_the_fiber, setup, teardown),
       cmocka_unit_test_setup_teardown(blocking_fds_are_made_nonblocking, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_fds_in_fibers, setup, teardown),

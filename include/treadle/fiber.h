@@ -108,6 +108,21 @@ TDL_API int tdl_fiber_detach(tdl_loop *loop, tdl_fiber_t f);
  * Errors: -ESRCH when f has already finished, is stale, or not of loop. */
 TDL_API int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t f);
 
+/*
+ * Park and unpark: the scheduler's own wake-up, for building your own
+ * primitives.  Each fiber holds at most one wake-up permit.
+ * tdl_fiber_park() consumes the permit and returns 0 at once if there is one;
+ * otherwise it parks until tdl_fiber_unpark(), the deadline (-ETIMEDOUT) or a
+ * cancel (-ECANCELED).  -EPERM outside a fiber.
+ * tdl_fiber_unpark() wakes f if it is parked in tdl_fiber_park(), else gives
+ * it the permit (a wake-up before the park is not lost; several collapse into
+ * one).  Callable from anywhere on the loop's thread.  Errors: -ESRCH (stale,
+ * finished, or not of loop).  Cost: a queue push; the hand-off is one
+ * register switch.
+ */
+TDL_API int tdl_fiber_park(tdl_time_t deadline);
+TDL_API int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t f);
+
 /* Whether the running fiber has been cancelled. */
 TDL_API bool tdl_fiber_cancelled(void);
 

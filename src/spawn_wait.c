@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,18 +91,23 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
   return 0;
 }
 
+static atomic_int no_pidfd_send_signal;
+
 TDL_API int tdl_process_kill(tdl_process *p, int sig)
 {
   if (!p || p->tdl__state == TDL__PROC_NONE || sig < 0 || sig >= _NSIG)
     return -EINVAL;
   if (p->tdl__state != TDL__PROC_RUNNING)
     return -ESRCH;
-  if (p->pidfd >= 0) {
+  if (p->pidfd >= 0 && !atomic_load_explicit(&no_pidfd_send_signal, memory_order_relaxed)) {
     if (syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0) == 0)
       return 0;
     if (errno != ENOSYS)
       /* ESRCH: exited but not reaped, which kill(2) calls success. */
       return errno == ESRCH ? 0 : -errno;
+    /* Linux 5.3's pidfd_open without 5.1's pidfd_send_signal does not
+     * exist, but valgrind 3.19 has the one and not the other. */
+    atomic_store_explicit(&no_pidfd_send_signal, 1, memory_order_relaxed);
   }
   /* The unreaped child holds its pid: it cannot have been reused. */
   if (kill(p->pid, sig) == 0)

@@ -99,11 +99,18 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   if (timeout_ns <= 0) {
     n = epoll_wait(s->epfd, s->events, s->cap, timeout_ns < 0 ? -1 : 0);
   } else {
-    /* epoll_pwait2 sleeps with nanosecond resolution; epoll_wait would round
-     * a 1 ms timer's wait up to whole milliseconds. */
-    struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
-    n = epoll_pwait2(s->epfd, s->events, s->cap, &ts, NULL);
-    if (n < 0 && errno == ENOSYS) {
+    /* epoll_pwait2 (Linux 5.11) sleeps with nanosecond resolution; epoll_wait
+     * would round a 1 ms timer's wait up to whole milliseconds.  Where it is
+     * missing (old kernels, valgrind) remember that and round up instead. */
+    static int no_pwait2;
+    n = -1;
+    if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
+      struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
+      n = epoll_pwait2(s->epfd, s->events, s->cap, &ts, NULL);
+      if (n < 0 && errno == ENOSYS)
+        __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
+    }
+    if (__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
       tdl_time_t ms = (timeout_ns + TDL_MSEC - 1) / TDL_MSEC;
       n = epoll_wait(s->epfd, s->events, s->cap, ms > INT32_MAX ? INT32_MAX : (int)ms);
     }

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -331,10 +330,13 @@ TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o)
   }
 
   /* Blocked across the clone so that no handler of ours runs in the child
-   * before it has reset them; the child sets its own mask before exec. */
+   * before it has reset them; the child sets its own mask before exec.  The
+   * raw call also blocks the two signals libc keeps for itself, which
+   * pthread_sigmask() would leave open. */
   sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
+  memset(&all, 0xff, sizeof all); /* sigfillset() leaves libc's two out */
+  sigemptyset(&old);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, TDL__KSIGSET_SIZE);
   if (o->flags & TDL_SPAWN_KEEP_SIGMASK)
     a.mask = old;
   else
@@ -355,7 +357,7 @@ TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o)
   }
   if (pid < 0)
     clone_err = errno;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, TDL__KSIGSET_SIZE);
 
   /* The child has exec'd or exited (CLONE_VFORK); under a tracer that turns
    * the clone into a fork, the read below waits for it instead. */

@@ -26,9 +26,6 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-/* The kernel's sigset is 64 bits; glibc's sigset_t is larger. */
-#define KSIGSET_SIZE 8
-
 static int fail(int err_fd, int err)
 {
   syscall(SYS_write, err_fd, &err, sizeof err);
@@ -46,7 +43,7 @@ static void reset_signals(unsigned flags)
     /* handler, flags, restorer, mask: large enough for every architecture's
      * struct k_sigaction; only the handler (first) is looked at. */
     unsigned long old[4] = {0, 0, 0, 0};
-    if (syscall(SYS_rt_sigaction, sig, NULL, old, KSIGSET_SIZE) != 0)
+    if (syscall(SYS_rt_sigaction, sig, NULL, old, TDL__KSIGSET_SIZE) != 0)
       continue;
     uintptr_t h = old[0];
     if (h == (uintptr_t)SIG_DFL)
@@ -54,7 +51,7 @@ static void reset_signals(unsigned flags)
     if (h == (uintptr_t)SIG_IGN && (sig != SIGPIPE || (flags & TDL_SPAWN_KEEP_SIGPIPE)))
       continue;
     unsigned long dfl[4] = {0, 0, 0, 0};
-    syscall(SYS_rt_sigaction, sig, dfl, NULL, KSIGSET_SIZE);
+    syscall(SYS_rt_sigaction, sig, dfl, NULL, TDL__KSIGSET_SIZE);
   }
 }
 
@@ -165,7 +162,7 @@ int tdl__spawn_child(void *arg)
 
   close_other_fds(err_fd, a->debug);
 
-  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &a->mask, NULL, KSIGSET_SIZE);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &a->mask, NULL, TDL__KSIGSET_SIZE);
   syscall(SYS_execve, a->path, a->argv, a->envp);
   return fail(err_fd, errno);
 }

@@ -38,6 +38,9 @@ typedef struct tdl__child_args {
   sigset_t mask;           /* the mask to exec with */
 } tdl__child_args;
 
+/* The kernel's sigset is 64 bits; glibc's sigset_t is larger. */
+#define TDL__KSIGSET_SIZE 8
+
 /* The child's entry point (runs on the private stack, shares our memory). */
 int tdl__spawn_child(void *arg);
 

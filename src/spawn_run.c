@@ -263,6 +263,9 @@ TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts
       ts = (struct timespec){(time_t)(left / TDL_SEC), (long)(left % TDL_SEC)};
       tsp = &ts;
     }
+    /* TODO(fiber): inside a fiber this wait is what parks the fiber
+     * (watchers on the same fds, woken through the fiber's loop) instead of
+     * blocking the thread; the rest of this loop stays as it is. */
     int k = ppoll(pfd, (nfds_t)n, tsp, NULL);
     if (k < 0 && errno != EINTR) {
       r = -errno;

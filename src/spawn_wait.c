@@ -48,10 +48,10 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
     return -EINVAL;
   if (p->tdl__cb)
     return -EBUSY;
-  /* TODO(fiber): when called from a fiber, park the fiber on p->pidfd (or on
-   * the loop's SIGCHLD watcher without one) until readable or the deadline,
-   * then reap with WNOHANG; cancellation returns -ECANCELED and leaves the
-   * child to tdl_process_release().  Below is the thread-blocking form. */
+  /* TODO(fiber): inside a fiber, park only the fiber: tdl_wait_fd(p->pidfd,
+   * TDL_READ, deadline) (or a SIGCHLD watcher without a pidfd), then reap
+   * with WNOHANG; cancellation returns -ECANCELED and leaves the child to
+   * tdl_process_release().  Below is the thread-blocking form. */
   int r;
   if (deadline == TDL_FOREVER) {
     r = tdl__process_reap(p, 1);

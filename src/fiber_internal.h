@@ -81,7 +81,7 @@ struct tdl__sched {
 
 /* The scheduler of the fiber running on this thread (or of the loop whose
  * fibers are being dispatched); NULL otherwise. */
-extern _Thread_local tdl__sched *tdl__tl_sched;
+extern _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")));
 
 static inline tdl__fiber *tdl__self(void)
 {

@@ -195,6 +195,7 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
   }
   if (!was_active) {
     w->state |= TDL__IO_ACTIVE;
+    loop->io_started++;
     if (!(w->state & TDL__IO_INTERNAL))
       loop->active++;
   }
@@ -211,6 +212,7 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
   if (w->state & TDL__IO_PENDING)
     list_unlink(w);
   w->state &= ~TDL__IO_ACTIVE;
+  loop->io_started--;
   if (!(w->state & TDL__IO_INTERNAL))
     loop->active--;
   tdl__fd *r = &loop->fds[w->fd];

@@ -264,7 +264,10 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
       err = -EDEADLK;
       break;
     }
-    err = loop->be->wait(loop, timeout);
+    /* With no fd watched and no time to sleep, asking the kernel is a wasted
+     * system call (fibers handing off to each other hit this constantly). */
+    if (timeout != 0 || loop->io_started != 0)
+      err = loop->be->wait(loop, timeout);
     loop->now = tdl__clock_now();
     run_hooks(loop, TDL_HOOK_AFTER_POLL);
     if (err < 0)

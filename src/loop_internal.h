@@ -134,6 +134,7 @@ struct tdl_loop {
   tdl_hook hooks[2]; /* sentinels, by tdl_hook_kind */
 
   uint32_t active;   /* started handles that keep tdl_run going (not timers) */
+  uint32_t io_started; /* started watchers, internal ones included */
   int running;
   int stop_flag;
   pthread_t owner;

@@ -197,6 +197,11 @@ def main():
     for impl in sorted(missing):
         print(f"note: {IMPLS[impl][0]} not found under {opts.build}: {impl} skipped")
 
+    # Other work on a shared machine moves the figures: say how busy it was.
+    try:
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = "unknown"
     samples = {}   # (experiment index, impl) -> list of result dicts
     failures = []  # (experiment, impl, message)
     for r in range(rounds):
@@ -233,7 +238,7 @@ def main():
         print(sections[g])
 
     if opts.write and not opts.quick:
-        write_doc(opts.doc, sections, rounds)
+        write_doc(opts.doc, sections, rounds, load)
     return 0
 
 
@@ -294,10 +299,10 @@ def machine_line():
                     break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} CPUs"
 
 
-def write_doc(path, sections, rounds):
+def write_doc(path, sections, rounds, load):
     try:
         with open(path) as f:
             doc = f.read()
@@ -307,8 +312,9 @@ def write_doc(path, sections, rounds):
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     for group, body in sections.items():
         block = (f"<!-- BEGIN {group} -->\n"
-                 f"Measured {stamp} with `{cmd}`, {rounds} rounds, on {machine_line()} "
-                 f"(`uname -r`: {platform.release()}).\n\n{body}\n<!-- END {group} -->")
+                 f"Measured {stamp} with `{cmd}`, {rounds} round{'s' if rounds != 1 else ''}, on {machine_line()}, "
+                 f"`uname -r` {platform.release()}, load average {load} when the run began."
+                 f"\n\n{body}\n<!-- END {group} -->")
         pat = re.compile(rf"<!-- BEGIN {re.escape(group)} -->.*?<!-- END {re.escape(group)} -->", re.S)
         if pat.search(doc):
             doc = pat.sub(lambda _m: block, doc, count=1)

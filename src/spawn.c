@@ -384,8 +384,9 @@ TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o)
     goto out;
   }
 
-  /* Valgrind passes CLONE_PIDFD through without writing the fd; old kernels
-   * refuse it.  pidfd_open (Linux >= 5.3) covers both; without it, no pidfd. */
+  /* Kernels before 5.2 refuse CLONE_PIDFD, and a tracer that rewrites the
+   * clone may not hand the fd back: pidfd_open (Linux >= 5.3) covers both;
+   * without it, no pidfd. */
   if (pidfd < 0 && want_pidfd)
     pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   p->pid = pid;

@@ -148,8 +148,9 @@ struct tdl_process {
 };
 
 /*
- * Start a program.  p is filled in (all fields but `data`); on failure p holds
- * no child (pid 0, fds -1) and tdl_process_release(p) is harmless.
+ * Start a program.  p is filled in (all fields but `data`; it must not hold a
+ * child: release that first); on failure p holds no child (pid 0, fds -1) and
+ * tdl_process_release(p) is harmless.
  *
  * The child: its fds 0-2 as asked; every other fd closed (close_range, or a
  * walk of /proc/self/fd); every signal that has a handler here reset to
@@ -179,9 +180,10 @@ struct tdl_process {
  *  -EMFILE, -ENFILE  out of fds (pipes, /dev/null, the pidfd)
  *  -EAGAIN   out of processes (RLIMIT_NPROC, pid_max, cgroup pids.max)
  *  -ENOMEM
- * Cost: ~10 system calls in the parent (about 4 more per pipe) plus the
- * kernel's clone and exec; no copy of the parent's memory; in the child about
- * 2 per signal (64) to inspect and reset dispositions.
+ * Cost: 7 system calls in the parent (3 more per pipe, 1 for /dev/null) plus
+ * the kernel's clone and exec, whatever the parent's size; in the child one
+ * per signal (64) to inspect dispositions, one per reset, and a few for the
+ * fds; waiting and releasing add 2 (wait4, close of the pidfd).
  */
 TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o);
 
@@ -224,7 +226,8 @@ TDL_API int tdl_process_kill(tdl_process *p, int sig);
 
 /*
  * Call cb(loop, p, status) from the loop once the child has exited; the child
- * is reaped just before the call.  Built on an I/O watcher on the pidfd
+ * is reaped just before the call (status is -ECHILD if someone else reaped
+ * it: see WHO REAPS).  Built on an I/O watcher on the pidfd
  * (readable when the child exits; one arrival, which is all it needs), or,
  * without a pidfd, on a SIGCHLD signal watcher (then only one loop in the
  * process may watch children).  The watcher keeps the loop alive.  The

@@ -32,6 +32,20 @@ typedef struct tdl__cwait {
   int linked;
 } tdl__cwait;
 
+/* Values are mostly small scalars or pointers: copy those inline rather than
+ * through a call into libc's memcpy. */
+static inline void copy_val(void *dst, const void *src, size_t n)
+{
+  switch (n) {
+  case 1: memcpy(dst, src, 1); break;
+  case 2: memcpy(dst, src, 2); break;
+  case 4: memcpy(dst, src, 4); break;
+  case 8: memcpy(dst, src, 8); break;
+  case 16: memcpy(dst, src, 16); break;
+  default: memcpy(dst, src, n); break;
+  }
+}
+
 /* ---- wait queues: circular lists, *q is the oldest ---- */
 
 static void q_push(tdl__cwait **q, tdl__cwait *w)
@@ -187,12 +201,12 @@ static int try_send(tdl_chan *ch, const void *val)
     return -EPIPE;
   tdl__cwait *r = q_first(&ch->recvq); /* only while the buffer is empty */
   if (r) {
-    memcpy(r->val, val, ch->elem_size);
+    copy_val(r->val, val, ch->elem_size);
     complete(&ch->recvq, r, 0);
     return 0;
   }
   if (ch->len < ch->cap) {
-    memcpy(slot(ch, ch->len), val, ch->elem_size);
+    copy_val(slot(ch, ch->len), val, ch->elem_size);
     ch->len++;
     return 0;
   }
@@ -202,13 +216,13 @@ static int try_send(tdl_chan *ch, const void *val)
 static int try_recv(tdl_chan *ch, void *val)
 {
   if (ch->len) {
-    memcpy(val, slot(ch, 0), ch->elem_size);
+    copy_val(val, slot(ch, 0), ch->elem_size);
     ch->head = ch->head + 1 == ch->cap ? 0 : ch->head + 1;
     ch->len--;
     /* A sender waiting for room takes the freed place, in FIFO order. */
     tdl__cwait *s = q_first(&ch->sendq);
     if (s) {
-      memcpy(slot(ch, ch->len), s->val, ch->elem_size);
+      copy_val(slot(ch, ch->len), s->val, ch->elem_size);
       ch->len++;
       complete(&ch->sendq, s, 0);
     }
@@ -216,7 +230,7 @@ static int try_recv(tdl_chan *ch, void *val)
   }
   tdl__cwait *s = q_first(&ch->sendq); /* unbuffered: straight from the sender */
   if (s) {
-    memcpy(val, s->val, ch->elem_size);
+    copy_val(val, s->val, ch->elem_size);
     complete(&ch->sendq, s, 0);
     return 0;
   }

@@ -283,19 +283,16 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
       return -ETIMEDOUT;
     tdl_timer_start_at(s->loop, &f->timer, deadline, 0);
   }
+  /* What it waits on is only read while it is parked (tdl_fiber_foreach), and
+   * every waker sets wake_result: nothing needs clearing afterwards. */
   f->state = TDL__FIBER_PARKED;
   f->waits_on = what;
   f->wait_fd = fd;
   f->deadline = deadline;
-  f->wake_result = 0;
   f->io_budget = IO_BUDGET;
-  s->parked++;
   switch_out(s, f);
   if (timed)
     tdl_timer_stop(s->loop, &f->timer);
-  f->waits_on = NULL;
-  f->wait_fd = -1;
-  f->deadline = TDL_FOREVER;
   return f->wake_result;
 }
 
@@ -303,7 +300,6 @@ void tdl__wake(tdl__fiber *f, int result)
 {
   if (f->state != TDL__FIBER_PARKED)
     return;
-  f->sched->parked--;
   f->wake_result = result;
   tdl__runq_push(f->sched, f);
 }
@@ -575,14 +571,15 @@ int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *, void *),
   tdl__sched *s = loop->sched;
   int n = 0;
   for (tdl__fiber *f = s ? s->all : NULL; f; f = f->next_all) {
+    bool parked = f->state == TDL__FIBER_PARKED;
     tdl_fiber_info in = {
         .handle = handle_of(f),
         .id = f->id,
         .name = f->name,
         .state = state_name(f),
-        .waits_on = f->waits_on ? f->waits_on : "",
-        .fd = f->wait_fd,
-        .deadline = f->deadline,
+        .waits_on = parked ? f->waits_on : "",
+        .fd = parked ? f->wait_fd : -1,
+        .deadline = parked ? f->deadline : TDL_FOREVER,
         .stack_size = f->stack.size,
         .stack_used = tdl__stack_used(&f->stack),
         .guarded = f->stack.guard != 0,

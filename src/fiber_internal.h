@@ -67,7 +67,6 @@ struct tdl__sched {
   tdl__fiber *all;
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
-  size_t parked;
   unsigned dispatch_left;/* switches left before the loop polls again */
   tdl__fiber *dead;      /* finished and detached: release once off its stack */
   uint64_t next_id;

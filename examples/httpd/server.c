@@ -1,0 +1,833 @@
+/*
+ * httpd: the server (see server.h).  Read it top to bottom: the accept loop,
+ * then one connection's life (read a request head, decide the reply, skip the
+ * body, write the reply, repeat), then the routes, then shutdown.
+ *
+ * Every blocking call is a treadle fiber call with a deadline, so a
+ * connection is just a loop over requests: no callbacks, no state machine.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_parser.h"
+
+#define OUT_CAP (16 * 1024)  /* responses are batched here, then sent with one call */
+#define IN_SPARE (8 * 1024)  /* the input buffer holds a maximal head and this much more */
+#define LINGER_TIME (2 * TDL_SEC)
+#define LINGER_BYTES (256 * 1024)
+#define CHUNK_META_MAX 4096  /* chunk extensions + trailers per body */
+
+struct httpd_conn {
+  httpd_conn *next, *prev;
+  httpd_server *srv;
+  tdl_fiber_t fiber;
+  int fd;
+  bool idle;    /* parked waiting for a new request with nothing buffered */
+  bool drained; /* the last read returned less than it asked for */
+  tdl_time_t req_deadline;
+  size_t in_off, in_len, in_cap; /* unconsumed input is in[in_off .. in_len) */
+  size_t out_len;
+  char *in;
+  char out[OUT_CAP];
+};
+
+httpd_config httpd_defaults(void)
+{
+  return (httpd_config){
+      .listen = "127.0.0.1:8080",
+      .root = NULL,
+      .max_head = 8 * 1024,
+      .max_body = 1024 * 1024,
+      .idle_timeout = 60 * TDL_SEC,
+      .read_timeout = 10 * TDL_SEC,
+      .write_timeout = 10 * TDL_SEC,
+      .grace = 5 * TDL_SEC,
+      .handle_signals = true,
+  };
+}
+
+/* ------------------------------------------------------------------------ */
+/* Listening                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+  const char *colon = strrchr(s, ':');
+  if (!colon || colon[1] == '\0')
+    return -EINVAL;
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  if (*end || port < 0 || port > 65535)
+    return -EINVAL;
+  char host[64];
+  size_t hl = (size_t)(colon - s);
+  if (hl >= sizeof host)
+    return -EINVAL;
+  memcpy(host, s, hl);
+  host[hl] = '\0';
+  memset(ss, 0, sizeof *ss);
+  if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    host[hl - 1] = '\0';
+    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+      return -EINVAL;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    *len = sizeof *a;
+    return 0;
+  }
+  struct sockaddr_in *a = (struct sockaddr_in *)ss;
+  if (hl == 0)
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+  else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+    return -EINVAL;
+  a->sin_family = AF_INET;
+  a->sin_port = htons((uint16_t)port);
+  *len = sizeof *a;
+  return 0;
+}
+
+static int listen_on(const char *addr, int *port)
+{
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  int e = parse_addr(addr, &ss, &sl);
+  if (e < 0)
+    return e;
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 4096) < 0 ||
+      getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+    e = -errno;
+    close(fd);
+    return e;
+  }
+  *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                         : ((struct sockaddr_in *)&ss)->sin_port);
+  return fd;
+}
+
+int httpd_init(httpd_server *s, const httpd_config *cfg)
+{
+  memset(s, 0, sizeof *s);
+  s->cfg = *cfg;
+  s->rootfd = -1;
+  if (s->cfg.max_head < 64)
+    s->cfg.max_head = 64;
+  if (cfg->root) {
+    s->rootfd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (s->rootfd < 0)
+      return -errno;
+  }
+  s->lfd = listen_on(cfg->listen, &s->port);
+  if (s->lfd < 0) {
+    int e = s->lfd;
+    if (s->rootfd >= 0)
+      close(s->rootfd);
+    return e;
+  }
+  tdl_signal_init(&s->sigint, NULL, s);
+  tdl_signal_init(&s->sigterm, NULL, s);
+  return 0;
+}
+
+void httpd_destroy(httpd_server *s)
+{
+  if (s->lfd >= 0)
+    tdl_close(s->lfd);
+  if (s->rootfd >= 0)
+    close(s->rootfd);
+  s->lfd = s->rootfd = -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The Date header and the benchmark route's response                       */
+/* ------------------------------------------------------------------------ */
+
+static const char hello_body[] = "Hello, World!";
+
+/* Rebuilt when the wall-clock second changes, judged by the loop's cached
+ * clock: one comparison per response otherwise. */
+static void date_refresh(httpd_server *s)
+{
+  tdl_time_t now = tdl_now(s->loop);
+  if (now < s->date_next)
+    return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  strftime(s->date, sizeof s->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  s->date_next = now + (TDL_SEC - ts.tv_nsec);
+  int n = snprintf(s->hello, sizeof s->hello,
+                   "HTTP/1.1 200 OK\r\nServer: treadle\r\nDate: %s\r\n"
+                   "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
+                   s->date, sizeof hello_body - 1);
+  s->hello_head_len = (unsigned)n;
+  memcpy(s->hello + n, hello_body, sizeof hello_body - 1);
+  s->hello_len = (unsigned)n + (unsigned)(sizeof hello_body - 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connection I/O                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Send everything batched in c->out.  false: the peer is gone (EPIPE,
+ * ECONNRESET), too slow (write timeout) or the fiber was cancelled. */
+static bool conn_flush(httpd_conn *c)
+{
+  size_t off = 0;
+  tdl_time_t deadline = c->out_len ? tdl_after(c->srv->loop, c->srv->cfg.write_timeout) : 0;
+  while (off < c->out_len) {
+    /* tdl_send passes MSG_NOSIGNAL: a vanished client is EPIPE, not SIGPIPE. */
+    ssize_t n = tdl_send(c->fd, c->out + off, c->out_len - off, 0, deadline);
+    if (n < 0) {
+      c->out_len = 0;
+      return false;
+    }
+    off += (size_t)n;
+  }
+  c->out_len = 0;
+  return true;
+}
+
+/* Make room for n bytes of output, sending what is batched if need be. */
+static bool conn_reserve(httpd_conn *c, size_t n)
+{
+  return c->out_len + n <= OUT_CAP || conn_flush(c);
+}
+
+/*
+ * Read more input.  Whatever is batched for output goes first (a pipelining
+ * client may wait for those answers before sending more).  Returns the bytes
+ * read, 0 at end of input, or a negative errno value (-ETIMEDOUT, ...).
+ */
+static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline, bool idle)
+{
+  if (!conn_flush(c))
+    return -EPIPE;
+  if (c->in_off > 0) { /* keep the unconsumed bytes at the front */
+    memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+    c->in_len -= c->in_off;
+    c->in_off = 0;
+  }
+  size_t room = c->in_cap - c->in_len;
+  if (room == 0)
+    return -ENOBUFS;
+  c->idle = idle;
+  /* A short read emptied the socket: wait for the next arrival instead of
+   * trying a read that would only say EAGAIN (one system call saved per
+   * request on a keep-alive connection). */
+  if (c->drained) {
+    int e = tdl_wait_fd(c->fd, TDL_READ, deadline);
+    if (e < 0) {
+      c->idle = false;
+      return e;
+    }
+  }
+  ssize_t n = tdl_recv(c->fd, c->in + c->in_len, room, 0, deadline);
+  c->idle = false;
+  if (n > 0) {
+    c->in_len += (size_t)n;
+    c->drained = (size_t)n < room;
+  }
+  return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { QUIET_CLOSE = 0 };
+
+/* Read until a whole head is buffered at c->in + c->in_off.  Returns its
+ * length, a negated status to answer before closing, or QUIET_CLOSE (peer
+ * gone, idle too long, shutting down). */
+static int read_head(httpd_conn *c, http_request *req)
+{
+  httpd_server *s = c->srv;
+  http_parser p;
+  http_parser_init(&p, s->cfg.max_head);
+  bool started = c->in_len > c->in_off;
+  if (started)
+    c->req_deadline = tdl_after(s->loop, s->cfg.read_timeout);
+  for (;;) {
+    if (started) {
+      int r = http_parse_head(&p, c->in + c->in_off, c->in_len - c->in_off, req);
+      if (r != HTTP_PARSE_INCOMPLETE)
+        return r;
+    } else if (s->stopping) {
+      return QUIET_CLOSE; /* draining: no new requests */
+    }
+    tdl_time_t deadline = started ? c->req_deadline : tdl_after(s->loop, s->cfg.idle_timeout);
+    ssize_t n = conn_fill(c, deadline, !started);
+    if (n == -ETIMEDOUT)
+      return started ? -408 : QUIET_CLOSE;
+    if (n <= 0)
+      return QUIET_CLOSE;
+    if (!started) {
+      started = true;
+      c->req_deadline = tdl_after(s->loop, s->cfg.read_timeout);
+    }
+  }
+}
+
+/* Read and discard the body (no route here uses one).  Returns 0, a negated
+ * status (400, 408, 413), or QUIET_CLOSE... as 1, since 0 means success. */
+#define BODY_GONE 1
+static int skip_body(httpd_conn *c, const http_request *req)
+{
+  httpd_server *s = c->srv;
+  if (req->chunked) {
+    http_chunked ch;
+    http_chunked_init(&ch, CHUNK_META_MAX);
+    uint64_t total = 0;
+    for (;;) {
+      while (c->in_off < c->in_len && !ch.done) {
+        http_span data;
+        long r = http_chunked_decode(&ch, c->in + c->in_off, c->in_len - c->in_off, &data);
+        if (r < 0)
+          return -400;
+        c->in_off += (size_t)r;
+        total += data.len;
+        if (total > s->cfg.max_body)
+          return -413;
+      }
+      if (ch.done)
+        return 0;
+      ssize_t n = conn_fill(c, c->req_deadline, false);
+      if (n == -ETIMEDOUT)
+        return -408;
+      if (n <= 0)
+        return BODY_GONE;
+    }
+  }
+  uint64_t left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
+  for (;;) {
+    size_t avail = c->in_len - c->in_off;
+    size_t take = avail < left ? avail : (size_t)left;
+    c->in_off += take;
+    left -= take;
+    if (left == 0)
+      return 0;
+    ssize_t n = conn_fill(c, c->req_deadline, false);
+    if (n == -ETIMEDOUT)
+      return -408;
+    if (n <= 0)
+      return BODY_GONE;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Replies                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct reply {
+  int status;
+  bool hello;        /* the benchmark route */
+  bool head_only;    /* HEAD: headers, no body */
+  int file;          /* fd of a file to send, or -1 */
+  off_t size;        /* the file's size */
+  const char *ctype; /* of the file */
+} reply;
+
+/* Append the status line and headers. */
+static bool put_head(httpd_conn *c, int status, const char *ctype, uint64_t length, bool keep, int minor,
+                     const char *extra)
+{
+  httpd_server *s = c->srv;
+  if (!conn_reserve(c, 512))
+    return false;
+  const char *conn_hdr = !keep ? "Connection: close\r\n" : minor == 0 ? "Connection: keep-alive\r\n" : "";
+  int n = snprintf(c->out + c->out_len, OUT_CAP - c->out_len,
+                   "HTTP/1.1 %d %s\r\nServer: treadle\r\nDate: %s\r\nContent-Type: %s\r\n"
+                   "Content-Length: %llu\r\n%s%s\r\n",
+                   status, http_reason(status), s->date, ctype, (unsigned long long)length, conn_hdr,
+                   extra ? extra : "");
+  c->out_len += (size_t)n;
+  return true;
+}
+
+static bool put_bytes(httpd_conn *c, const void *p, size_t n)
+{
+  if (!conn_reserve(c, n))
+    return false;
+  memcpy(c->out + c->out_len, p, n);
+  c->out_len += n;
+  return true;
+}
+
+/* A short text reply for an error status. */
+static bool put_error(httpd_conn *c, int status, bool keep, int minor, bool head_only)
+{
+  char body[64];
+  int n = snprintf(body, sizeof body, "%d %s\n", status, http_reason(status));
+  const char *extra = status == 405 ? "Allow: GET, HEAD\r\n" : NULL;
+  return put_head(c, status, "text/plain", (uint64_t)n, keep, minor, extra) &&
+         (head_only || put_bytes(c, body, (size_t)n));
+}
+
+static bool put_file(httpd_conn *c, int fd, off_t size)
+{
+  off_t pos = 0;
+  while (pos < size) {
+    if (c->out_len == OUT_CAP && !conn_flush(c))
+      return false;
+    ssize_t n = pread(fd, c->out + c->out_len, OUT_CAP - c->out_len, pos);
+    if (n <= 0)
+      return false; /* the file shrank or failed: the length sent is now wrong, close */
+    c->out_len += (size_t)n;
+    pos += n;
+  }
+  return true;
+}
+
+static bool put_reply(httpd_conn *c, reply *r, bool keep, int minor)
+{
+  httpd_server *s = c->srv;
+  date_refresh(s);
+  s->served++;
+  if (r->hello) {
+    if (keep && minor == 1) /* the common case: one memcpy of a prepared response */
+      return put_bytes(c, s->hello, r->head_only ? s->hello_head_len : s->hello_len);
+    return put_head(c, 200, "text/plain", sizeof hello_body - 1, keep, minor, NULL) &&
+           (r->head_only || put_bytes(c, hello_body, sizeof hello_body - 1));
+  }
+  if (r->file >= 0) {
+    bool ok = put_head(c, 200, r->ctype, (uint64_t)r->size, keep, minor, NULL) &&
+              (r->head_only || put_file(c, r->file, r->size));
+    close(r->file);
+    r->file = -1;
+    return ok;
+  }
+  return put_error(c, r->status, keep, minor, r->head_only);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const char *content_type(const char *path)
+{
+  static const struct {
+    const char *ext, *type;
+  } types[] = {
+      {".html", "text/html; charset=utf-8"}, {".htm", "text/html; charset=utf-8"},
+      {".txt", "text/plain; charset=utf-8"}, {".css", "text/css"},
+      {".js", "text/javascript"},            {".json", "application/json"},
+      {".png", "image/png"},                 {".jpg", "image/jpeg"},
+      {".jpeg", "image/jpeg"},               {".gif", "image/gif"},
+      {".svg", "image/svg+xml"},             {".ico", "image/x-icon"},
+  };
+  const char *dot = strrchr(path, '.');
+  if (dot && !strchr(dot, '/'))
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+      if (strcasecmp(dot, types[i].ext) == 0)
+        return types[i].type;
+  return "application/octet-stream";
+}
+
+/* Open rel (already checked: no "." or ".." segments) below the root,
+ * refusing to leave it even through symlinks.  Linux >= 5.6 resolves the
+ * whole path in the kernel with RESOLVE_BENEATH (a symlink pointing inside
+ * the root works; one pointing out fails with EXDEV); older kernels walk it
+ * one component at a time with O_NOFOLLOW (no symlinks at all). */
+static int open_beneath(int rootfd, const char *rel)
+{
+  struct open_how how = {
+      .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+  };
+  long fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
+  if (fd >= 0)
+    return (int)fd;
+  if (errno != ENOSYS)
+    return -errno;
+  int dir = rootfd;
+  const char *p = rel;
+  for (;;) {
+    const char *slash = strchr(p, '/');
+    char name[256];
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    if (n >= sizeof name) {
+      fd = -ENAMETOOLONG;
+      break;
+    }
+    memcpy(name, p, n);
+    name[n] = '\0';
+    int flags = O_CLOEXEC | O_NOFOLLOW | (slash ? O_PATH | O_DIRECTORY : O_RDONLY | O_NOCTTY);
+    int next = openat(dir, name, flags);
+    int err = errno;
+    if (dir != rootfd)
+      close(dir);
+    if (next < 0) {
+      fd = -err;
+      break;
+    }
+    if (!slash) {
+      fd = next;
+      break;
+    }
+    dir = next;
+    p = slash + 1;
+  }
+  return (int)fd;
+}
+
+/* "/static/<path>": percent-decode, refuse anything that could name a file
+ * outside the root, open it below the root. */
+static void route_static(httpd_server *s, const char *path, size_t len, reply *r)
+{
+  if (s->rootfd < 0) {
+    r->status = 404;
+    return;
+  }
+  char rel[1024];
+  size_t n = 0, seg = 0; /* seg: where the current segment starts in rel */
+  for (size_t i = 0; i <= len; i++) {
+    char ch;
+    if (i == len || path[i] == '/') {
+      size_t sl = n - seg;
+      /* empty, "." and ".." segments (also when written %2e) never reach the
+       * file system */
+      if (sl == 0 || (sl == 1 && rel[seg] == '.') || (sl == 2 && rel[seg] == '.' && rel[seg + 1] == '.')) {
+        r->status = 404;
+        return;
+      }
+      if (i == len)
+        break;
+      ch = '/';
+      seg = n + 1;
+    } else if (path[i] == '%') {
+      /* the parser checked that two hex digits follow */
+      unsigned v = 0;
+      for (int k = 1; k <= 2; k++) {
+        char h = path[i + (size_t)k];
+        v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+      }
+      i += 2;
+      if (v == '/' || v == 0) { /* an encoded slash or NUL is never a path */
+        r->status = 404;
+        return;
+      }
+      ch = (char)v;
+    } else {
+      ch = path[i];
+    }
+    if (n + 1 >= sizeof rel) {
+      r->status = 404;
+      return;
+    }
+    rel[n++] = ch;
+  }
+  rel[n] = '\0';
+  int fd = open_beneath(s->rootfd, rel);
+  if (fd < 0) {
+    r->status = (fd == -EXDEV || fd == -ELOOP || fd == -EACCES || fd == -EPERM) ? 403 : 404;
+    return;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    r->status = 404;
+    return;
+  }
+  r->status = 200;
+  r->file = fd;
+  r->size = st.st_size;
+  r->ctype = content_type(rel);
+}
+
+/* Decide the reply from the head alone (bodies are not used by any route). */
+static void route(httpd_server *s, const char *buf, const http_request *req, reply *r)
+{
+  *r = (reply){.status = 404, .file = -1};
+  const char *m = buf + req->method.off;
+  bool get = req->method.len == 3 && memcmp(m, "GET", 3) == 0;
+  bool head = req->method.len == 4 && memcmp(m, "HEAD", 4) == 0;
+  r->head_only = head;
+  const char *path = buf + req->path.off;
+  size_t plen = req->path.len;
+  if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE)
+    return; /* "*" and authority-form: nothing here */
+  if (plen == 1 && path[0] == '/') {
+    r->hello = true;
+    r->status = 200;
+    return;
+  }
+  if (plen > 8 && memcmp(path, "/static/", 8) == 0) {
+    if (!get && !head) {
+      r->status = 405;
+      return;
+    }
+    route_static(s, path + 8, plen - 8, r);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* One connection                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Serve requests until the connection should close.  Returns true when the
+ * close should linger (an error answer may still be unread by a client that
+ * is sending). */
+static bool serve(httpd_conn *c)
+{
+  httpd_server *s = c->srv;
+  for (;;) {
+    http_request req;
+    int head = read_head(c, &req);
+    if (head == QUIET_CLOSE)
+      return false;
+    if (head < 0) { /* malformed, too large, too slow: answer and close */
+      put_error(c, -head, false, 1, false);
+      return true;
+    }
+
+    reply r;
+    route(s, c->in + c->in_off, &req, &r);
+    c->in_off += (size_t)head;
+
+    int e = 0;
+    bool has_body = req.chunked || req.content_length > 0;
+    if (req.expect_other && req.minor >= 1)
+      e = -417;
+    else if (req.content_length > 0 && (uint64_t)req.content_length > s->cfg.max_body)
+      e = -413; /* refuse before reading a byte of it */
+    else if (has_body) {
+      if (req.expect_continue && req.minor >= 1 && c->in_off == c->in_len)
+        put_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+      e = skip_body(c, &req);
+    }
+    if (e != 0) {
+      if (r.file >= 0)
+        close(r.file);
+      if (e == BODY_GONE)
+        return false;
+      put_error(c, -e, false, req.minor, false);
+      return true;
+    }
+
+    bool keep = req.keep_alive && !s->stopping;
+    if (!put_reply(c, &r, keep, req.minor))
+      return false;
+    if (!keep)
+      return false;
+  }
+}
+
+/* Close after an error answer: stop sending (FIN), and read what the client
+ * still sends for a while, so that our answer is not destroyed by the RST a
+ * close with unread input would cause. */
+static void linger_close(httpd_conn *c)
+{
+  if (shutdown(c->fd, SHUT_WR) == 0) {
+    tdl_time_t deadline = tdl_after(c->srv->loop, LINGER_TIME);
+    size_t total = 0;
+    char sink[4096];
+    while (total < LINGER_BYTES) {
+      ssize_t n = tdl_recv(c->fd, sink, sizeof sink, 0, deadline);
+      if (n <= 0)
+        break;
+      total += (size_t)n;
+    }
+  }
+}
+
+static void conn_link(httpd_server *s, httpd_conn *c)
+{
+  if (!s->conns) {
+    c->next = c->prev = c;
+    s->conns = c;
+  } else {
+    c->next = s->conns;
+    c->prev = s->conns->prev;
+    c->prev->next = c;
+    c->next->prev = c;
+  }
+  s->nconns++;
+}
+
+static void conn_unlink(httpd_server *s, httpd_conn *c)
+{
+  if (c->next == c)
+    s->conns = NULL;
+  else {
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    if (s->conns == c)
+      s->conns = c->next;
+  }
+  s->nconns--;
+}
+
+static void *conn_fiber(void *arg)
+{
+  httpd_conn *c = arg;
+  httpd_server *s = c->srv;
+  bool linger = serve(c);
+  if (conn_flush(c) && linger)
+    linger_close(c);
+  tdl_close(c->fd);
+  conn_unlink(s, c);
+  free(c->in);
+  free(c);
+  if (s->stopping && s->nconns == 0)
+    tdl_fiber_unpark(s->loop, s->main);
+  return NULL;
+}
+
+static int conn_start(httpd_server *s, int fd)
+{
+  httpd_conn *c = malloc(sizeof *c);
+  size_t in_cap = (size_t)s->cfg.max_head + IN_SPARE;
+  char *in = malloc(in_cap);
+  if (!c || !in) {
+    free(c);
+    free(in);
+    return -ENOMEM;
+  }
+  c->srv = s;
+  c->fd = fd;
+  c->idle = c->drained = false;
+  c->in = in;
+  c->in_cap = in_cap;
+  c->in_off = c->in_len = c->out_len = 0;
+  /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tdl_fiber_options opts = {.name = "http-conn", .stack_size = 0};
+  int e = tdl_fiber_spawn(s->loop, &c->fiber, conn_fiber, c, &opts);
+  if (e < 0) {
+    free(in);
+    free(c);
+    return e;
+  }
+  tdl_fiber_detach(s->loop, c->fiber);
+  conn_link(s, c);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accepting, running, shutting down                                        */
+/* ------------------------------------------------------------------------ */
+
+static void *accept_fiber(void *arg)
+{
+  httpd_server *s = arg;
+  for (;;) {
+    int fd = tdl_accept(s->lfd, NULL, NULL, TDL_FOREVER);
+    if (fd == -ECANCELED || fd == -EBADF)
+      break;
+    if (fd < 0) {
+      if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM)
+        tdl_sleep_for(100 * TDL_MSEC); /* out of fds or memory: back off, never spin */
+      continue;
+    }
+    if (conn_start(s, fd) < 0)
+      tdl_close(fd);
+  }
+  return NULL;
+}
+
+static void on_signal(tdl_loop *loop, tdl_signal *sig, int signum)
+{
+  (void)loop;
+  (void)signum;
+  httpd_shutdown(sig->data);
+}
+
+void httpd_shutdown(httpd_server *s)
+{
+  if (!s->loop)
+    return;
+  if (s->stopping) { /* asked twice: no more grace */
+    s->cfg.grace = 0;
+  }
+  s->stopping = true;
+  if (s->main)
+    tdl_fiber_unpark(s->loop, s->main);
+}
+
+static void cancel_conns(httpd_server *s, bool idle_only)
+{
+  httpd_conn *c = s->conns;
+  if (!c)
+    return;
+  do {
+    if (!idle_only || c->idle)
+      tdl_fiber_cancel(s->loop, c->fiber);
+    c = c->next;
+  } while (c != s->conns);
+}
+
+int httpd_run(httpd_server *s)
+{
+  if (!tdl_fiber_self())
+    return -EPERM;
+  s->loop = tdl_fiber_loop();
+  s->main = tdl_fiber_self();
+  date_refresh(s);
+  int e;
+  if (s->cfg.handle_signals) {
+    s->sigint.cb = s->sigterm.cb = on_signal;
+    if ((e = tdl_signal_start(s->loop, &s->sigint, SIGINT)) < 0)
+      return e;
+    if ((e = tdl_signal_start(s->loop, &s->sigterm, SIGTERM)) < 0) {
+      tdl_signal_stop(s->loop, &s->sigint);
+      return e;
+    }
+  }
+  e = tdl_fiber_spawn(s->loop, &s->acceptor, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
+  if (e == 0) {
+    while (!s->stopping)
+      tdl_fiber_park(TDL_FOREVER);
+
+    /* 1. Stop accepting. */
+    tdl_fiber_cancel(s->loop, s->acceptor);
+    tdl_fiber_join(s->acceptor, TDL_FOREVER, NULL);
+    tdl_close(s->lfd);
+    s->lfd = -1;
+    /* 2. Idle connections close now; busy ones finish their request and
+     *    close (read_head refuses new requests while stopping). */
+    cancel_conns(s, true);
+    /* 3. After the grace period (or at a second signal), cancel what is
+     *    left; each connection's blocking calls then fail and it closes. */
+    tdl_time_t deadline = tdl_after(s->loop, s->cfg.grace);
+    bool cut = false;
+    while (s->nconns > 0) {
+      if (cut) {
+        tdl_fiber_park(TDL_FOREVER); /* the last connection to close wakes us */
+      } else if (s->cfg.grace == 0 || tdl_fiber_park(deadline) == -ETIMEDOUT) {
+        cancel_conns(s, false);
+        cut = true;
+      }
+    }
+  }
+  if (s->cfg.handle_signals) {
+    tdl_signal_stop(s->loop, &s->sigint);
+    tdl_signal_stop(s->loop, &s->sigterm);
+  }
+  return e;
+}

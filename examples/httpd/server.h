@@ -1,0 +1,79 @@
+/*
+ * httpd: an HTTP/1.1 server written as plain fiber code on treadle.
+ *
+ *   httpd_server s;
+ *   httpd_config cfg = httpd_defaults();  cfg.listen = "127.0.0.1:8080";
+ *   httpd_init(&s, &cfg);        // listen (may be called outside a fiber)
+ *   httpd_run(&s);               // in a fiber: serve until httpd_shutdown() or SIGINT/SIGTERM
+ *   httpd_destroy(&s);
+ *
+ * One fiber accepts; each connection gets a fiber that reads a request,
+ * answers it and loops (keep-alive, pipelining).  Routes: "/" answers
+ * "Hello, World!", "/static/<path>" serves files below cfg.root, anything
+ * else is 404.
+ */
+#ifndef HTTPD_SERVER_H
+#define HTTPD_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <treadle.h>
+
+typedef struct httpd_config {
+  const char *listen;       /* "ADDR:PORT", e.g. "127.0.0.1:8080", "[::1]:0" (0: any free port) */
+  const char *root;         /* directory served under /static/, or NULL for none */
+  uint32_t max_head;        /* request line + headers, bytes (431 beyond) */
+  uint64_t max_body;        /* request body, bytes (413 beyond) */
+  tdl_time_t idle_timeout;  /* waiting for the next request on an open connection */
+  tdl_time_t read_timeout;  /* receiving one whole request, from its first byte (slowloris) */
+  tdl_time_t write_timeout; /* sending one response */
+  tdl_time_t grace;         /* on shutdown: how long in-flight requests may take */
+  bool handle_signals;      /* shut down gracefully on SIGINT and SIGTERM */
+} httpd_config;
+
+/* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write
+ * timeouts, 5 s grace, signals handled. */
+httpd_config httpd_defaults(void);
+
+typedef struct httpd_conn httpd_conn;
+
+typedef struct httpd_server {
+  httpd_config cfg;
+  int lfd;    /* listening socket */
+  int rootfd; /* O_PATH descriptor of cfg.root, or -1 */
+  int port;   /* the port actually bound */
+  tdl_loop *loop;
+  tdl_fiber_t main, acceptor;
+  bool stopping;
+  httpd_conn *conns; /* open connections, a circular list (NULL: none) */
+  unsigned nconns;
+  uint64_t served; /* responses sent */
+  tdl_signal sigint, sigterm;
+  /* The Date header, and the benchmark route's whole response, rebuilt at
+   * most once a second. */
+  tdl_time_t date_next;
+  char date[32];
+  char hello[256];
+  unsigned hello_len, hello_head_len;
+} httpd_server;
+
+/* Parse cfg->listen, bind and listen, open cfg->root.  Returns 0 or a
+ * negative errno value; nothing is left open on failure. */
+int httpd_init(httpd_server *s, const httpd_config *cfg);
+
+/* Serve until shut down; call from a fiber.  Returns 0 after a graceful
+ * shutdown (every connection closed), or a negative errno value. */
+int httpd_run(httpd_server *s);
+
+/* Begin a graceful shutdown: stop accepting, close idle connections, let
+ * requests in flight finish within cfg.grace, then make httpd_run return.
+ * A second call cuts the grace period short.  Call from the loop's thread
+ * (a fiber or a callback). */
+void httpd_shutdown(httpd_server *s);
+
+/* Close what httpd_init opened.  Call after httpd_run has returned (or
+ * instead of it). */
+void httpd_destroy(httpd_server *s);
+
+#endif /* HTTPD_SERVER_H */

@@ -73,5 +73,6 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/fiber.h"
 #include "treadle/chan.h"
 #include "treadle/spawn.h"
+#include "treadle/net.h"
 
 #endif /* TREADLE_H */

@@ -1,0 +1,395 @@
+/*
+ * Sockets for fibers: addresses, TCP and Unix stream listeners and
+ * connections, full-buffer transfers, a buffered reader, UDP, options.
+ * Include <treadle.h>.
+ *
+ * Everything here is built on the fiber I/O of fiber.h and follows its rules:
+ *
+ *  - Blocking calls take an absolute deadline on the loop's clock
+ *    (TDL_FOREVER: none) that bounds the WHOLE call, not each system call in
+ *    it; when it passes the call returns -ETIMEDOUT.
+ *  - They are cancellable: on a cancelled fiber they return -ECANCELED.
+ *  - Outside a fiber they return -EPERM at once without doing anything.
+ *  - One reader fiber and one writer fiber per fd at a time (-EBUSY
+ *    otherwise), so two fibers may not accept on one listener at once.
+ *  - fds they return are non-blocking and close-on-exec; close them with
+ *    tdl_close() (fiber.h), which also wakes fibers still waiting on them.
+ *  - No SIGPIPE: writes to a peer that has gone return -EPIPE (or
+ *    -ECONNRESET); the process is never signalled.
+ *
+ * The calls that do not block (address helpers, tdl_listen, tdl_udp_bind,
+ * options, shutdown) work anywhere, in fibers or not.
+ *
+ * Names resolve nowhere: addresses are literals (no DNS, no /etc/hosts).
+ */
+#ifndef TREADLE_NET_H
+#define TREADLE_NET_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdbool.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Addresses                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A socket address of any family treadle handles (IPv4, IPv6, Unix) and its
+ * length.  Pass &a->u.sa and a->len to the socket API; len 0 means "none". */
+typedef struct tdl_addr {
+  union {
+    struct sockaddr sa;
+    struct sockaddr_in in4;
+    struct sockaddr_in6 in6;
+    struct sockaddr_un un;
+    struct sockaddr_storage ss;
+  } u;
+  socklen_t len;
+} tdl_addr;
+
+/* Room for any string tdl_addr_format() writes, with its NUL. */
+#define TDL_ADDR_STRLEN 440
+
+/*
+ * Parse a literal address.  Accepted forms (nothing else):
+ *   "127.0.0.1:8080"      IPv4 dotted quad (four decimal parts, no leading
+ *                         zeros) and port
+ *   "[::1]:80"            IPv6 in brackets and port; "[fe80::1%2]:80" with a
+ *                         numeric scope (interface index)
+ *   "unix:/run/app.sock"  Unix socket at a path (relative paths allowed), at
+ *                         most 107 bytes
+ *   "unix:@name"          Linux abstract Unix name, 1 to 107 bytes (the name
+ *                         is exactly the bytes after '@', no trailing NUL)
+ * A port is 1 to 5 decimal digits, 0..65535 (0: any, for listening).
+ * Errors: -EINVAL for NULL arguments, an empty host or name, a missing or
+ * malformed port, a port above 65535, a host that is not a literal address
+ * (no names are resolved), a path or name that does not fit, trailing
+ * garbage; *a is then zeroed (len 0).
+ * Cost: pure parsing, no system call.
+ */
+TDL_API int tdl_addr_parse(tdl_addr *a, const char *s);
+
+/*
+ * Write a in the form tdl_addr_parse() reads, NUL-terminated, into buf of
+ * cap bytes (TDL_ADDR_STRLEN always suffices).  IPv6 scopes are written as
+ * numbers.  An unnamed Unix socket (a client that never bound) is written
+ * "unix:", which tdl_addr_parse() rejects.  Bytes of a Unix path or name
+ * outside printable ASCII, and backslashes, are written as \xHH: the string
+ * is for people and logs; it parses back to the same address whenever the
+ * name had no such bytes.
+ * Returns the string's length (without the NUL).
+ * Errors: -EINVAL (a or buf NULL, a->len 0 or too short for its family);
+ * -EAFNOSUPPORT (another family); -ENOSPC (cap too small: buf then holds ""
+ * if cap > 0).  Cost: no system call.
+ */
+TDL_API int tdl_addr_format(const tdl_addr *a, char *buf, size_t cap);
+
+/* Copy a socket address (from getsockname, recvfrom...) into *a.
+ * Errors: -EINVAL (NULL, len larger than a sockaddr_storage or too short for
+ * its family); -EAFNOSUPPORT (not AF_INET, AF_INET6 or AF_UNIX). */
+TDL_API int tdl_addr_from_sockaddr(tdl_addr *a, const struct sockaddr *sa, socklen_t len);
+
+/* The port of an IPv4 or IPv6 address (0..65535); -EAFNOSUPPORT for Unix
+ * addresses; -EINVAL for NULL or an empty address. */
+TDL_API int tdl_addr_port(const tdl_addr *a);
+
+/* Whether two addresses name the same endpoint: same family and, for IP,
+ * same address, port (and IPv6 scope); for Unix, same path or abstract name.
+ * Padding and how the length was counted do not matter.  NULL or empty
+ * addresses are equal to nothing. */
+TDL_API bool tdl_addr_equal(const tdl_addr *x, const tdl_addr *y);
+
+/* The local (getsockname) or remote (getpeername) address of a socket, e.g.
+ * the port the kernel picked for a listener bound to port 0.
+ * Errors: as the system calls (-EBADF, -ENOTSOCK, -ENOTCONN...), -EINVAL for
+ * a NULL out.  Cost: one system call. */
+TDL_API int tdl_net_local_addr(int fd, tdl_addr *out);
+TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
+
+/* ------------------------------------------------------------------------ */
+/* Stream listeners and connections (TCP over IPv4/IPv6, Unix stream)        */
+/* ------------------------------------------------------------------------ */
+
+/* Flags for tdl_listen() and tdl_udp_bind().  A flag that does not apply to
+ * the address's family is ignored, so a program can pass the same flags
+ * whatever address its user configured. */
+#define TDL_NET_REUSEPORT 0x1u /* IP: SO_REUSEPORT (several sockets share the
+                                  port; the kernel spreads connections) */
+#define TDL_NET_V6ONLY 0x2u    /* IPv6: IPV6_V6ONLY ("[::]" then takes no IPv4
+                                  connections; Linux's default is both) */
+#define TDL_NET_UNLINK 0x4u    /* Unix path: replace a STALE socket file (see
+                                  tdl_listen) */
+
+/*
+ * A listening stream socket on a: non-blocking, close-on-exec; for IP,
+ * SO_REUSEADDR is set (a restarted server can bind at once despite old
+ * connections in TIME_WAIT).  backlog <= 0 means SOMAXCONN.  Works outside
+ * fibers too.  Returns the fd.
+ *
+ * Unix paths: treadle never removes a file silently.  When the path exists,
+ * the call fails with -EADDRINUSE, unless TDL_NET_UNLINK is given and the
+ * file is a socket nobody listens on (a probe connect is refused): then it is
+ * unlinked and the bind retried once.  A live listener's socket (the probe
+ * connects; that listener sees one connection closed at once) and anything
+ * that is not a socket are left alone (-EADDRINUSE).  The socket file stays
+ * after the listener is closed: unlink it yourself.  Abstract names vanish
+ * with the last socket that holds them.
+ *
+ * The first call also opens the process's accept reserve (see
+ * tdl_net_accept); that is one more fd held by the process.
+ *
+ * Errors: -EINVAL (NULL or empty address, unknown flags); -EAFNOSUPPORT;
+ * the errors of socket(), bind() and listen(): -EADDRINUSE, -EACCES,
+ * -EADDRNOTAVAIL, -EMFILE...; nothing is left open or created on failure.
+ * Cost: 3-5 system calls (plus 2-3 for a stale Unix path).
+ */
+TDL_API int tdl_listen(const tdl_addr *a, int backlog, unsigned flags);
+
+/*
+ * Accept a connection on listener lfd; return its fd (non-blocking,
+ * close-on-exec) and store the peer's address in *peer (may be NULL).
+ * Parks until a connection arrives or the deadline passes.
+ *
+ * Errors that concern only the connection being accepted (it reset or
+ * aborted before it was accepted, a firewall refused it, a network error
+ * pending on it) are skipped: the call goes on waiting for the next one.
+ *
+ * Running out of fds (-EMFILE, -ENFILE) is where naive accept loops spin:
+ * the listener stays readable while the process cannot take the connection.
+ * tdl_net_accept instead
+ *   1. sheds the pending connections: it closes the process's reserve fd
+ *      (a /dev/null fd held for this purpose), accepts and at once closes up
+ *      to 64 pending connections (their clients see an orderly close, not a
+ *      hang), and reopens the reserve;
+ *   2. sleeps a back-off (10 ms, doubling on each consecutive exhaustion up
+ *      to 160 ms, reset by a successful accept; never past the deadline);
+ *   3. returns -EMFILE or -ENFILE.
+ * The error is transient: call again.  A loop that simply retries costs a
+ * few system calls per back-off period, not a spinning core, and accepts
+ * again as soon as fds are free.  (The application may also react, e.g. by
+ * closing idle connections.)  Without a reserve (another thread holds it at
+ * that moment, or it could never be opened) step 1 is skipped and the
+ * pending connections wait in the backlog.
+ * -ENOBUFS and -ENOMEM back off the same way (no shedding) and are returned.
+ *
+ * Other errors: -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EBUSY
+ * (another fiber accepts on lfd), -EBADF, -ENOTSOCK, -EINVAL (not
+ * listening).  On error *peer has len 0.
+ * Cost: one accept4() when a connection is waiting; otherwise a park.
+ */
+TDL_API int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline);
+
+/*
+ * The accept reserve: one fd on /dev/null, process-wide, held so that
+ * tdl_net_accept can shed connections when the process is out of fds.
+ * tdl_listen() and tdl_net_accept() open it on first use.  on = false closes
+ * it and stops them from reopening it (e.g. before counting fds); on = true
+ * opens it (if not yet open) and lets them keep it.  Returns 0, or the error
+ * of open(2) (-EMFILE...).  THREAD-SAFE.
+ */
+TDL_API int tdl_net_accept_reserve(bool on);
+
+/* What the accept reserve has done since the process started.  THREAD-SAFE. */
+typedef struct tdl_net_stats {
+  uint64_t accept_exhausted; /* tdl_net_accept calls that found no fd free */
+  uint64_t accept_shed;      /* connections accepted and closed at once */
+} tdl_net_stats;
+TDL_API void tdl_net_stats_get(tdl_net_stats *out);
+
+/*
+ * Connect a new stream socket to a (TCP, or Unix stream) and return its fd
+ * (non-blocking, close-on-exec), once the connection is established.
+ * A Unix listener whose backlog is full makes the kernel refuse at once
+ * (EAGAIN); tdl_net_connect retries then, backing off from 1 ms to 50 ms,
+ * until the deadline.  A TCP connection to a loopback port nobody listens on
+ * that the kernel turned into a connection to itself ("self-connect") is
+ * closed and reported as -ECONNREFUSED.
+ * Errors: -ECONNREFUSED, -ENETUNREACH, -EHOSTUNREACH, -ENOENT (no such Unix
+ * path), -EACCES, -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber; nothing is
+ * created), -EINVAL (NULL or empty address), -EAFNOSUPPORT, -EMFILE...
+ * On every error nothing is left open.
+ * Cost: socket() + connect() + one park until the handshake ends (none for
+ * Unix sockets) + one getsockname() for the self-connect check (TCP).
+ */
+TDL_API int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline);
+
+/* ------------------------------------------------------------------------ */
+/* Whole-buffer transfers on stream sockets                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Send all len bytes of buf, parking as often as needed.  *sent (may be
+ * NULL) always receives the number of bytes handed to the kernel, on success
+ * (len) and on failure alike, so the caller never loses track.
+ * Returns 0 when everything went.
+ * Errors: -EPIPE or -ECONNRESET (the peer has gone; never a SIGPIPE);
+ * -ETIMEDOUT, -ECANCELED (some bytes may have gone: see *sent); -EPERM;
+ * -EBUSY; -EBADF, -ENOTSOCK...; -EINVAL (buf NULL with len > 0).
+ * Cost: one send() per kernel buffer's worth.
+ */
+TDL_API int tdl_send_all(int fd, const void *buf, size_t len, size_t *sent, tdl_time_t deadline);
+
+/* The same for a gather list (e.g. headers and body in one system call):
+ * sends every byte of iov[0..iovcnt) in order.  Uses sendmsg() with
+ * MSG_NOSIGNAL (writev() would raise SIGPIPE).  *sent counts bytes across
+ * the whole list.  The array itself is not modified.
+ * Errors: as tdl_send_all; -EINVAL for iovcnt < 0, iov NULL with
+ * iovcnt > 0, or a total length that overflows. */
+TDL_API int tdl_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl_time_t deadline);
+
+/*
+ * Receive exactly n bytes into buf.  *got (may be NULL) always receives the
+ * number of bytes stored.  Returns 0 when n bytes came.
+ * Errors: -EPIPE when the stream ended (orderly EOF) before n bytes: recv()
+ * itself never reports EPIPE, so -EPIPE always means "ended early"; *got == 0
+ * then tells a close between messages from one inside a message.
+ * -ECONNRESET (the peer reset the connection); -ETIMEDOUT; -ECANCELED;
+ * -EPERM; -EBUSY; -EBADF...; -EINVAL (buf NULL with n > 0).
+ * Cost: one read() per arrival; works on any fd (pipes too).
+ */
+TDL_API int tdl_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_t deadline);
+
+/*
+ * Receive into buf until the bytes delim[0..delim_len) have arrived (they
+ * are stored and counted), or cap bytes have arrived without them.
+ * It never consumes a byte past the delimiter: it looks at the data with
+ * MSG_PEEK and then takes exactly what belongs to the message, so what
+ * follows stays in the socket for the next call.  The price is two system
+ * calls per arrival, and fd must be a stream socket.  For many small
+ * messages, use a tdl_reader (below), which buffers instead.
+ * Returns the message's length including the delimiter (> 0).  *got (may be
+ * NULL) always receives the number of bytes stored and consumed.
+ * Errors: -EMSGSIZE (cap bytes consumed and stored, no delimiter);
+ * -EPIPE (EOF before the delimiter; *got bytes were stored); -EINVAL (delim
+ * NULL or delim_len 0, buf NULL with cap > 0); -ENOTSOCK; -ECONNRESET,
+ * -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY...
+ */
+TDL_API ssize_t tdl_recv_until(int fd, void *buf, size_t cap, const void *delim, size_t delim_len,
+                               size_t *got, tdl_time_t deadline);
+
+/* ------------------------------------------------------------------------ */
+/* Buffered reader                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A read buffer over an fd, in the caller's memory (nothing is allocated):
+ * for protocols parsed in place (an HTTP request head), and for keeping the
+ * bytes read past a message (pipelined requests).  The buffered bytes are
+ * tdl_reader_data(r)[0 .. tdl_reader_len(r)); they stay there until consumed.
+ * The buffer's capacity is also the largest message tdl_reader_until() can
+ * find.  Works on any fd (read()), socket or pipe.  Fields are private.
+ */
+typedef struct tdl_reader {
+  int fd;
+  int eof;            /* read() returned 0 */
+  unsigned char *buf;
+  size_t cap;
+  size_t start, end;  /* buffered bytes: buf[start..end) */
+} tdl_reader;
+
+/* Set r up to read fd into buf[0..cap).  Never fails. */
+TDL_API void tdl_reader_init(tdl_reader *r, int fd, void *buf, size_t cap);
+
+static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->buf + r->start; }
+static inline size_t tdl_reader_len(const tdl_reader *r) { return r->end - r->start; }
+
+/* Drop the first n buffered bytes (all of them when n is larger).  Cost: no
+ * copy; data moves to the front only when a fill needs the room. */
+TDL_API void tdl_reader_consume(tdl_reader *r, size_t n);
+
+/* Read once more into the free part of the buffer, moving the buffered bytes
+ * to the front first when the end is full.  Returns the number of bytes
+ * added (> 0), 0 at EOF (and at every later call), or an error: -ENOBUFS
+ * (the buffer is full of unconsumed bytes), -ETIMEDOUT, -ECANCELED, -EPERM,
+ * -EBUSY, -ECONNRESET, -EBADF...  Cost: at most one read(). */
+TDL_API ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline);
+
+/* Fill until the buffered bytes contain delim[0..delim_len).  Returns the
+ * length of the message: the delimiter ends at tdl_reader_data(r) + that
+ * length.  Nothing is consumed: parse it, then tdl_reader_consume() it.
+ * Already buffered bytes are searched first without any system call.
+ * Errors: -EMSGSIZE (the buffer is full and holds no delimiter);
+ * -EPIPE (EOF before a delimiter; what came is still buffered); -EINVAL
+ * (delim NULL or delim_len 0); the errors of tdl_reader_fill. */
+TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl_time_t deadline);
+
+/* Like read(): up to len bytes into dst, buffered bytes first; when none are
+ * buffered, one read() (straight into dst when len is at least the buffer's
+ * capacity).  Returns the count (> 0 when len > 0), 0 at EOF, or the errors
+ * of tdl_reader_fill (-ENOBUFS excepted). */
+TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline);
+
+/* Exactly n bytes into dst, buffered bytes first.  As tdl_recv_exactly:
+ * returns 0, or -EPIPE for an early EOF, other errors as tdl_reader_read;
+ * *got (may be NULL) always receives the count stored. */
+TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline);
+
+/* ------------------------------------------------------------------------ */
+/* Datagrams (UDP; also Unix datagram sockets)                               */
+/* ------------------------------------------------------------------------ */
+
+/* A datagram socket bound to a (port 0: the kernel picks; read it back with
+ * tdl_net_local_addr).  Flags as tdl_listen (TDL_NET_REUSEPORT,
+ * TDL_NET_V6ONLY, TDL_NET_UNLINK).  Works outside fibers.  Returns the fd.
+ * Errors: as tdl_listen. */
+TDL_API int tdl_udp_bind(const tdl_addr *a, unsigned flags);
+
+/* Send one datagram of len bytes to `to` (NULL: the connected peer).
+ * Returns len.  Errors: -EMSGSIZE (too large for one datagram),
+ * -ECONNREFUSED (an earlier datagram was refused), -ETIMEDOUT, -ECANCELED,
+ * -EPERM, -EBUSY, -EINVAL (to given with len 0), -EDESTADDRREQ...
+ * Cost: one sendto(). */
+TDL_API ssize_t tdl_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline);
+
+/* Receive one datagram into buf; its sender goes to *from (may be NULL;
+ * from->len is 0 when the sender has no address: an unbound Unix socket).
+ * Returns its length.  A datagram longer than len is cut: buf holds its first
+ * len bytes, the rest is lost, and the call returns -EMSGSIZE.
+ * Errors: -EMSGSIZE, -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY, -ECONNREFUSED...
+ * Cost: one recvfrom() when a datagram is waiting. */
+TDL_API ssize_t tdl_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline);
+
+/* ------------------------------------------------------------------------ */
+/* Shutdown and options (no blocking; usable anywhere)                       */
+/* ------------------------------------------------------------------------ */
+
+/* shutdown(2): how is SHUT_RD, SHUT_WR or SHUT_RDWR.  SHUT_WR sends EOF to
+ * the peer while the socket can still read.
+ * Errors: -EINVAL (another how), -ENOTCONN, -EBADF, -ENOTSOCK. */
+TDL_API int tdl_net_shutdown(int fd, int how);
+
+/* TCP_NODELAY: send small segments at once instead of waiting to coalesce
+ * them (Nagle).  Errors: those of setsockopt (-EOPNOTSUPP on a Unix socket,
+ * -ENOTSOCK, -EBADF). */
+TDL_API int tdl_net_nodelay(int fd, bool on);
+
+/* TCP_QUICKACK: acknowledge at once instead of delaying ACKs.  A hint: Linux
+ * returns to delayed ACKs on its own, so set it again after reads if it
+ * matters.  Errors: as tdl_net_nodelay. */
+TDL_API int tdl_net_quickack(int fd, bool on);
+
+/* SO_KEEPALIVE with, when > 0, TCP_KEEPIDLE (idle_s: seconds of silence
+ * before the first probe), TCP_KEEPINTVL (interval_s between probes) and
+ * TCP_KEEPCNT (count of unanswered probes before the connection is dropped
+ * with -ETIMEDOUT); 0 keeps the system default for that one.  on = false
+ * turns keep-alive off and ignores the rest.
+ * Errors: -EINVAL (a negative value); -EOPNOTSUPP (not a TCP socket, e.g.
+ * a Unix one); -ENOTSOCK, -EBADF; keep-alive is only switched on when every
+ * value was set.  Cost: 2-5 system calls. */
+TDL_API int tdl_net_keepalive(int fd, bool on, int idle_s, int interval_s, int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_NET_H */

@@ -342,6 +342,12 @@ static void enomem_child(void *arg) {
   lim.rlim_cur = lim.rlim_max = (rlim_t)vm_before * 1024 + 4 * 1024 * 1024;
   if (setrlimit(RLIMIT_AS, &lim) != 0)
     _exit(10);
+  /* qemu-user keeps RLIMIT_AS to itself (its own allocations would break):
+   * no limit, nothing to test. */
+  void *probe = mmap(NULL, 64 << 20, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe != MAP_FAILED)
+    _exit(77);
 
   int n = 0, r = 0;
   while (n < MAX && (r = tdl__stack_get(&p, TDL__STACK_DEFAULT, &s[n])) == 0)
@@ -377,6 +383,8 @@ static void test_enomem(void **state) {
   (void)state;
   int status = in_child(enomem_child, NULL);
   assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77)
+    skip(); /* RLIMIT_AS not enforced here */
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 

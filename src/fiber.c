@@ -29,6 +29,8 @@ enum { DISPATCH_BATCH = 512, IO_BUDGET = 64, STACKS_CACHED = 1024 };
  * library would call __tls_get_addr each time. */
 _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")));
 
+_Thread_local tdl__sched *tdl__thread_scheds;
+
 static void (*fls_dtor[TDL_FLS_KEYS])(void *);
 static unsigned fls_keys; /* keys handed out (atomic) */
 
@@ -231,6 +233,12 @@ static int sched_destroy(tdl_loop *loop)
     return 0;
   if (s->live)
     return -EBUSY;
+  for (tdl__sched **pp = &tdl__thread_scheds; *pp; pp = &(*pp)->next_on_thread) {
+    if (*pp == s) {
+      *pp = s->next_on_thread;
+      break;
+    }
+  }
   tdl__fiber_io_destroy(s);
   tdl__stack_pool_destroy(&s->pool);
   if (s->overflow_ready)
@@ -255,6 +263,8 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   tdl__stack_pool_init(&s->pool, STACKS_CACHED);
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
+  s->next_on_thread = tdl__thread_scheds;
+  tdl__thread_scheds = s;
   loop->sched = s;
   loop->sched_run = sched_run;
   loop->sched_busy = sched_busy;

@@ -73,6 +73,7 @@ struct tdl__sched {
   tdl__slot *slots;
   uint32_t nslots, slots_cap, free_slot;
   tdl__stack_pool pool;
+  tdl__sched *next_on_thread; /* the thread's schedulers (tdl__thread_scheds) */
   tdl__ffd **ffds;       /* fiber I/O state, by fd (fiber_io.c) */
   uint32_t nffds;
   int overflow_ready;
@@ -87,6 +88,10 @@ static inline tdl__fiber *tdl__self(void)
   tdl__sched *s = tdl__tl_sched;
   return s ? s->current : NULL;
 }
+
+/* Every scheduler created on this thread, so that tdl_close() called outside
+ * a fiber can still clear what the loops of this thread know about an fd. */
+extern _Thread_local tdl__sched *tdl__thread_scheds;
 
 /* The scheduler of loop, created on first use (-ENOMEM). */
 int tdl__sched_get(tdl_loop *loop, tdl__sched **out);

@@ -234,13 +234,10 @@ int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time
   return 0;
 }
 
-int tdl_close(int fd)
+/* Forget what s knows about fd, waking its waiters with -EBADF. */
+static void forget_fd(tdl__sched *s, int fd)
 {
-  if (fd < 0)
-    return -EBADF;
-  tdl__fiber *self = tdl__self();
-  tdl__sched *s = self ? self->sched : tdl__tl_sched;
-  if (s && (uint32_t)fd < s->nffds && s->ffds[fd]) {
+  if ((uint32_t)fd < s->nffds && s->ffds[fd]) {
     tdl__ffd *d = s->ffds[fd];
     s->ffds[fd] = NULL;
     if (d->reader)
@@ -250,8 +247,21 @@ int tdl_close(int fd)
     tdl_io_stop(s->loop, &d->w);
     free(d);
   }
-  if (s)
-    tdl__fd_forget(s->loop, fd);
+  tdl__fd_forget(s->loop, fd);
+}
+
+int tdl_close(int fd)
+{
+  if (fd < 0)
+    return -EBADF;
+  tdl__fiber *self = tdl__self();
+  if (self) {
+    forget_fd(self->sched, fd);
+  } else {
+    /* Outside a fiber: the fd may be known to any loop of this thread. */
+    for (tdl__sched *s = tdl__thread_scheds; s; s = s->next_on_thread)
+      forget_fd(s, fd);
+  }
   return close(fd) < 0 ? -errno : 0;
 }
 

@@ -42,16 +42,17 @@ static void sleep_ns(tdl_time_t ns)
   nanosleep(&ts, NULL);
 }
 
+static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status);
+
 TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
 {
   if (!p || p->tdl__state == TDL__PROC_NONE)
     return -EINVAL;
   if (p->tdl__cb)
     return -EBUSY;
-  /* TODO(fiber): inside a fiber, park only the fiber: tdl_wait_fd(p->pidfd,
-   * TDL_READ, deadline) (or a SIGCHLD watcher without a pidfd), then reap
-   * with WNOHANG; cancellation returns -ECANCELED and leaves the child to
-   * tdl_process_release().  Below is the thread-blocking form. */
+  if (tdl_fiber_self() != 0)
+    return wait_in_fiber(p, deadline, status);
+  /* Outside a fiber: the thread blocks. */
   int r;
   if (deadline == TDL_FOREVER) {
     r = tdl__process_reap(p, 1);
@@ -121,10 +122,41 @@ TDL_API void tdl_process_unwatch(tdl_process *p)
     p->tdl__unwatch(p);
 }
 
-static void close_fd(int *fd)
+/* Only the calling fiber waits: it parks on the pidfd (readable once the
+ * child has exited), or without a pidfd sleeps between waitpid(WNOHANG)
+ * checks.  A timed-out or cancelled wait leaves the child running and
+ * unreaped: it stays the handle's, and tdl_process_release() reaps it. */
+static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status)
+{
+  int r;
+  tdl_time_t nap = TDL_MSEC;
+  while ((r = tdl__process_reap(p, 0)) == 0) {
+    int e;
+    if (p->pidfd >= 0) {
+      e = tdl_wait_fd(p->pidfd, TDL_READ, deadline);
+    } else {
+      tdl_time_t until = tdl_after(tdl_fiber_loop(), nap);
+      e = tdl_sleep(deadline != TDL_FOREVER && deadline < until ? deadline : until);
+      if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl_now(tdl_fiber_loop()) &&
+          (r = tdl__process_reap(p, 0)) == 0)
+        e = -ETIMEDOUT;
+      if (nap < 20 * TDL_MSEC)
+        nap *= 2;
+    }
+    if (e < 0)
+      return e;
+  }
+  if (r < 0)
+    return r;
+  if (status)
+    *status = p->tdl__status;
+  return 0;
+}
+
+static void close_tdl(int *fd)
 {
   if (*fd >= 0) {
-    close(*fd);
+    tdl_close(*fd);
     *fd = -1;
   }
 }
@@ -138,10 +170,12 @@ TDL_API void tdl_process_release(tdl_process *p)
     tdl_process_kill(p, SIGKILL);
     tdl__process_reap(p, 1);
   }
-  close_fd(&p->pidfd);
-  close_fd(&p->stdin_fd);
-  close_fd(&p->stdout_fd);
-  close_fd(&p->stderr_fd);
+  /* tdl_close: fibers may have waited on any of these, and a loop keeps state
+   * per fd number that must not outlive the file. */
+  close_tdl(&p->pidfd);
+  close_tdl(&p->stdin_fd);
+  close_tdl(&p->stdout_fd);
+  close_tdl(&p->stderr_fd);
   p->pid = 0;
   p->tdl__state = TDL__PROC_NONE;
 }

@@ -175,7 +175,8 @@ TDL_API int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_ti
 /* Non-blocking connect, then wait for writability and read SO_ERROR. */
 TDL_API int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
- * outside fibers too.  Returns close()'s result. */
+ * outside fibers too (it then clears the fd in every loop of the calling
+ * thread).  Returns 0 or close()'s error. */
 TDL_API int tdl_close(int fd);
 
 /* ---- fiber-local storage ---- */

@@ -18,8 +18,8 @@
  *    takes to tear it down).  To let a program outlive your handle, make it
  *    daemonize itself, or keep the handle and wait for it later;
  *  - a failed tdl_spawn() has reaped whatever child it started.
- *  A fiber whose wait is cancelled (when fibers exist) leaves the child to
- *  whoever releases the handle, by the same rule.
+ *  A fiber whose wait is cancelled or times out leaves the child to whoever
+ *  releases the handle, by the same rule.
  *  The library reaps by pid (waitpid) only, never with waitpid(-1): code
  *  elsewhere in the process that reaps every child (waitpid(-1, ...), or
  *  SIGCHLD set to SIG_IGN) steals the status, and treadle then reports
@@ -204,11 +204,14 @@ static inline bool tdl_core_dumped(int status) { return (status & 0x80) != 0; }
  * passes.  On success the child is reaped, *status (if status is not NULL)
  * holds how it ended, and later calls return the same status at once.
  *
+ * From a fiber, only that fiber waits: it parks on the pidfd (without a
+ * pidfd it sleeps between checks, 1 to 20 ms apart) and the loop runs on.
  * Outside a fiber the calling thread blocks: poll() on the pidfd (waitpid
  * directly for TDL_FOREVER; without a pidfd, waitpid(WNOHANG) polled with a
- * backoff of 1 to 20 ms).  When fibers exist, a call from a fiber will park
- * only that fiber on the pidfd.
+ * backoff of 1 to 20 ms).
  * Errors: -ETIMEDOUT (the child is still running and still yours);
+ * -ECANCELED (from a cancelled fiber: likewise, the child is still yours and
+ * tdl_process_release() reaps it);
  * -EINVAL (p NULL or holds no child); -EBUSY (a watcher is started on p);
  * -ECHILD (someone else reaped the child: see WHO REAPS).
  */

@@ -73,6 +73,7 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/fiber.h"
 #include "treadle/chan.h"
 #include "treadle/spawn.h"
+#include "treadle/sync.h"
 #include "treadle/net.h"
 
 #endif /* TREADLE_H */

@@ -140,15 +140,22 @@ typedef struct resp {
   char body[512];
 } resp;
 
+static tdl_addr server_addr(void)
+{
+  char text[32];
+  snprintf(text, sizeof text, "127.0.0.1:%d", S.port);
+  tdl_addr a;
+  assert_int_equal(tdl_addr_parse(&a, text), 0);
+  return a;
+}
+
 static client *cli_open(void)
 {
   client *c = calloc(1, sizeof *c);
   assert_non_null(c);
-  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  tdl_addr a = server_addr();
+  c->fd = tdl_net_connect(&a, tdl_after(L, IO_DEADLINE));
   assert_true(c->fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)S.port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(tdl_connect(c->fd, (struct sockaddr *)&a, sizeof a, tdl_after(L, IO_DEADLINE)), 0);
   return c;
 }
 
@@ -160,13 +167,7 @@ static void cli_close(client *c)
 
 static void cli_send(client *c, const char *s, size_t n)
 {
-  tdl_time_t deadline = tdl_after(L, IO_DEADLINE);
-  while (n > 0) {
-    ssize_t w = tdl_send(c->fd, s, n, 0, deadline);
-    assert_true(w > 0);
-    s += w;
-    n -= (size_t)w;
-  }
+  assert_int_equal(tdl_send_all(c->fd, s, n, NULL, tdl_after(L, IO_DEADLINE)), 0);
 }
 
 static void cli_sends(client *c, const char *s) { cli_send(c, s, strlen(s)); }
@@ -743,11 +744,8 @@ static void *shutdown_client(void *arg)
   cli_close(a);
   /* no new connections */
   tdl_sleep_for(20 * TDL_MSEC);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)S.port)};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(tdl_connect(fd, (struct sockaddr *)&sa, sizeof sa, tdl_after(L, IO_DEADLINE)), -ECONNREFUSED);
-  tdl_close(fd);
+  tdl_addr sa = server_addr();
+  assert_int_equal(tdl_net_connect(&sa, tdl_after(L, IO_DEADLINE)), -ECONNREFUSED);
   /* B's request completes, answered with Connection: close */
   assert_int_equal(cli_get(b, "\r\n", &r), 200);
   assert_true(r.conn_close);

@@ -16,37 +16,34 @@ enum {
   C_TARGET = 4, /* allowed unescaped in a request-target */
   C_HEX = 8,
   C_HOST = 16,  /* allowed in a Host value: reg-name, IP literal, port */
+  C_FIELD = 32, /* field-content: VCHAR, obs-text, SP, HTAB */
 };
 
-static uint8_t cls[256];
-
-static void cls_init(void)
-{
-  /* Idempotent: concurrent first calls from two threads write the same values. */
-  if (cls['a'])
-    return;
-  for (int c = 0x21; c <= 0x7e; c++)
-    cls[c] |= C_VCHAR;
-  for (int c = 0x80; c <= 0xff; c++)
-    cls[c] |= C_VCHAR;
-  const char *tspecial = "!#$%&'*+-.^_`|~";
-  for (int c = '0'; c <= '9'; c++)
-    cls[c] |= C_TCHAR | C_TARGET | C_HEX | C_HOST;
-  for (int c = 'a'; c <= 'z'; c++)
-    cls[c] |= C_TCHAR | C_TARGET | C_HOST;
-  for (int c = 'A'; c <= 'Z'; c++)
-    cls[c] |= C_TCHAR | C_TARGET | C_HOST;
-  for (const char *s = tspecial; *s; s++)
-    cls[(unsigned char)*s] |= C_TCHAR;
-  for (const char *s = "abcdefABCDEF"; *s; s++)
-    cls[(unsigned char)*s] |= C_HEX;
-  /* unreserved, sub-delims, ":" "@" "/" "?" "%" and "[" "]" (IP literals in
-   * absolute-form); not '#', '"', '<', '>', '\\', '^', '`', '{', '|', '}'. */
-  for (const char *s = "-._~!$&'()*+,;=:@/?%[]"; *s; s++)
-    cls[(unsigned char)*s] |= C_TARGET;
-  for (const char *s = "-._~!$&'()*+,;=:[]%"; *s; s++)
-    cls[(unsigned char)*s] |= C_HOST;
-}
+/* The table is a constant, built by the compiler from these predicates. */
+#define DIGIT_(c) ((c) >= '0' && (c) <= '9')
+#define ALPHA_(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define TSPECIAL_(c)                                                                                      \
+  ((c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' || (c) == '*' ||     \
+   (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' ||       \
+   (c) == '~')
+#define VCHAR_(c) (((c) >= 0x21 && (c) <= 0x7e) || (c) >= 0x80)
+/* unreserved, sub-delims and ':' '@' '[' ']' (the latter for IP literals) */
+#define HOSTSET_(c)                                                                                       \
+  (DIGIT_(c) || ALPHA_(c) || (c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' || (c) == '!' ||         \
+   (c) == '$' || (c) == '&' || (c) == '\'' || (c) == '(' || (c) == ')' || (c) == '*' || (c) == '+' ||       \
+   (c) == ',' || (c) == ';' || (c) == '=' || (c) == ':' || (c) == '[' || (c) == ']' || (c) == '%')
+/* a request-target: the above plus '/' '?' '@'; never '#', '"', '<', '>',
+ * '\\', '^', '`', '{', '|', '}', controls, space or non-ASCII */
+#define TARGET_(c) (HOSTSET_(c) || (c) == '/' || (c) == '?' || (c) == '@')
+#define CLS(c)                                                                                            \
+  (uint8_t)(((DIGIT_(c) || ALPHA_(c) || TSPECIAL_(c)) ? C_TCHAR : 0) | (VCHAR_(c) ? C_VCHAR : 0) |         \
+            (TARGET_(c) ? C_TARGET : 0) |                                                                 \
+            ((DIGIT_(c) || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F')) ? C_HEX : 0) |         \
+            (HOSTSET_(c) ? C_HOST : 0) | ((VCHAR_(c) || (c) == ' ' || (c) == '\t') ? C_FIELD : 0))
+#define R4_(n) CLS(n), CLS((n) + 1), CLS((n) + 2), CLS((n) + 3)
+#define R16_(n) R4_(n), R4_((n) + 4), R4_((n) + 8), R4_((n) + 12)
+#define R64_(n) R16_(n), R16_((n) + 16), R16_((n) + 32), R16_((n) + 48)
+static const uint8_t cls[256] = {R64_(0), R64_(64), R64_(128), R64_(192)};
 
 #define IS(c, k) ((cls[(unsigned char)(c)] & (k)) != 0)
 
@@ -101,7 +98,6 @@ enum {
 
 void http_parser_init(http_parser *p, uint32_t max_head)
 {
-  cls_init();
   memset(p, 0, sizeof *p);
   p->max_head = max_head;
   p->state = S_LINE_START;
@@ -322,9 +318,12 @@ static int head_done(http_parser *p, http_request *req)
 
 int http_parse_head(http_parser *p, const char *buf, size_t len, http_request *req)
 {
+  const unsigned char *b = (const unsigned char *)buf;
   size_t end = len < p->max_head ? len : p->max_head;
   size_t i = p->pos;
-  if (i == 0 && p->state == S_LINE_START) {
+  unsigned state = p->state;
+  uint32_t mark = p->mark;
+  if (i == 0 && state == S_LINE_START) {
     req->nheaders = 0;
     req->content_length = -1;
     req->chunked = req->keep_alive = req->expect_continue = req->expect_other = req->has_host = false;
@@ -332,52 +331,70 @@ int http_parse_head(http_parser *p, const char *buf, size_t len, http_request *r
     req->minor = 1;
   }
   int e;
-  for (; i < end; i++) {
-    unsigned char c = (unsigned char)buf[i];
-    switch (p->state) {
+  size_t j;
+  /* Each state consumes what it can and moves on; running out of input in
+   * the middle of a state leaves (i, state, mark) to resume from. */
+  while (i < end) {
+    switch (state) {
     case S_LINE_START:
-      if (c == '\r') {
-        p->state = S_EMPTY_LF;
-      } else if (IS(c, C_TCHAR)) {
-        p->mark = (uint32_t)i;
-        p->state = S_METHOD;
-      } else {
-        return -400;
+      if (b[i] == '\r') {
+        state = S_EMPTY_LF;
+        i++;
+        break;
       }
+      if (!IS(b[i], C_TCHAR))
+        return -400;
+      mark = (uint32_t)i;
+      state = S_METHOD;
       break;
     case S_EMPTY_LF:
-      if (c != '\n')
+      if (b[i] != '\n')
         return -400;
-      p->state = S_LINE_START;
+      state = S_LINE_START;
+      i++;
       break;
     case S_METHOD:
-      while (IS(c, C_TCHAR) && i + 1 < end)
-        c = (unsigned char)buf[++i];
-      if (IS(c, C_TCHAR))
-        break; /* out of input inside the method */
-      if (c != ' ')
+      for (j = i; j < end && IS(b[j], C_TCHAR); j++)
+        ;
+      i = j;
+      if (j == end)
+        break;
+      if (b[j] != ' ')
         return -400;
-      req->method = (http_span){p->mark, (uint32_t)i - p->mark};
-      p->state = S_TARGET_START;
+      req->method = (http_span){mark, (uint32_t)j - mark};
+      state = S_TARGET_START;
+      i++;
       break;
     case S_TARGET_START:
-      if (!IS(c, C_TARGET) && c != '*')
+      if (!IS(b[i], C_TARGET) && b[i] != '*')
         return -400;
-      p->mark = (uint32_t)i;
-      p->state = S_TARGET;
+      mark = (uint32_t)i++;
+      state = S_TARGET;
       break;
     case S_TARGET:
-      while (IS(c, C_TARGET) && i + 1 < end)
-        c = (unsigned char)buf[++i];
-      if (IS(c, C_TARGET))
+      for (j = i; j < end && IS(b[j], C_TARGET); j++)
+        ;
+      i = j;
+      if (j == end)
         break;
-      if (c != ' ')
+      if (b[j] != ' ')
         return -400;
-      req->target = (http_span){p->mark, (uint32_t)i - p->mark};
-      p->state = S_VERSION;
+      req->target = (http_span){mark, (uint32_t)j - mark};
+      state = S_VERSION;
       p->vpos = 0;
+      i++;
+      /* the common case in one comparison */
+      if (end - i >= 10 && memcmp(b + i, "HTTP/1.", 7) == 0 && (b[i + 7] == '1' || b[i + 7] == '0') &&
+          b[i + 8] == '\r' && b[i + 9] == '\n') {
+        req->minor = b[i + 7] - '0';
+        if ((e = target_done(buf, req)) < 0)
+          return e;
+        i += 10;
+        state = S_FIELD_START;
+      }
       break;
-    case S_VERSION:
+    case S_VERSION: {
+      unsigned char c = b[i];
       if (p->vpos < 5) {
         if (c != (unsigned char)"HTTP/"[p->vpos])
           return -400;
@@ -393,93 +410,97 @@ int http_parse_head(http_parser *p, const char *buf, size_t len, http_request *r
         if (c < '0' || c > '9')
           return -400;
         req->minor = c == '0' ? 0 : 1;
-        p->state = S_RL_CR;
+        state = S_RL_CR;
       }
       p->vpos++;
+      i++;
       break;
+    }
     case S_RL_CR:
-      if (c != '\r')
+      if (b[i] != '\r')
         return -400;
-      p->state = S_RL_LF;
+      state = S_RL_LF;
+      i++;
       break;
     case S_RL_LF:
-      if (c != '\n')
+      if (b[i] != '\n')
         return -400;
       if ((e = target_done(buf, req)) < 0)
         return e;
-      p->state = S_FIELD_START;
+      state = S_FIELD_START;
+      i++;
       break;
     case S_FIELD_START:
-      if (c == '\r') {
-        p->state = S_HEAD_LF;
-      } else if (IS(c, C_TCHAR)) {
-        if (req->nheaders == HTTP_MAX_HEADERS)
-          return -431;
-        p->mark = (uint32_t)i;
-        p->state = S_NAME;
-      } else {
-        return -400; /* obs-fold (leading whitespace), or junk */
+      if (b[i] == '\r') {
+        state = S_HEAD_LF;
+        i++;
+        break;
       }
+      if (!IS(b[i], C_TCHAR))
+        return -400; /* obs-fold (leading whitespace), or junk */
+      if (req->nheaders == HTTP_MAX_HEADERS)
+        return -431;
+      mark = (uint32_t)i++;
+      state = S_NAME;
       break;
     case S_NAME:
-      while (IS(c, C_TCHAR) && i + 1 < end)
-        c = (unsigned char)buf[++i];
-      if (IS(c, C_TCHAR))
+      for (j = i; j < end && IS(b[j], C_TCHAR); j++)
+        ;
+      i = j;
+      if (j == end)
         break;
-      if (c != ':')
+      if (b[j] != ':')
         return -400; /* including whitespace before the colon */
-      req->headers[req->nheaders].name = (http_span){p->mark, (uint32_t)i - p->mark};
-      p->state = S_VALUE_LEAD;
+      req->headers[req->nheaders].name = (http_span){mark, (uint32_t)j - mark};
+      state = S_VALUE_LEAD;
+      i++;
       break;
     case S_VALUE_LEAD:
-      if (c == ' ' || c == '\t')
+      while (i < end && (b[i] == ' ' || b[i] == '\t'))
+        i++;
+      if (i == end)
         break;
-      p->mark = p->vend = (uint32_t)i;
-      if (c == '\r') {
-        p->state = S_FIELD_LF;
-        break;
-      }
-      if (!IS(c, C_VCHAR))
-        return -400;
-      p->vend = (uint32_t)i + 1;
-      p->state = S_VALUE;
+      mark = (uint32_t)i;
+      state = S_VALUE;
       break;
     case S_VALUE:
-      for (;;) {
-        if (IS(c, C_VCHAR))
-          p->vend = (uint32_t)i + 1;
-        else if (c != ' ' && c != '\t')
-          break;
-        if (i + 1 == end)
-          goto out; /* out of input inside the value */
-        c = (unsigned char)buf[++i];
-      }
-      if (c != '\r')
+      for (j = i; j < end && IS(b[j], C_FIELD); j++)
+        ;
+      i = j;
+      if (j == end)
+        break;
+      if (b[j] != '\r')
         return -400; /* a control character, or a bare LF */
-      p->state = S_FIELD_LF;
+      while (j > mark && (b[j - 1] == ' ' || b[j - 1] == '\t'))
+        j--; /* trailing whitespace is not part of the value */
+      req->headers[req->nheaders].value = (http_span){mark, (uint32_t)j - mark};
+      state = S_FIELD_LF;
+      i++;
       break;
     case S_FIELD_LF:
-      if (c != '\n')
+      if (b[i] != '\n')
         return -400;
-      req->headers[req->nheaders].value = (http_span){p->mark, p->vend - p->mark};
       req->nheaders++;
       if ((e = field_done(p, buf, req)) < 0)
         return e;
-      p->state = S_FIELD_START;
+      state = S_FIELD_START;
+      i++;
       break;
     case S_HEAD_LF:
-      if (c != '\n')
+      if (b[i] != '\n')
         return -400;
       if ((e = head_done(p, req)) < 0)
         return e;
       p->pos = (uint32_t)i + 1;
+      p->state = (uint8_t)state;
       return (int)(i + 1);
     }
   }
-out:
   p->pos = (uint32_t)end;
+  p->state = (uint8_t)state;
+  p->mark = mark;
   if (end == p->max_head && len >= p->max_head) /* the limit, not the input, ran out */
-    return p->state < S_FIELD_START ? -414 : -431;
+    return state < S_FIELD_START ? -414 : -431;
   return HTTP_PARSE_INCOMPLETE;
 }
 
@@ -504,7 +525,6 @@ enum {
 
 void http_chunked_init(http_chunked *c, uint32_t max_meta)
 {
-  cls_init();
   memset(c, 0, sizeof *c);
   c->max_meta = max_meta;
   c->state = K_SIZE0;

@@ -78,7 +78,6 @@ typedef struct http_parser {
   uint8_t vpos;      /* position within "HTTP/1.x" */
   uint8_t saw_cl, saw_te;
   uint32_t mark;     /* start of the token being scanned */
-  uint32_t vend;     /* end of a header value without trailing whitespace */
   uint32_t skipped;  /* empty lines before the request line */
   bool te_unknown;
   int connection;    /* bits: 1 close, 2 keep-alive */

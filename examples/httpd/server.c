@@ -14,9 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,63 +65,22 @@ httpd_config httpd_defaults(void)
 /* Listening                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+/* Bind and listen (net.h: literal addresses only, SO_REUSEADDR); *port gets
+ * the port bound (the kernel's pick for port 0). */
+static int listen_on(const char *text, int *port)
 {
-  const char *colon = strrchr(s, ':');
-  if (!colon || colon[1] == '\0')
-    return -EINVAL;
-  char *end;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end || port < 0 || port > 65535)
-    return -EINVAL;
-  char host[64];
-  size_t hl = (size_t)(colon - s);
-  if (hl >= sizeof host)
-    return -EINVAL;
-  memcpy(host, s, hl);
-  host[hl] = '\0';
-  memset(ss, 0, sizeof *ss);
-  if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-    host[hl - 1] = '\0';
-    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
-      return -EINVAL;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons((uint16_t)port);
-    *len = sizeof *a;
-    return 0;
-  }
-  struct sockaddr_in *a = (struct sockaddr_in *)ss;
-  if (hl == 0)
-    a->sin_addr.s_addr = htonl(INADDR_ANY);
-  else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-    return -EINVAL;
-  a->sin_family = AF_INET;
-  a->sin_port = htons((uint16_t)port);
-  *len = sizeof *a;
-  return 0;
-}
-
-static int listen_on(const char *addr, int *port)
-{
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  int e = parse_addr(addr, &ss, &sl);
+  tdl_addr a;
+  int e = tdl_addr_parse(&a, text);
   if (e < 0)
     return e;
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = tdl_listen(&a, 4096, 0);
   if (fd < 0)
-    return -errno;
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 4096) < 0 ||
-      getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-    e = -errno;
-    close(fd);
+    return fd;
+  if ((e = tdl_net_local_addr(fd, &a)) < 0 || (e = tdl_addr_port(&a)) < 0) {
+    tdl_close(fd);
     return e;
   }
-  *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                         : ((struct sockaddr_in *)&ss)->sin_port);
+  *port = e;
   return fd;
 }
 
@@ -197,19 +153,13 @@ static void date_refresh(httpd_server *s)
  * ECONNRESET), too slow (write timeout) or the fiber was cancelled. */
 static bool conn_flush(httpd_conn *c)
 {
-  size_t off = 0;
-  tdl_time_t deadline = c->out_len ? tdl_after(c->srv->loop, c->srv->cfg.write_timeout) : 0;
-  while (off < c->out_len) {
-    /* tdl_send passes MSG_NOSIGNAL: a vanished client is EPIPE, not SIGPIPE. */
-    ssize_t n = tdl_send(c->fd, c->out + off, c->out_len - off, 0, deadline);
-    if (n < 0) {
-      c->out_len = 0;
-      return false;
-    }
-    off += (size_t)n;
-  }
+  if (c->out_len == 0)
+    return true;
+  /* One send for the whole batch (net.h: MSG_NOSIGNAL, so a vanished client
+   * is -EPIPE or -ECONNRESET here, never a SIGPIPE). */
+  int e = tdl_send_all(c->fd, c->out, c->out_len, NULL, tdl_after(c->srv->loop, c->srv->cfg.write_timeout));
   c->out_len = 0;
-  return true;
+  return e == 0;
 }
 
 /* Make room for n bytes of output, sending what is batched if need be. */
@@ -642,7 +592,7 @@ static bool serve(httpd_conn *c)
  * close with unread input would cause. */
 static void linger_close(httpd_conn *c)
 {
-  if (shutdown(c->fd, SHUT_WR) == 0) {
+  if (tdl_net_shutdown(c->fd, SHUT_WR) == 0) {
     tdl_time_t deadline = tdl_after(c->srv->loop, LINGER_TIME);
     size_t total = 0;
     char sink[4096];
@@ -715,8 +665,7 @@ static int conn_start(httpd_server *s, int fd)
   c->in_cap = in_cap;
   c->in_off = c->in_len = c->out_len = 0;
   /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tdl_net_nodelay(fd, true);
   tdl_fiber_options opts = {.name = "http-conn", .stack_size = 0};
   int e = tdl_fiber_spawn(s->loop, &c->fiber, conn_fiber, c, &opts);
   if (e < 0) {
@@ -737,14 +686,14 @@ static void *accept_fiber(void *arg)
 {
   httpd_server *s = arg;
   for (;;) {
-    int fd = tdl_accept(s->lfd, NULL, NULL, TDL_FOREVER);
-    if (fd == -ECANCELED || fd == -EBADF)
+    /* net.h's accept skips connections that died in the queue, and when the
+     * process is out of fds it sheds the pending ones and backs off instead
+     * of spinning: -EMFILE and friends just mean "try again". */
+    int fd = tdl_net_accept(s->lfd, NULL, TDL_FOREVER);
+    if (fd == -ECANCELED || fd == -EBADF || fd == -EINVAL)
       break;
-    if (fd < 0) {
-      if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM)
-        tdl_sleep_for(100 * TDL_MSEC); /* out of fds or memory: back off, never spin */
+    if (fd < 0)
       continue;
-    }
     if (conn_start(s, fd) < 0)
       tdl_close(fd);
   }

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""HTTP benchmark: examples/httpd against Go net/http and nginx, driven by wrk.
+
+    python3 bench/http/run.py [--build build/release] [--duration 10] [--rounds 3]
+                              [--conns 75,1000] [--write] [--quick]
+
+Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
+  one core  (server pinned to CPU 0 with taskset, wrk pinned to CPU 1):
+    httpd         examples/httpd, one treadle loop
+    go GOMAXPROCS=1
+    nginx 1 worker
+  two cores (nothing pinned; wrk shares the two CPUs with the server):
+    httpd         still one loop (it uses one core)
+    go            default GOMAXPROCS
+    nginx 2 workers
+Each measurement is `wrk -t1 -c<conns> -d<duration>s --latency`; the
+configurations run interleaved (A B C A B C ...) for --rounds rounds and the
+median of the rounds is reported: requests/s, p99 latency, and the server's
+CPU seconds (utime + stime of the server and its child processes, from
+/proc/<pid>/stat before and after the run) per 100,000 requests.
+
+Needs wrk and nginx (installed with apt-get when missing and run as root;
+otherwise those peers are skipped) and go for the Go peer (built from
+bench/peers/go-http into the build directory when `go` exists).  httpd is
+built (Release) into the build directory when missing.  --write puts the table
+into docs/PERFORMANCE.md between <!-- BEGIN http --> and <!-- END http -->.
+"""
+import argparse
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def note(*a):
+    print("http-bench:", *a, file=sys.stderr, flush=True)
+
+
+def ensure_tools():
+    missing = [p for p, tool in (("wrk", "wrk"), ("nginx-light", "nginx")) if not shutil.which(tool)]
+    if missing and os.geteuid() == 0:
+        note("installing", " ".join(missing))
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, env=env, stdout=subprocess.DEVNULL)
+    if not shutil.which("wrk"):
+        sys.exit("http-bench: wrk is missing (apt-get install wrk)")
+
+
+def build(builddir):
+    httpd = os.path.join(builddir, "examples", "httpd", "httpd")
+    if not os.path.exists(httpd):
+        note("building httpd (Release) in", builddir)
+        subprocess.run(["cmake", "-S", ROOT, "-B", builddir, "-DCMAKE_BUILD_TYPE=Release", "-DTDL_TESTS=OFF"],
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["cmake", "--build", builddir, "-j2", "--target", "httpd"], check=True,
+                       stdout=subprocess.DEVNULL)
+    gobin = os.path.join(builddir, "http-go")
+    if shutil.which("go"):
+        env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+        r = subprocess.run(["go", "build", "-trimpath", "-o", gobin, "."],
+                           cwd=os.path.join(ROOT, "bench", "peers", "go-http"), env=env)
+        if r.returncode != 0:
+            note("go build failed: no Go peer")
+            gobin = None
+    else:
+        note("no go toolchain: no Go peer")
+        gobin = None
+    return httpd, gobin
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_ready(port, proc, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                if data.startswith(b"HTTP/1.1 200") and data.endswith(b"Hello, World!"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def descendants(pid):
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for c in f.read().split():
+                    out += descendants(int(c))
+    except OSError:
+        pass
+    return out
+
+
+def cpu_seconds(pid):
+    """utime + stime of pid (all its threads) and its descendants, in seconds."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        except OSError:
+            pass
+    return total / CLK_TCK
+
+
+class Server:
+    def __init__(self, name, cores, argv, env=None, cpus=None, workdir=None):
+        self.name, self.cores, self.argv, self.env, self.cpus = name, cores, argv, env, cpus
+        self.workdir = workdir
+        self.proc = None
+        self.port = None
+
+    def start(self, port):
+        self.port = port
+        argv = [a.replace("@PORT@", str(port)) for a in self.argv]
+        if self.workdir:  # nginx: write its config for this port
+            with open(os.path.join(ROOT, "bench", "peers", "nginx", "nginx.conf.in")) as f:
+                conf = f.read()
+            conf = conf.replace("@PREFIX@", self.workdir).replace("@PORT@", str(port))
+            conf = conf.replace("@WORKERS@", str(self.cores))
+            with open(os.path.join(self.workdir, "nginx.conf"), "w") as f:
+                f.write(conf)
+        if self.cpus is not None:
+            argv = ["taskset", "-c", self.cpus] + argv
+        env = dict(os.environ, **(self.env or {}))
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_ready(port, self.proc):
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            # nginx: QUIT is its graceful stop; httpd and Go: TERM
+            self.proc.send_signal(signal.SIGQUIT if self.workdir else signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def parse_duration(s):
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", s)
+    v = float(m.group(1))
+    return v * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
+
+
+def run_wrk(server, conns, duration, pinned):
+    argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"http://127.0.0.1:{server.port}/"]
+    if pinned:
+        argv = ["taskset", "-c", "1"] + argv
+    before = cpu_seconds(server.proc.pid)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    after = cpu_seconds(server.proc.pid)
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = parse_duration(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+    errors = 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        errors += sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        errors += int(m.group(1))
+    cpu100k = (after - before) / requests * 1e5 if requests else float("nan")
+    return {"rps": rps, "p99": p99, "cpu100k": cpu100k, "errors": errors, "requests": requests}
+
+
+def fmt_p99(s):
+    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.0f} µs"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--conns", default="75,1000")
+    ap.add_argument("--write", action="store_true", help="write the table into docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="one 2 s round at 75 connections (smoke test)")
+    ap.add_argument("--only", default="", help="comma-separated server names to run (default: all)")
+    args = ap.parse_args()
+    if args.quick:
+        args.duration, args.rounds, args.conns = 2, 1, "75"
+    conns = [int(c) for c in args.conns.split(",")]
+
+    ensure_tools()
+    builddir = os.path.abspath(args.build)
+    httpd, gobin = build(builddir)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # wrk -c1000, and the servers
+    two_cpus = (os.cpu_count() or 1) >= 2
+
+    tmp = tempfile.mkdtemp(prefix="treadle-http-bench-")
+    servers = [Server("httpd", 1, [httpd, "--listen", "127.0.0.1:@PORT@"], cpus="0")]
+    if gobin:
+        servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus="0"))
+    nginx = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx")
+    if nginx:
+        d = os.path.join(tmp, "nginx1")
+        os.makedirs(d)
+        servers.append(Server("nginx", 1, [nginx, "-p", d, "-c", d + "/nginx.conf", "-e", d + "/error.log"],
+                              cpus="0", workdir=d))
+    if two_cpus:
+        servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@"]))
+        if gobin:
+            servers.append(Server("go", 2, [gobin, "-listen", "127.0.0.1:@PORT@"]))
+        if nginx:
+            d = os.path.join(tmp, "nginx2")
+            os.makedirs(d)
+            servers.append(Server("nginx", 2, [nginx, "-p", d, "-c", d + "/nginx.conf", "-e", d + "/error.log"],
+                                  workdir=d))
+    if args.only:
+        keep = set(args.only.split(","))
+        servers = [s for s in servers if s.name in keep]
+
+    results = {}  # (name, cores, conns) -> list of runs
+    try:
+        for s in servers:
+            s.start(free_port())
+            run_wrk(s, 75, 1, s.cores == 1 and two_cpus)  # warm up
+        for r in range(args.rounds):
+            for c in conns:
+                for s in servers:
+                    res = run_wrk(s, c, args.duration, s.cores == 1 and two_cpus)
+                    results.setdefault((s.name, s.cores, c), []).append(res)
+                    note(f"round {r + 1}: {s.name} cores={s.cores} c={c}: {res['rps']:.0f} req/s, "
+                         f"p99 {fmt_p99(res['p99'])}, {res['cpu100k']:.3f} CPU s/100k req"
+                         + (f", {res['errors']} errors" if res["errors"] else ""))
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = {}
+    for key, runs in results.items():
+        med[key] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p99", "cpu100k")}
+        med[key]["errors"] = sum(r["errors"] for r in runs)
+
+    label = {("httpd", 1): "httpd (treadle, 1 loop)", ("go", 1): "Go net/http, GOMAXPROCS=1",
+             ("nginx", 1): "nginx, 1 worker", ("httpd", 2): "httpd (treadle, 1 loop), unpinned",
+             ("go", 2): "Go net/http, GOMAXPROCS=2", ("nginx", 2): "nginx, 2 workers"}
+    lines = []
+    cmd = (f"python3 bench/http/run.py --duration {args.duration} --rounds {args.rounds} --conns {args.conns}"
+           + (" --write" if args.write else ""))
+    lines.append(f"`{cmd}` — `wrk -t1 -c<conns> -d{args.duration}s --latency http://127.0.0.1:<port>/`, "
+                 f"servers interleaved, median of {args.rounds} round(s). One-core rows: server pinned to CPU 0 "
+                 "and wrk to CPU 1 with `taskset`; two-core rows: nothing pinned (wrk shares both CPUs). "
+                 "CPU = the server's utime + stime (/proc/<pid>/stat, its workers included) per 100,000 "
+                 "requests.")
+    lines.append("")
+    lines.append("| server | cores | conns | requests/s | p99 latency | server CPU s / 100k req |")
+    lines.append("|---|---|---|---|---|---|")
+    for cores in (1, 2):
+        for c in conns:
+            for name in ("httpd", "go", "nginx"):
+                m = med.get((name, cores, c))
+                if not m:
+                    continue
+                err = f" ({m['errors']} errors)" if m["errors"] else ""
+                lines.append(f"| {label[(name, cores)]} | {cores} | {c} | {m['rps']:,.0f}{err} | "
+                             f"{fmt_p99(m['p99'])} | {m['cpu100k']:.3f} |")
+    h = med.get(("httpd", 1, 75))
+    g = med.get(("go", 1, 75))
+    n = med.get(("nginx", 1, 75))
+    if h and (g or n):
+        lines.append("")
+        parts = []
+        if g:
+            parts.append(f"httpd / Go = {h['rps'] / g['rps']:.2f}x requests/s (target >= 1.2), "
+                         f"CPU per request {h['cpu100k'] / g['cpu100k']:.2f}x Go's")
+        if n:
+            parts.append(f"httpd / nginx = {h['rps'] / n['rps']:.2f}x requests/s (target >= 1.0), "
+                         f"CPU per request {h['cpu100k'] / n['cpu100k']:.2f}x nginx's")
+        lines.append("One core, 75 connections: " + "; ".join(parts) + ".")
+    table = "\n".join(lines)
+    print(table)
+
+    if args.write:
+        path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+        with open(path) as f:
+            doc = f.read()
+        block = f"<!-- BEGIN http -->\n{table}\n<!-- END http -->"
+        if "<!-- BEGIN http -->" in doc and "<!-- END http -->" in doc:
+            doc = re.sub(r"<!-- BEGIN http -->.*?<!-- END http -->", lambda _: block, doc, flags=re.S)
+        else:
+            doc = doc.rstrip("\n") + "\n\n## http\n\n" + HTTP_INTRO + "\n\n" + block + "\n"
+        with open(path, "w") as f:
+            f.write(doc)
+        note("wrote", path)
+
+
+HTTP_INTRO = """\
+examples/httpd (one treadle loop, one fiber per connection) against Go's net/http and nginx, all answering
+`GET /` with "Hello, World!" over keep-alive connections, measured with wrk on the same 2-vCPU machine
+(`bench/http/run.py`; peers in `bench/peers/go-http` and `bench/peers/nginx`). wrk competes with the server
+for the two CPUs, so the server's CPU time per request is the steadier figure."""
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+module treadle/bench/peers/go-http
+
+go 1.22

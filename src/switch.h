@@ -15,7 +15,8 @@
  * never makes a system call; in particular the signal mask is per thread,
  * not per fiber (glibc's swapcontext pays ~300 ns for that syscall).
  *
- * Cost: ~9 ns per switch on the reference machine (see MEASURED.md).
+ * Cost: ~9 ns per switch on an idle reference machine (MEASURED.md); 15-17
+ * ns measured while the 2-vCPU VM ran other builds (x86-64).
  *
  * Use from the scheduler: call tdl__switch() / tdl__switch_exit() for every
  * switch and tdl__switch_entered() first thing in every fiber entry

@@ -309,6 +309,7 @@ static bool put_head(httpd_conn *c, int status, const char *ctype, uint64_t leng
   httpd_server *s = c->srv;
   if (!conn_reserve(c, 512))
     return false;
+  date_refresh(s);
   const char *conn_hdr = !keep ? "Connection: close\r\n" : minor == 0 ? "Connection: keep-alive\r\n" : "";
   int n = snprintf(c->out + c->out_len, OUT_CAP - c->out_len,
                    "HTTP/1.1 %d %s\r\nServer: treadle\r\nDate: %s\r\nContent-Type: %s\r\n"
@@ -323,6 +324,8 @@ static bool put_bytes(httpd_conn *c, const void *p, size_t n)
 {
   if (!conn_reserve(c, n))
     return false;
+  if (n > OUT_CAP) /* larger than the batch buffer itself (never for these routes) */
+    return tdl_send_all(c->fd, p, n, NULL, tdl_after(c->srv->loop, c->srv->cfg.write_timeout)) == 0;
   memcpy(c->out + c->out_len, p, n);
   c->out_len += n;
   return true;
@@ -356,11 +359,12 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
 static bool put_reply(httpd_conn *c, reply *r, bool keep, int minor)
 {
   httpd_server *s = c->srv;
-  date_refresh(s);
   s->served++;
   if (r->hello) {
-    if (keep && minor == 1) /* the common case: one memcpy of a prepared response */
+    if (keep && minor == 1) { /* the common case: one memcpy of a prepared response */
+      date_refresh(s);
       return put_bytes(c, s->hello, r->head_only ? s->hello_head_len : s->hello_len);
+    }
     return put_head(c, 200, "text/plain", sizeof hello_body - 1, keep, minor, NULL) &&
            (r->head_only || put_bytes(c, hello_body, sizeof hello_body - 1));
   }

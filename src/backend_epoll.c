@@ -1,9 +1,21 @@
 /*
- * The epoll back end.  Each fd is registered once, edge-triggered, for
- * everything (in, out, peer hang-up); the loop's readiness cache turns edges
- * into what watchers asked for.  So starting, stopping and changing watchers
- * never costs an epoll_ctl: an fd costs one ADD in its life (and a DEL only
- * when another watcher takes the fd over).
+ * The epoll back end.
+ *
+ * An fd is registered level-triggered for exactly what is wanted, and is
+ * switched to edge-triggered for everything (in, out, hang-up) the first time
+ * that is not enough: when the kernel reports something no started watcher
+ * wants (a watcher was stopped while its fd stays ready), or when a watcher
+ * wants more than was registered.  That switch is one EPOLL_CTL_MOD in the
+ * life of the fd; after it, starting and stopping watchers never costs an
+ * epoll_ctl, and the loop's readiness cache turns edges into what watchers
+ * asked for.
+ *
+ * Why not edge-triggered from the start: for an fd that is always watched
+ * and always ready again soon (a busy connection), level-triggered is cheaper
+ * in the kernel.  The item then never leaves epoll's ready list, so the
+ * wake-up on each new arrival finds it queued already, where edge-triggered
+ * re-queues it on every arrival.  Measured here: 1.04 vs 1.09-1.11 us per
+ * message on the pipes workload (P=100, D=0).
  */
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -49,16 +61,40 @@ static void ep_close(tdl_loop *loop)
   loop->be_state = NULL;
 }
 
+enum { MODE_ET = 0x80 }; /* rec->bmode: MODE_ET, else the level-triggered mask */
+
+static uint32_t lt_events(unsigned want)
+{
+  return ((want & TDL_READ) ? EPOLLIN : 0) | ((want & TDL_WRITE) ? EPOLLOUT : 0);
+}
+
+static uint64_t token(int fd, uint32_t gen) { return (uint64_t)(uint32_t)fd | ((uint64_t)gen << 32); }
+
+/* The one switch to edge-triggered, for good. */
+static int to_edge(epoll_state *s, int fd, tdl__fd *rec)
+{
+  struct epoll_event ev = {
+      .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+      .data.u64 = token(fd, rec->reg_gen),
+  };
+  if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
+    return -errno;
+  rec->bmode = MODE_ET;
+  return 0;
+}
+
 static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   epoll_state *s = loop->be_state;
-  if (rec->registered || want == 0)
+  if (rec->registered) {
+    if (rec->bmode == MODE_ET || !(want & ~rec->bmode))
+      return 0; /* a narrower want is left to the report that shows it */
+    return to_edge(s, fd, rec);
+  }
+  if (want == 0)
     return 0;
   uint32_t gen = rec->reg_gen + 1;
-  struct epoll_event ev = {
-      .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-      .data.u64 = (uint64_t)(uint32_t)fd | ((uint64_t)gen << 32),
-  };
+  struct epoll_event ev = {.events = lt_events(want), .data.u64 = token(fd, gen)};
   if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
     /* EEXIST: this file is still in the set under an older token (a watcher
      * was replaced without the fd being closed); take it over. */
@@ -67,6 +103,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   }
   rec->reg_gen = gen;
   rec->registered = 1;
+  rec->bmode = (uint8_t)(want & (TDL_READ | TDL_WRITE));
   return 0;
 }
 
@@ -76,6 +113,7 @@ static void ep_forget(tdl_loop *loop, int fd, tdl__fd *rec)
   /* Fails harmlessly (EBADF, ENOENT) when the fd was closed meanwhile. */
   epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
   rec->reg_gen++; /* events still queued under the old token are dropped */
+  rec->bmode = 0;
 }
 
 static unsigned to_bits(uint32_t e)
@@ -119,7 +157,19 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     return errno == EINTR ? 0 : -errno;
   for (int i = 0; i < n; i++) {
     uint64_t tok = s->events[i].data.u64;
-    tdl__fd_event(loop, (int)(uint32_t)tok, (uint32_t)(tok >> 32), to_bits(s->events[i].events));
+    int fd = (int)(uint32_t)tok;
+    uint32_t gen = (uint32_t)(tok >> 32);
+    unsigned bits = to_bits(s->events[i].events);
+    if ((uint32_t)fd < loop->nfds) {
+      tdl__fd *rec = &loop->fds[fd];
+      /* Level-triggered and reporting what nobody wants (or an error or
+       * hang-up, which level-triggering would repeat on every wait): this fd
+       * needs edges from now on. */
+      if (rec->bmode != MODE_ET && rec->registered && rec->reg_gen == gen &&
+          ((bits & ~rec->kernel & (TDL_READ | TDL_WRITE)) || (bits & (TDL_ERR | TDL_HUP))))
+        to_edge(s, fd, rec);
+    }
+    tdl__fd_event(loop, fd, gen, bits);
   }
   if (n == s->cap && s->cap < EVENTS_MAX) {
     struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);

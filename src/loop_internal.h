@@ -52,7 +52,7 @@ typedef struct tdl__fd {
   uint8_t ready;        /* readiness cache: TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP */
   uint8_t registered;   /* the back end knows this fd */
   uint8_t kernel;       /* interest last handed to the back end */
-  uint8_t pad_;
+  uint8_t bmode;        /* the back end's own state for this fd */
   int32_t bidx;         /* the back end's own index (poll: slot in its array) */
 } tdl__fd;
 

@@ -453,6 +453,12 @@ static void closing_a_watched_fd(void **state)
   close(q[1]);
 }
 
+static void count_and_drain_cb(tdl_loop *loop, tdl_io *w, unsigned ev)
+{
+  count_cb(loop, w, ev);
+  drain(w->fd);
+}
+
 static void many_pipes(void **state)
 {
   (void)state;
@@ -464,7 +470,7 @@ static void many_pipes(void **state)
   memset(c, 0, sizeof c);
   for (int i = 0; i < N; i++) {
     t_pipe(p[i]);
-    tdl_io_init(&w[i], p[i][0], count_cb, &c[i]);
+    tdl_io_init(&w[i], p[i][0], count_and_drain_cb, &c[i]);
     assert_int_equal(tdl_io_start(loop, &w[i], TDL_READ), 0);
   }
   for (int i = 0; i < N; i += 2)

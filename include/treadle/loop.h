@@ -127,16 +127,19 @@ struct tdl_io {
 /*
  * How readiness is reported (read this once; it is what makes watchers cheap).
  *
- * treadle registers an fd with the kernel once, edge-triggered, and keeps what
- * it has learnt about the fd in a readiness cache.  Starting and stopping a
- * watcher, or changing its events, costs no system call on the epoll back end.
+ * treadle keeps what it has learnt about each fd in a readiness cache, and
+ * registers the fd with the kernel at most twice in its life (epoll: first
+ * level-triggered for what is wanted, then, once a watcher's stop or a new
+ * event shows it is needed, edge-triggered for everything).  So starting and
+ * stopping a watcher, or changing its events, costs no system call.
  *
  *  - TDL_READ reports an arrival: the callback runs once each time data (or
  *    EOF) arrives, even if the watcher was stopped when it arrived (it runs
  *    when the watcher is started again).  Read until read() returns EAGAIN.
  *    If you stop reading earlier, call tdl_io_feed(loop, w, TDL_READ) to be
- *    called again on the next iteration.  (The poll back end may also call
- *    again while unread data remains; never depend on either.)
+ *    called again on the next iteration.  (While unread data remains the
+ *    callback may also be called again, e.g. on the poll back end or before
+ *    an epoll registration turns edge-triggered; never depend on either.)
  *  - TDL_WRITE reports a state: the fd is taken to be writable until you say
  *    otherwise, so a started TDL_WRITE watcher's callback runs on every
  *    iteration.  When write() returns EAGAIN, call

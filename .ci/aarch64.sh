@@ -14,14 +14,17 @@
 # Until they do, the default excludes the binaries that fail under qemu 7.2:
 #   test_fiber       2 of its cases: one execs /proc/self/exe (qemu itself
 #                    there), one relies on RLIMIT_AS (qemu keeps it to itself);
-#   test_spawn*      spawning and watching children (not yet investigated).
-# Everything else runs: switch, stack, overflow, loop, timer, io, chan, sync.
+#   test_spawn*      spawning and watching children fails, and the timing of
+#                    emulated children is erratic (not investigated further).
+# Everything else runs (switch, stack, overflow, loop, timer, io, net, chan,
+# sync, ...).  Emulation is 10-50x slower and uneven, so a test gets a second
+# try; one that fails twice fails the job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build/aarch64
 jobs=${JOBS:-2}
-exclude=${TDL_QEMU_EXCLUDE-'^test_(fiber|spawn|spawn_run|spawn_watch)\.'}
+exclude=${TDL_QEMU_EXCLUDE-'^test_(fiber|spawn[a-z_]*)\.'}
 
 # --- dependencies -----------------------------------------------------------
 # The cross compiler and its sysroot, qemu, and an arm64 cmocka.  Debian ships
@@ -55,7 +58,7 @@ cmake -S . -B "$build" \
 cmake --build "$build" -j"$jobs"
 
 # --- test under qemu-user (CMAKE_CROSSCOMPILING_EMULATOR runs each binary) ----
-args=(--test-dir "$build" --output-on-failure -j"$jobs")
+args=(--test-dir "$build" --output-on-failure -j"$jobs" --repeat until-pass:2)
 if [ -n "$exclude" ]; then
   args+=(-E "$exclude")
 fi

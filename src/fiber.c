@@ -155,6 +155,8 @@ static void switch_out(tdl__sched *s, tdl__fiber *f)
 
 static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
 {
+  if (f->held)
+    tdl__sync_release_held(f);
   for (unsigned k = 0; k < TDL_FLS_KEYS; k++) {
     void *v = f->fls[k];
     f->fls[k] = NULL;
@@ -291,7 +293,9 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
   if (timed) {
     if (deadline <= s->loop->now)
       return -ETIMEDOUT;
-    tdl_timer_start_at(s->loop, &f->timer, deadline, 0);
+    int e = tdl_timer_start_at(s->loop, &f->timer, deadline, 0);
+    if (e < 0)
+      return e; /* parking without the timer could wait forever */
   }
   /* What it waits on is only read while it is parked (tdl_fiber_foreach), and
    * every waker sets wake_result: nothing needs clearing afterwards. */
@@ -306,12 +310,25 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
   return f->wake_result;
 }
 
-void tdl__wake(tdl__fiber *f, int result)
+int tdl__park_uncancellable(tdl__fiber *f, const char *what)
+{
+  f->state = TDL__FIBER_PARKED;
+  f->waits_on = what;
+  f->wait_fd = -1;
+  f->deadline = TDL_FOREVER;
+  f->nocancel = 1;
+  switch_out(f->sched, f);
+  f->nocancel = 0;
+  return f->wake_result;
+}
+
+bool tdl__wake(tdl__fiber *f, int result)
 {
   if (f->state != TDL__FIBER_PARKED)
-    return;
+    return false;
   f->wake_result = result;
   tdl__runq_push(f->sched, f);
+  return true;
 }
 
 void tdl__io_budget_spend(tdl__fiber *f)
@@ -493,7 +510,8 @@ int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t h)
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
   f->cancelled = 1;
-  tdl__wake(f, -ECANCELED);
+  if (!f->nocancel)
+    tdl__wake(f, -ECANCELED);
   return 0;
 }
 
@@ -537,12 +555,18 @@ int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result)
 
 int tdl_fls_key_create(tdl_fls_key *key, void (*dtor)(void *))
 {
-  unsigned k = __atomic_fetch_add(&fls_keys, 1, __ATOMIC_SEQ_CST);
-  if (k >= TDL_FLS_KEYS) {
-    __atomic_fetch_sub(&fls_keys, 1, __ATOMIC_SEQ_CST);
-    return -EAGAIN;
+  /* Rare, and the destructor must be in place before the key is visible to
+   * other threads' fibers: a lock, and publication with release order. */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  unsigned k = __atomic_load_n(&fls_keys, __ATOMIC_RELAXED);
+  if (k < TDL_FLS_KEYS) {
+    fls_dtor[k] = dtor;
+    __atomic_store_n(&fls_keys, k + 1, __ATOMIC_RELEASE);
   }
-  fls_dtor[k] = dtor;
+  pthread_mutex_unlock(&lock);
+  if (k >= TDL_FLS_KEYS)
+    return -EAGAIN;
   *key = k;
   return 0;
 }
@@ -552,7 +576,7 @@ int tdl_fls_set(tdl_fls_key key, void *value)
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
-  if (key >= __atomic_load_n(&fls_keys, __ATOMIC_SEQ_CST) || key >= TDL_FLS_KEYS)
+  if (key >= __atomic_load_n(&fls_keys, __ATOMIC_ACQUIRE))
     return -EINVAL;
   f->fls[key] = value;
   return 0;

@@ -38,11 +38,13 @@ typedef struct tdl__fiber {
   uint8_t cancelled;
   uint8_t io_budget;
   uint8_t permit;        /* tdl_fiber_unpark() before tdl_fiber_park() */
+  uint8_t nocancel;      /* in tdl__park_uncancellable(): cancel only marks */
   int wake_result;
   const char *waits_on;
   int wait_fd;
   tdl_time_t deadline;
   struct tdl__fiber *joiner;
+  void *held;            /* sync.c: locks held, released if the fiber finishes */
   tdl_timer timer;
   tdl__stack stack;
   tdl__stack_info info;
@@ -103,8 +105,17 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out);
  * -ETIMEDOUT without parking. */
 int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
 
-/* End f's park with `result`; nothing if f is not parked. */
-void tdl__wake(tdl__fiber *f, int result);
+/* Park with no deadline until tdl__wake(), even if the fiber is or gets
+ * cancelled meanwhile (the cancel is remembered, for the next park).  For
+ * waits that must end in a known state, e.g. retaking a mutex. */
+int tdl__park_uncancellable(tdl__fiber *f, const char *what);
+
+/* End f's park with `result`.  Returns whether f was parked (and is now
+ * queued); a fiber already woken, running or finished is left alone. */
+bool tdl__wake(tdl__fiber *f, int result);
+
+/* sync.c: release whatever f->held lists; called when f finishes. */
+void tdl__sync_release_held(tdl__fiber *f);
 
 /* Queue f (runnable) at the back of the run queue. */
 void tdl__runq_push(tdl__sched *s, tdl__fiber *f);

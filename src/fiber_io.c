@@ -9,6 +9,7 @@
  * on first use and dropped by tdl_close().
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -128,7 +129,27 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -ECANCELED;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
-  return wait_fd(f, fd, events, deadline, false);
+  if (fd < 0)
+    return -EBADF;
+  /* The caller usually waits because a call treadle did not make (sendmsg,
+   * SSL_write, ...) said EAGAIN, which the readiness cache cannot know; and
+   * an edge-triggered fd that is ready now may never signal again.  So ask
+   * the kernel once, and wait only for readiness that is really missing. */
+  struct pollfd pfd = {.fd = fd, .events = (short)(((events & TDL_READ) ? POLLIN : 0) | ((events & TDL_WRITE) ? POLLOUT : 0))};
+  int n;
+  while ((n = poll(&pfd, 1, 0)) < 0 && errno == EINTR)
+    ;
+  if (n < 0)
+    return -errno;
+  if (pfd.revents & POLLNVAL)
+    return -EBADF;
+  if (n > 0) {
+    unsigned ev = ((pfd.revents & POLLIN) ? TDL_READ : 0) | ((pfd.revents & POLLOUT) ? TDL_WRITE : 0) |
+                  ((pfd.revents & POLLERR) ? TDL_ERR : 0) | ((pfd.revents & POLLHUP) ? TDL_HUP : 0);
+    tdl__io_budget_spend(f);
+    return (int)ev;
+  }
+  return wait_fd(f, fd, events, deadline, true);
 }
 
 /* The shape of every call below: try; on EAGAIN wait and retry. */
@@ -150,8 +171,11 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     }                                                               \
     if (errno == EINTR)                                             \
       continue;                                                     \
-    if (errno != EAGAIN && errno != EWOULDBLOCK)                    \
-      return -errno;                                                \
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {                  \
+      e_ = -errno;                                                  \
+      tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
+      return e_;                                                    \
+    }                                                               \
     e_ = wait_fd(f, fd, (dir), deadline, true);                     \
     if (e_ < 0)                                                     \
       return e_;                                                    \

@@ -110,34 +110,21 @@ static void q_leave(tdl__swait **q, tdl__swait *w)
     q_del(q, w);
 }
 
-/*
- * Park until w is granted, whatever happens meanwhile: no deadline, and
- * cancellation is held off.  tdl__park() refuses to park a cancelled fiber,
- * so the flag is lowered during the park and raised again after it; a
- * tdl_fiber_cancel() meanwhile sets it and wakes the fiber, which parks again.
- * Only condition waiters taking back their mutex wait like this.
- */
+/* Park until w is granted, whatever happens meanwhile: no deadline, and a
+ * cancel is held off until the next park.  Only condition waiters taking back
+ * their mutex wait like this. */
 static void park_until_granted(tdl__fiber *f, tdl__swait *w, const char *what)
 {
-  while (!w->granted) {
-    uint8_t was = f->cancelled;
-    f->cancelled = 0;
-    (void)tdl__park(f, what, -1, TDL_FOREVER);
-    f->cancelled |= was;
-  }
+  while (!w->granted)
+    (void)tdl__park_uncancellable(f, what);
 }
 
 /* ---- what a fiber holds ---- */
 
-static tdl_fls_key held_key;
-static bool held_ready;
-
 static void held_add(tdl__fiber *f, tdl__sheld *h, unsigned kind)
 {
   h->kind = kind;
-  if (!held_ready)
-    return;
-  void **head = &f->fls[held_key];
+  void **head = &f->held;
   h->next = *head;
   if (h->next)
     ((tdl__sheld *)h->next)->pprev = &h->next;
@@ -159,10 +146,12 @@ static void held_del(tdl__sheld *h)
 static void mutex_pass(tdl_mutex *m);
 static void once_pass(tdl_once *o);
 
-/* The finishing fiber's destructor: release what it still holds. */
-static void held_release_all(void *head)
+/* Called by the scheduler when a fiber finishes: release what it still
+ * holds. */
+void tdl__sync_release_held(tdl__fiber *f)
 {
-  tdl__sheld *h = head;
+  tdl__sheld *h = f->held;
+  f->held = NULL;
   while (h) {
     tdl__sheld *next = h->next;
     h->next = NULL;
@@ -176,13 +165,6 @@ static void held_release_all(void *head)
     }
     h = next;
   }
-}
-
-/* Taken before main() so that it does not depend on how many keys the
- * program creates; without it, finishing while holding is not detected. */
-__attribute__((constructor)) static void held_key_create(void)
-{
-  held_ready = tdl_fls_key_create(&held_key, held_release_all) == 0;
 }
 
 /* ---- mutex ---- */

@@ -415,6 +415,80 @@ static void close_wakes_waiters(void **state)
   tdl_close(P[1]);
 }
 
+static void *wait_after_foreign_eagain(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = tdl_fiber_loop();
+  char buf[4096];
+  memset(buf, 'x', sizeof buf);
+  /* Register the write end with the loop first (so writability is cached),
+   * then fill the pipe behind treadle's back. */
+  assert_int_equal(tdl_write(P[1], "x", 1, TDL_FOREVER), 1);
+  while (write(P[1], buf, sizeof buf) > 0)
+    ;
+  assert_int_equal(errno, EAGAIN);
+  /* Full: the wait must really wait, not report the stale "writable". */
+  assert_int_equal(tdl_wait_fd(P[1], TDL_WRITE, tdl_after(loop, 2 * TDL_MSEC)), -ETIMEDOUT);
+  while (read(P[0], buf, sizeof buf) > 0)
+    ;
+  int ev = tdl_wait_fd(P[1], TDL_WRITE, tdl_after(loop, TDL_SEC));
+  assert_true(ev > 0 && (ev & TDL_WRITE));
+  /* Readable data that is already there is reported at once. */
+  assert_int_equal(write(P[1], "y", 1), 1);
+  ev = tdl_wait_fd(P[0], TDL_READ, tdl_after(loop, TDL_SEC));
+  assert_true(ev > 0 && (ev & TDL_READ));
+  return NULL;
+}
+
+static void wait_fd_after_a_foreign_eagain(void **state)
+{
+  (void)state;
+  t_pipe(P);
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, wait_after_foreign_eagain, NULL, NULL), 0);
+  tdl_fiber_detach(L, h);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  tdl_close(P[0]);
+  tdl_close(P[1]);
+}
+
+static int others_ran;
+static void *failing_retry_loop(void *arg)
+{
+  int dirfd = (int)(intptr_t)arg;
+  char c;
+  long tries = 0;
+  /* Every call fails at once (EISDIR); the budget must still make it yield. */
+  while (!others_ran && tries < 10000000) {
+    assert_int_equal(tdl_read(dirfd, &c, 1, TDL_FOREVER), -EISDIR);
+    tries++;
+  }
+  assert_true(others_ran);
+  return NULL;
+}
+
+static void *mark_ran(void *arg)
+{
+  (void)arg;
+  others_ran = 1;
+  return NULL;
+}
+
+static void failing_calls_still_yield(void **state)
+{
+  (void)state;
+  others_ran = 0;
+  int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(dirfd >= 0);
+  tdl_fiber_t a, b;
+  assert_int_equal(tdl_fiber_spawn(L, &a, failing_retry_loop, (void *)(intptr_t)dirfd, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &b, mark_ran, NULL, NULL), 0);
+  tdl_fiber_detach(L, a);
+  tdl_fiber_detach(L, b);
+  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  tdl_close(dirfd);
+}
+
 /* ---- the loop's view ---- */
 
 static void *park_forever(void *arg)
@@ -678,6 +752,8 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(blocking_fds_are_made_nonblocking, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_fds_in_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(close_wakes_waiters, setup, teardown),
+      cmocka_unit_test_setup_teardown(wait_fd_after_a_foreign_eagain, setup, teardown),
+      cmocka_unit_test_setup_teardown(failing_calls_still_yield, setup, teardown),
       cmocka_unit_test_setup_teardown(deadlock_is_reported_and_loop_kept, setup, teardown),
       cmocka_unit_test_setup_teardown(a_hundred_thousand_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(fiber_local_storage, setup, teardown),

@@ -10,8 +10,9 @@
  *
  * Scheduling: runnable fibers run in FIFO order; a fiber that yields goes to
  * the back.  A fiber runs until it blocks or yields: there is no preemption.
- * To keep one busy fiber from starving the rest, a fiber that completes 64
- * treadle I/O calls in a row without blocking yields once.
+ * To keep one busy fiber from starving the rest, a fiber that makes 64
+ * treadle I/O calls in a row without blocking (whether they succeed or fail)
+ * yields once.
  *
  * Blocking calls and deadlines: every blocking call takes an absolute
  * deadline on the loop's clock (TDL_FOREVER = none; tdl_after(loop, delay)
@@ -140,7 +141,10 @@ TDL_API int tdl_sleep(tdl_time_t deadline);
 TDL_API int tdl_sleep_for(tdl_time_t delay);
 
 /* Park until fd is ready for `events` (TDL_READ and/or TDL_WRITE); returns
- * the ready events (> 0, including TDL_ERR/TDL_HUP when they happened),
+ * the ready events (> 0, including TDL_ERR/TDL_HUP when they happened).
+ * It first asks the kernel (one poll() call), so it is right after an EAGAIN
+ * from a call treadle did not make (sendmsg, a TLS library, ...); the I/O
+ * calls below do without that call.  Errors:
  * -ETIMEDOUT, -ECANCELED, -EPERM, -EBADF, -EINVAL (no events), or -EBUSY
  * when another fiber already waits for the same direction on this fd (one
  * reader and one writer fiber per fd at a time). */
@@ -172,7 +176,9 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
                            socklen_t addrlen, tdl_time_t deadline);
 /* The new fd is non-blocking and close-on-exec. */
 TDL_API int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
-/* Non-blocking connect, then wait for writability and read SO_ERROR. */
+/* Non-blocking connect, then wait for writability and read SO_ERROR.  After
+ * -ETIMEDOUT or -ECANCELED the socket is left mid-handshake: close it (a
+ * second connect on it would return -EALREADY). */
 TDL_API int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling

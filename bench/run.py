@@ -59,7 +59,14 @@ IMPLS = {
     "go-1": ("bench-go", [], {"GOMAXPROCS": "1"}),
     "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
+    # spawn methods, all in treadle-bench
+    "popen": ("treadle-bench", ["--method", "popen"], {}),
+    "fork": ("treadle-bench", ["--method", "fork"], {}),
+    "vfork": ("treadle-bench", ["--method", "vfork"], {}),
+    "posix_spawn": ("treadle-bench", ["--method", "posix_spawn"], {}),
 }
+
+FIBER_PEERS = ["go-1", "go", "tokio-ct", "tokio-mt"]
 
 C_PEERS = ["libev", "libuv", "libevent"]
 
@@ -94,6 +101,37 @@ EXPERIMENTS.append(experiment(
     "timers", "fire N={timers}", "timers", "--timers {timers} --mode fire",
     ["treadle"] + C_PEERS, ["ns_per_timer", "cpu_ns_per_timer"]))
 
+for via in ["wake", "chan"]:
+    EXPERIMENTS.append(experiment(
+        "ring", f"via {via}, 503 fibers, T={{hops}}", "ring", f"--threads 503 --hops {{hops}} --via {via}",
+        ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"]))
+EXPERIMENTS.append(experiment(
+    "chan", "ping-pong T={hops}", "chan", "--hops {hops}",
+    ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"]))
+EXPERIMENTS.append(experiment(
+    "idle", "F={fibers}", "idle", "--fibers {fibers}",
+    ["treadle"] + FIBER_PEERS, ["bytes_per_fiber"]))
+for pipes, delay in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
+    EXPERIMENTS.append(experiment(
+        "pipes-fiber", f"P={pipes} D={delay}", "pipes",
+        f"--pipes {pipes} --messages {{messages}} --delay-us {delay}",
+        ["treadle-fiber", "treadle-callback"] + FIBER_PEERS, ["cpu_us_per_msg"]))
+# treadle-fiber and treadle-callback differ only in --style, added per impl.
+IMPLS["treadle-fiber"] = ("treadle-bench", ["--style", "fiber"], {})
+IMPLS["treadle-callback-vs-fiber"] = ("treadle-bench", ["--style", "callback"], {})
+for e in EXPERIMENTS:
+    if e["group"] == "pipes-fiber":
+        e["impls"] = ["treadle-fiber", "treadle-callback-vs-fiber"] + FIBER_PEERS
+        e["args"] = [a for a in e["args"]]
+    if e["group"] in ("ring", "chan", "idle", "pipes-fiber"):
+        pass
+EXPERIMENTS.append(experiment(
+    "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
+    ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"]))
+EXPERIMENTS.append(experiment(
+    "spawn", "2 GiB parent, K=100", "spawn", "--count 100 --parent-mib 2048",
+    ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"]))
+
 # What each group's section of the doc says about its figures.
 GROUP_NOTES = {
     "pipes-callback": "CPU time (user+sys) per message, `cpu_us_per_msg`; callback style.",
@@ -106,6 +144,27 @@ GROUP_NOTES = {
               "`cpu_ns_per_timer`: the CPU time of that run over N. treadle orders its timers "
               "lazily, in the loop; add_cancel never runs the loop between adding and "
               "cancelling, so that ordering work is paid in fire, not in add_cancel.",
+    "ring": "503 fibers pass a token: `via wake` parks each fiber and has its predecessor wake it "
+            "directly (treadle: tdl_fiber_park/unpark; Go: a 1-slot channel per goroutine as a permit; "
+            "tokio: a Notify per task); `via chan` uses an unbuffered channel between neighbours (tokio has "
+            "no rendezvous channel: capacity-1 mpsc). `ns_per_hop` is wall time, `cpu_ns_per_hop` CPU "
+            "time. go-1 is GOMAXPROCS=1, go the default (2 here); tokio-ct is current_thread, tokio-mt "
+            "multi_thread.",
+    "chan": "Two fibers pass a value back and forth over one unbuffered channel; a hop is one send and "
+            "its receive (tokio: a capacity-1 mpsc per direction). Columns as in ring.",
+    "idle": "F fibers each blocked for good on a channel receive; bytes_per_fiber = (VmRSS with all "
+            "blocked - VmRSS before) * 1024 / F. treadle: one touched 4 KiB stack page per fiber holds "
+            "its control block, its frames and its wait record, plus its slot in the handle table; Go: "
+            "a 2 KiB minimum stack plus the goroutine struct; tokio tasks have no stack at all (a "
+            "future's state only), so theirs is not a figure for stackful threads.",
+    "pipes-fiber": "One fiber (goroutine, task) per pipe looping { write 1 byte; read 1 byte, trying "
+                   "the read first and parking only on EAGAIN; sleep D }: the same work as the "
+                   "callback styles, written as blocking code. treadle-callback-vs-fiber is treadle's "
+                   "callback style in the same run, for the fiber/callback ratio. CPU time per message.",
+    "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
+             "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
+             "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
+             "copies the page tables; the vfork-style methods do not.",
 }
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@
  * A finished detached fiber cannot free the stack it is running on: it marks
  * itself dead and switches away, and whoever runs next releases it.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,6 +34,10 @@ _Thread_local tdl__sched *tdl__thread_scheds;
 
 static void (*fls_dtor[TDL_FLS_KEYS])(void *);
 static unsigned fls_keys; /* keys handed out (atomic) */
+
+#ifndef TDL_ASAN /* the sanitizer build adds fields to tdl__ctx */
+_Static_assert(offsetof(tdl__fiber, detached) < 64, "a park's fields share the first cache line");
+#endif
 
 /* ---- handles ---- */
 

@@ -132,29 +132,39 @@ static inline void reap_dead(tdl__sched *s)
 /* Switch from f (which has already been queued, parked or finished) to the
  * next runnable fiber, or to the loop when there is none or the batch is
  * used up.  Returns when f runs again. */
-static void switch_out(tdl__sched *s, tdl__fiber *f)
+/* The next runnable fiber, or NULL for the loop when there is none or the
+ * batch is used up. */
+static inline tdl__fiber *pick_next(tdl__sched *s)
 {
-  tdl__fiber *next = NULL;
-  if (s->dispatch_left) {
-    s->dispatch_left--;
-    next = runq_pop(s);
-  }
-  if (next == f) { /* f yielded and nobody else wanted to run */
-    f->state = TDL__FIBER_RUNNING;
-    return;
-  }
-  tdl__ctx *to;
+  if (!s->dispatch_left)
+    return NULL;
+  s->dispatch_left--;
+  return runq_pop(s);
+}
+
+/* Make next (or the loop, when NULL) the running context; returns where to
+ * switch. */
+static inline tdl__ctx *enter(tdl__sched *s, tdl__fiber *next)
+{
   if (next) {
     next->state = TDL__FIBER_RUNNING;
     s->current = next;
     tdl__running_stack = &next->info;
-    to = &next->ctx;
-  } else {
-    s->current = NULL;
-    tdl__running_stack = NULL;
-    to = &s->loop_ctx;
+    return &next->ctx;
   }
-  tdl__switch(&f->ctx, to, next);
+  s->current = NULL;
+  tdl__running_stack = NULL;
+  return &s->loop_ctx;
+}
+
+static void switch_out(tdl__sched *s, tdl__fiber *f)
+{
+  tdl__fiber *next = pick_next(s);
+  if (next == f) { /* f yielded and nobody else wanted to run */
+    f->state = TDL__FIBER_RUNNING;
+    return;
+  }
+  tdl__switch(&f->ctx, enter(s, next), next);
   reap_dead(s);
 }
 
@@ -175,20 +185,8 @@ static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
     tdl__wake(f->joiner, 0);
   if (f->detached)
     s->dead = f;
-
-  tdl__fiber *next = s->dispatch_left ? (s->dispatch_left--, runq_pop(s)) : NULL;
-  tdl__ctx *to;
-  if (next) {
-    next->state = TDL__FIBER_RUNNING;
-    s->current = next;
-    tdl__running_stack = &next->info;
-    to = &next->ctx;
-  } else {
-    s->current = NULL;
-    tdl__running_stack = NULL;
-    to = &s->loop_ctx;
-  }
-  tdl__switch_exit(&f->ctx, to, next);
+  tdl__fiber *next = pick_next(s);
+  tdl__switch_exit(&f->ctx, enter(s, next), next);
 }
 
 static void fiber_entry(void *arg)
@@ -209,13 +207,9 @@ static void sched_run(tdl_loop *loop)
   tdl__tl_sched = s;
   s->dispatch_left = DISPATCH_BATCH;
   tdl__fiber *f = runq_pop(s);
-  f->state = TDL__FIBER_RUNNING;
-  s->current = f;
-  tdl__running_stack = &f->info;
-  tdl__switch(&s->loop_ctx, &f->ctx, f);
+  tdl__switch(&s->loop_ctx, enter(s, f), f);
   reap_dead(s);
-  s->current = NULL;
-  tdl__running_stack = NULL;
+  enter(s, NULL);
   tdl__tl_sched = outer;
 }
 

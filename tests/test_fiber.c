@@ -628,7 +628,9 @@ static void fiber_main(void **state)
 
 /* ---- running out of memory ---- */
 
+#if !defined(TDL_ASAN)
 static void *noop(void *arg) { return arg; }
+#endif
 
 static void spawn_reports_enomem(void **state)
 {

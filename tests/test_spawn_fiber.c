@@ -49,42 +49,47 @@ static int spawn_argv(tdl_process *p, const char *const *argv)
   return tdl_spawn(p, &o);
 }
 
-static void *ticker(void *arg)
+/* The child exits only once another fiber has written to its stdin: if the
+ * wait blocked the thread, that fiber could never run. */
+static int child_stdin = -1;
+
+static void *feed_child(void *arg)
 {
-  long *stop = arg;
-  while (!*stop) {
-    ticks++;
+  (void)arg;
+  while (child_stdin < 0)
     tdl_sleep_for(TDL_MSEC);
-  }
+  tdl_sleep_for(5 * TDL_MSEC);
+  assert_int_equal(tdl_write(child_stdin, "go\n", 3, TDL_FOREVER), 3);
+  ticks++;
   return NULL;
 }
-
-static long stop_ticker;
 
 static void *wait_for_exit(void *arg)
 {
   (void)arg;
   tdl_process p;
-  static const char *const argv[] = {"sh", "-c", "sleep 0.05; exit 7", NULL};
-  assert_int_equal(spawn_argv(&p, argv), 0);
+  static const char *const argv[] = {"sh", "-c", "read x; exit 7", NULL};
+  tdl_spawn_options o;
+  memset(&o, 0, sizeof o);
+  o.argv = argv;
+  o.stdio[0].mode = TDL_STDIO_PIPE;
+  assert_int_equal(tdl_spawn(&p, &o), 0);
+  child_stdin = p.stdin_fd;
   int st = 0;
-  long before = ticks;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  /* The child slept 50 ms; a ticker sleeping 1 ms at a time must have run
-   * during the wait, had the wait blocked the thread it could not have. */
-  assert_true(ticks > before);
+  assert_int_equal(ticks, 1);
   assert_true(tdl_exited(st));
   assert_int_equal(tdl_exit_code(st), 7);
   tdl_process_release(&p);
-  stop_ticker = 1;
+  child_stdin = -1;
   return NULL;
 }
 
 static void only_the_fiber_waits(void **state)
 {
   (void)state;
-  stop_ticker = 0;
-  go(ticker, &stop_ticker, NULL);
+  child_stdin = -1;
+  go(feed_child, NULL, NULL);
   go(wait_for_exit, NULL, NULL);
   assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
 }

@@ -71,6 +71,12 @@ static void test_keep_alive_rules(void **state)
   assert_false(req.keep_alive);
   assert_true(parse_all("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n", &req) > 0);
   assert_true(req.keep_alive);
+  /* empty list elements are ignored (RFC 9110 5.6.1), not refused */
+  assert_true(parse_all("GET / HTTP/1.1\r\nHost: a\r\nConnection: , ,close,\r\n\r\n", &req) > 0);
+  assert_false(req.keep_alive);
+  assert_true(parse_all("GET / HTTP/1.1\r\nHost: a\r\nConnection:\r\n\r\n", &req) > 0);
+  assert_true(req.keep_alive);
+  assert_int_equal(parse_all("GET / HTTP/1.1\r\nHost: a\r\nConnection: a b\r\n\r\n", &req), -400);
   /* a later 1.x minor is answered as 1.1 */
   assert_true(parse_all("GET / HTTP/1.7\r\nHost: a\r\n\r\n", &req) > 0);
   assert_int_equal(req.minor, 1);

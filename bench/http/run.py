@@ -246,6 +246,8 @@ def main():
         servers = [s for s in servers if s.name in keep]
 
     results = {}  # (name, cores, conns) -> list of runs
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_start = os.getloadavg()[0]
     try:
         for s in servers:
             s.start(free_port())
@@ -263,6 +265,7 @@ def main():
             s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
+    load_end = os.getloadavg()[0]
     med = {}
     for key, runs in results.items():
         med[key] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p99", "cpu100k")}
@@ -278,7 +281,9 @@ def main():
                  f"servers interleaved, median of {args.rounds} round(s). One-core rows: server pinned to CPU 0 "
                  "and wrk to CPU 1 with `taskset`; two-core rows: nothing pinned (wrk shares both CPUs). "
                  "CPU = the server's utime + stime (/proc/<pid>/stat, its workers included) per 100,000 "
-                 "requests.")
+                 f"requests. Measured {started}; 1-minute load average {load_start:.1f} at the start, "
+                 f"{load_end:.1f} at the end (other work on the machine shares the CPUs: compare ratios "
+                 "within this table only).")
     lines.append("")
     lines.append("| server | cores | conns | requests/s | p99 latency | server CPU s / 100k req |")
     lines.append("|---|---|---|---|---|---|")

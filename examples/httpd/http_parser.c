@@ -103,10 +103,12 @@ void http_parser_init(http_parser *p, uint32_t max_head)
   p->state = S_LINE_START;
 }
 
-/* Elements of a comma-separated list (RFC 9110 5.6.1), OWS trimmed; empty
- * elements are refused (-1).  Calls fn(ctx, elem, len) for each; stops at a
+/* Elements of a comma-separated list (RFC 9110 5.6.1), OWS trimmed.  Empty
+ * elements are skipped when allow_empty (as RFC 9110 asks of recipients),
+ * refused (-1) otherwise.  Calls fn(ctx, elem, len) for each; stops at a
  * negative return. */
-static int each_elem(const char *v, size_t n, int (*fn)(void *ctx, const char *e, size_t len), void *ctx)
+static int each_elem(const char *v, size_t n, bool allow_empty, int (*fn)(void *ctx, const char *e, size_t len),
+                     void *ctx)
 {
   size_t i = 0;
   for (;;) {
@@ -118,11 +120,14 @@ static int each_elem(const char *v, size_t n, int (*fn)(void *ctx, const char *e
     size_t end = i;
     while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
       end--;
-    if (end == start)
-      return -1;
-    int r = fn(ctx, v + start, end - start);
-    if (r < 0)
-      return r;
+    if (end == start) {
+      if (!allow_empty)
+        return -1;
+    } else {
+      int r = fn(ctx, v + start, end - start);
+      if (r < 0)
+        return r;
+    }
     if (i == n)
       return 0;
     i++; /* the comma */
@@ -200,7 +205,7 @@ static int field_done(http_parser *p, const char *buf, http_request *req)
     }
     break;
   case 10:
-    if (ieq(name, 10, "connection") && each_elem(v, n, conn_elem, &p->connection) < 0)
+    if (ieq(name, 10, "connection") && each_elem(v, n, true, conn_elem, &p->connection) < 0)
       return -400;
     break;
   case 14:
@@ -228,8 +233,10 @@ static int field_done(http_parser *p, const char *buf, http_request *req)
         return -400;
       p->saw_te = 1;
       struct te_state t = {0};
-      if (each_elem(v, n, te_elem, &t) < 0 || !t.last_chunked)
-        return -400; /* a request body's length must be known: chunked last */
+      /* Framing is where parsers must not disagree: no empty elements here,
+       * and a request body's length must be known, so chunked comes last. */
+      if (each_elem(v, n, false, te_elem, &t) < 0 || !t.last_chunked)
+        return -400;
       p->te_unknown = t.unknown;
     }
     break;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <valgrind/valgrind.h>
+
 #include "helpers.h"
 
 static tdl_loop *L;
@@ -1346,6 +1348,10 @@ static void cond_timeout_with_free_mutex(void **state)
  * timer but has not run yet.  The release must skip it. */
 static tdl_time_t D;
 
+/* A deadline shared by fibers that have yet to start: far enough ahead that
+ * they all park before it passes, also under valgrind. */
+static tdl_time_t shared_deadline(void) { return ms(RUNNING_ON_VALGRIND ? 300 : 20); }
+
 static void *si_mutex_holder(void *arg)
 {
   (void)arg;
@@ -1401,7 +1407,7 @@ static void timeout_and_release_in_same_instant(void **state)
   static tdl_fiber_fn const releasers[] = {si_mutex_holder, si_sem_releaser, si_signaller};
   for (int kind = 0; kind < 3; kind++) {
     reset_objects();
-    D = ms(3);
+    D = shared_deadline();
     go(releasers[kind], NULL);
     go(si_waiter, (void *)(intptr_t)kind);        /* deadline D: times out */
     go(si_waiter, (void *)(intptr_t)(kind + 10)); /* no deadline: gets it */
@@ -1484,7 +1490,7 @@ static void destroy_refused_until_woken_fibers_return(void **state)
 {
   (void)state;
   reset_objects();
-  D = ms(3);
+  D = shared_deadline();
   go(dw_destroyer, NULL);
   go(dw_cond_waiter, NULL);
   run_all();

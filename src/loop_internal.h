@@ -107,6 +107,8 @@ typedef struct tdl__timers {
   uint64_t seq;        /* arming counter, for FIFO order among equal deadlines */
   tdl_timer **due;     /* the batch being fired */
   uint32_t due_n, due_cap;
+  tdl_timer **scratch; /* for ordering runs of equal deadlines */
+  uint32_t scratch_cap;
 } tdl__timers;
 
 void tdl__timers_init(tdl__timers *ts);

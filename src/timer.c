@@ -157,6 +157,7 @@ void tdl__timers_destroy(tdl__timers *ts)
   if (ts->heap_mem)
     munmap(ts->heap_mem, heap_bytes(ts->cap));
   free(ts->due);
+  free(ts->scratch);
   memset(ts, 0, sizeof *ts);
 }
 
@@ -276,14 +277,59 @@ static int by_seq(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-static void sort_ties(tdl_timer **due, uint32_t n)
+/* Timers armed together (the usual source of equal deadlines: the same
+ * cached "now" plus the same delay) have nearly consecutive sequence
+ * numbers, so a run is placed by counting: seq - min indexes a scratch
+ * array.  A run whose numbers are spread too thin falls back to qsort. */
+static void sort_run(tdl__timers *ts, tdl_timer **run, uint32_t k)
+{
+  if (k < 8) {
+    for (uint32_t i = 1; i < k; i++) {
+      tdl_timer *t = run[i];
+      uint32_t j = i;
+      for (; j > 0 && run[j - 1]->seq > t->seq; j--)
+        run[j] = run[j - 1];
+      run[j] = t;
+    }
+    return;
+  }
+  uint64_t lo = run[0]->seq, hi = lo;
+  for (uint32_t i = 1; i < k; i++) {
+    uint64_t q = run[i]->seq;
+    lo = q < lo ? q : lo;
+    hi = q > hi ? q : hi;
+  }
+  uint64_t range = hi - lo + 1;
+  if (range > 4 * (uint64_t)k || range > UINT32_MAX) {
+    qsort(run, k, sizeof *run, by_seq);
+    return;
+  }
+  if (range > ts->scratch_cap) {
+    tdl_timer **sc = realloc(ts->scratch, (size_t)range * sizeof *sc);
+    if (!sc) {
+      qsort(run, k, sizeof *run, by_seq);
+      return;
+    }
+    ts->scratch = sc;
+    ts->scratch_cap = (uint32_t)range;
+  }
+  memset(ts->scratch, 0, (size_t)range * sizeof *ts->scratch);
+  for (uint32_t i = 0; i < k; i++)
+    ts->scratch[run[i]->seq - lo] = run[i];
+  uint32_t j = 0;
+  for (uint64_t q = 0; q < range; q++)
+    if (ts->scratch[q])
+      run[j++] = ts->scratch[q];
+}
+
+static void sort_ties(tdl__timers *ts, tdl_timer **due, uint32_t n)
 {
   for (uint32_t i = 0; i < n;) {
     uint32_t j = i + 1;
     while (j < n && due[j]->at == due[i]->at)
       j++;
     if (j - i > 1)
-      qsort(due + i, j - i, sizeof *due, by_seq);
+      sort_run(ts, due + i, j - i);
     i = j;
   }
 }
@@ -316,7 +362,7 @@ void tdl__timers_run(tdl_loop *loop)
     ts->due[k] = e.t;
     k++;
   }
-  sort_ties(ts->due, k);
+  sort_ties(ts, ts->due, k);
   for (uint32_t i = 0; i < k; i++) {
     ts->due[i]->state = TIMER_DUE;
     ts->due[i]->slot = i;

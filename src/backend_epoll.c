@@ -61,7 +61,9 @@ static void ep_close(tdl_loop *loop)
   loop->be_state = NULL;
 }
 
-enum { MODE_ET = 0x80 }; /* rec->bmode: MODE_ET, else the level-triggered mask */
+/* rec->bmode: the events the registration reports (which the loop reads,
+ * see loop_internal.h), plus MODE_ET once edge-triggered. */
+enum { MODE_ET = 0x80 };
 
 static uint32_t lt_events(unsigned want)
 {
@@ -79,7 +81,7 @@ static int to_edge(epoll_state *s, int fd, tdl__fd *rec)
   };
   if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
     return -errno;
-  rec->bmode = MODE_ET;
+  rec->bmode = MODE_ET | TDL__FD_LAZY | TDL_READ | TDL_WRITE;
   return 0;
 }
 
@@ -87,7 +89,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   epoll_state *s = loop->be_state;
   if (rec->registered) {
-    if (rec->bmode == MODE_ET || !(want & ~rec->bmode))
+    if ((rec->bmode & MODE_ET) || !(want & ~rec->bmode & (TDL_READ | TDL_WRITE)))
       return 0; /* a narrower want is left to the report that shows it */
     return to_edge(s, fd, rec);
   }
@@ -103,7 +105,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   }
   rec->reg_gen = gen;
   rec->registered = 1;
-  rec->bmode = (uint8_t)(want & (TDL_READ | TDL_WRITE));
+  rec->bmode = (uint8_t)(TDL__FD_LAZY | (want & (TDL_READ | TDL_WRITE)));
   return 0;
 }
 
@@ -165,7 +167,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
       /* Level-triggered and reporting what nobody wants (or an error or
        * hang-up, which level-triggering would repeat on every wait): this fd
        * needs edges from now on. */
-      if (rec->bmode != MODE_ET && rec->registered && rec->reg_gen == gen &&
+      if (!(rec->bmode & MODE_ET) && rec->registered && rec->reg_gen == gen &&
           ((bits & ~rec->kernel & (TDL_READ | TDL_WRITE)) || (bits & (TDL_ERR | TDL_HUP))))
         to_edge(s, fd, rec);
     }

@@ -55,6 +55,10 @@ static int update_kernel(tdl_loop *loop, int fd, tdl__fd *r)
   unsigned k = kernel_want(r->w, r);
   if (k == r->kernel && (r->registered || k == 0))
     return 0;
+  if (r->registered && (r->bmode & TDL__FD_LAZY) && !(k & ~r->bmode & (TDL_READ | TDL_WRITE))) {
+    r->kernel = (uint8_t)k; /* the back end reports this already */
+    return 0;
+  }
   int e = loop->be->interest(loop, fd, r, k);
   if (e == 0)
     r->kernel = (uint8_t)k;

@@ -52,9 +52,16 @@ typedef struct tdl__fd {
   uint8_t ready;        /* readiness cache: TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP */
   uint8_t registered;   /* the back end knows this fd */
   uint8_t kernel;       /* interest last handed to the back end */
-  uint8_t bmode;        /* the back end's own state for this fd */
+  uint8_t bmode;        /* the back end's own state for this fd, but for: */
   int32_t bidx;         /* the back end's own index (poll: slot in its array) */
 } tdl__fd;
+
+/* tdl__fd.bmode is the back end's, except for TDL__FD_LAZY: when the back
+ * end sets it, it reports the TDL_READ / TDL_WRITE bits set in bmode without
+ * being told again, and tolerates a want that shrank; so while the loop's
+ * want stays within those bits, the loop does not call interest().  (epoll
+ * sets it; poll, which must drop an fd it should not watch, does not.) */
+#define TDL__FD_LAZY 0x40u
 
 /* tdl_io.state bits */
 #define TDL__IO_ACTIVE 0x1u   /* must stay bit 0: tdl_io_active() tests it */

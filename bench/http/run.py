@@ -330,7 +330,8 @@ HTTP_INTRO = """\
 examples/httpd (one treadle loop, one fiber per connection) against Go's net/http and nginx, all answering
 `GET /` with "Hello, World!" over keep-alive connections, measured with wrk on the same 2-vCPU machine
 (`bench/http/run.py`; peers in `bench/peers/go-http` and `bench/peers/nginx`). wrk competes with the server
-for the two CPUs, so the server's CPU time per request is the steadier figure."""
+for the two CPUs, so the server's CPU time per request is the steadier figure; where a server reaches what
+one wrk thread can generate, requests/s ties and only CPU per request tells the servers apart."""
 
 if __name__ == "__main__":
     main()

@@ -74,17 +74,6 @@ static int slot_alloc(tdl__sched *s, uint32_t *out)
 
 /* ---- the run queue ---- */
 
-void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
-{
-  f->state = TDL__FIBER_RUNNABLE;
-  f->next_run = NULL;
-  if (s->run_tail)
-    s->run_tail->next_run = f;
-  else
-    s->run_head = f;
-  s->run_tail = f;
-}
-
 static tdl__fiber *runq_pop(tdl__sched *s)
 {
   tdl__fiber *f = s->run_head;
@@ -319,15 +308,6 @@ int tdl__park_uncancellable(tdl__fiber *f, const char *what)
   switch_out(f->sched, f);
   f->nocancel = 0;
   return f->wake_result;
-}
-
-bool tdl__wake(tdl__fiber *f, int result)
-{
-  if (f->state != TDL__FIBER_PARKED)
-    return false;
-  f->wake_result = result;
-  tdl__runq_push(f->sched, f);
-  return true;
 }
 
 void tdl__io_budget_spend(tdl__fiber *f)

@@ -114,15 +114,33 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
  * waits that must end in a known state, e.g. retaking a mutex. */
 int tdl__park_uncancellable(tdl__fiber *f, const char *what);
 
+/* Queue f (runnable) at the back of the run queue. */
+static inline void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
+{
+  f->state = TDL__FIBER_RUNNABLE;
+  f->next_run = NULL;
+  if (s->run_tail)
+    s->run_tail->next_run = f;
+  else
+    s->run_head = f;
+  s->run_tail = f;
+}
+
 /* End f's park with `result`.  Returns whether f was parked (and is now
- * queued); a fiber already woken, running or finished is left alone. */
-bool tdl__wake(tdl__fiber *f, int result);
+ * queued); a fiber already woken, running or finished is left alone.
+ * Inline: every channel hand-off and lock release calls it. */
+static inline bool tdl__wake(tdl__fiber *f, int result)
+{
+  if (f->state != TDL__FIBER_PARKED)
+    return false;
+  f->wake_result = result;
+  tdl__runq_push(f->sched, f);
+  return true;
+}
 
 /* sync.c: release whatever f->held lists; called when f finishes. */
 void tdl__sync_release_held(tdl__fiber *f);
 
-/* Queue f (runnable) at the back of the run queue. */
-void tdl__runq_push(tdl__sched *s, tdl__fiber *f);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

@@ -20,24 +20,6 @@
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-static int fds_before;
-
-static int setup(void **state)
-{
-  (void)state;
-  tdl__spawn_debug = 0;
-  fds_before = count_fds();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  tdl__spawn_debug = 0;
-  assert_int_equal(count_fds(), fds_before);
-  assert_true(no_children());
-  return 0;
-}
 
 /* Everything from a non-blocking fd until EOF (NUL-terminated, malloc'd). */
 static char *read_to_eof(int fd)

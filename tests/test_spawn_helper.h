@@ -211,6 +211,27 @@ static int no_children(void)
   return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
 }
 
+/* Every spawn test starts from a clean slate and must leave one: no fd
+ * leaked, no child (zombie or running) left behind. */
+static int fds_before;
+
+static int setup(void **state)
+{
+  (void)state;
+  tdl__spawn_debug = 0;
+  fds_before = count_fds();
+  return 0;
+}
+
+static int teardown(void **state)
+{
+  (void)state;
+  tdl__spawn_debug = 0;
+  assert_int_equal(count_fds(), fds_before);
+  assert_true(no_children());
+  return 0;
+}
+
 /* Valgrind cannot recover from some failed execve() calls and turns
  * CLONE_VM|CLONE_VFORK into a fork; a few tests adapt. */
 static inline int under_valgrind(void)

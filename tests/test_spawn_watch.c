@@ -14,24 +14,6 @@
 #include "spawn_int.h"
 #include "test_spawn_helper.h"
 
-static int fds_before;
-
-static int setup(void **state)
-{
-  (void)state;
-  tdl__spawn_debug = 0;
-  fds_before = count_fds();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  tdl__spawn_debug = 0;
-  assert_int_equal(count_fds(), fds_before);
-  assert_true(no_children());
-  return 0;
-}
 
 static tdl_loop *new_loop(void)
 {

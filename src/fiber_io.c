@@ -46,8 +46,9 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   ffd_update(s, d);
 }
 
-/* The fd's state, made non-blocking on first use. */
-static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
+/* The fd's state, made on first use; the fd is made non-blocking then,
+ * unless the caller knows it already is (an fd accept4 just made). */
+static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
 {
   if (fd < 0)
     return -EBADF;
@@ -67,11 +68,13 @@ static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
     *out = d;
     return 0;
   }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0)
-    return -errno;
-  if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return -errno;
+  if (!nonblocking) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+      return -errno;
+    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+      return -errno;
+  }
   d = calloc(1, sizeof *d);
   if (!d)
     return -ENOMEM;
@@ -80,6 +83,8 @@ static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
   *out = d;
   return 0;
 }
+
+static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, fd, out, false); }
 
 /* Wait for events on fd.  stale: the caller just saw EAGAIN, so whatever the
  * loop cached about that direction is out of date. */
@@ -225,9 +230,21 @@ ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
   FIBER_IO(sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send")
 }
 
+/* accept4 makes the new fd non-blocking: record that now, so that its first
+ * fiber I/O does not ask the kernel again (one fcntl per connection). */
+static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
+{
+  int nfd = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (nfd >= 0) {
+    tdl__ffd *d;
+    (void)ffd_make(s, nfd, &d, true); /* on failure the first use makes it */
+  }
+  return nfd;
+}
+
 int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
-  FIBER_IO(accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC), TDL_READ, "accept")
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept")
 }
 
 int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)

@@ -26,6 +26,11 @@
  * again (a poll costs a system call; 512 switches take ~10 us). */
 enum { DISPATCH_BATCH = 512, IO_BUDGET = 64, STACKS_CACHED = 1024 };
 
+/* Distinct offsets of the control block below the stack top (see spawn);
+ * 16 lines = at most 960 bytes, so an idle fiber's block and first frames
+ * still share the stack's top page. */
+enum { CACHE_COLOURS = 16 };
+
 /* initial-exec: read on every blocking call; the default model for a shared
  * library would call __tls_get_addr each time. */
 _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")));
@@ -344,8 +349,12 @@ int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg
     s->free_slot = slot;
     return e;
   }
-  /* The control block takes the top of the stack, cache-line aligned. */
-  uintptr_t top = (uintptr_t)st.lo + st.size;
+  /* The control block takes the top of the stack, cache-line aligned, moved
+   * down by a "colour" of 0 to CACHE_COLOURS-1 cache lines.  Stack tops are
+   * page-aligned, so without it every fiber's control block and hot frames
+   * would land in the same few cache sets and evict each other (ring --via
+   * wake, 503 fibers: 21.3 ns per hop without, 17.6 ns with). */
+  uintptr_t top = (uintptr_t)st.lo + st.size - (uintptr_t)(s->next_id % CACHE_COLOURS) * 64;
   tdl__fiber *f = (tdl__fiber *)((top - sizeof(tdl__fiber)) & ~(uintptr_t)63);
   memset(f, 0, sizeof *f);
   f->sched = s;

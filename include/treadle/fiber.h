@@ -49,7 +49,8 @@ extern "C" {
 typedef uint64_t tdl_fiber_t;
 typedef void *(*tdl_fiber_fn)(void *arg);
 
-/* Stack sizes are rounded up to whole pages. */
+/* Stack sizes are rounded up to whole pages.  The fiber's control block and
+ * a cache colour take up to 1.5 KiB of the top. */
 #define TDL_STACK_DEFAULT ((size_t)64 * 1024)
 #define TDL_STACK_MIN ((size_t)16 * 1024)
 #define TDL_STACK_MAX ((size_t)1 << 30)

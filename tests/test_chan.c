@@ -6,29 +6,7 @@
 #include <string.h>
 
 #include "helpers.h"
-
-static tdl_loop *L;
-
-static int setup(void **state)
-{
-  (void)state;
-  L = t_loop_new();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  assert_int_equal(tdl_loop_free(L), 0);
-  return 0;
-}
-
-static void go(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
-  assert_int_equal(tdl_fiber_detach(L, h), 0);
-}
+#include "loop_fixture.h"
 
 /* ---- basic delivery ---- */
 

@@ -12,22 +12,7 @@
 #include <valgrind/valgrind.h>
 
 #include "helpers.h"
-
-static tdl_loop *L;
-
-static int setup(void **state)
-{
-  (void)state;
-  L = t_loop_new();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  assert_int_equal(tdl_loop_free(L), 0);
-  return 0;
-}
+#include "loop_fixture.h"
 
 /* ---- spawn, join, order ---- */
 

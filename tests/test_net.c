@@ -15,32 +15,9 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "loop_fixture.h"
 
 #define LONG_WAIT (5 * TDL_SEC) /* for what must happen: a bound, not a delay */
-
-static tdl_loop *L;
-
-static int setup(void **state)
-{
-  (void)state;
-  L = t_loop_new();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  assert_int_equal(tdl_loop_free(L), 0);
-  return 0;
-}
-
-/* Start fn(arg) as a detached fiber of L. */
-static void go(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
-  assert_int_equal(tdl_fiber_detach(L, h), 0);
-}
 
 /* Run fn as a fiber of L until the loop has nothing left; fn returns NULL on
  * success (assertions fail the test before). */

@@ -10,22 +10,7 @@
 #include <valgrind/valgrind.h>
 
 #include "helpers.h"
-
-static tdl_loop *L;
-
-static int setup(void **state)
-{
-  (void)state;
-  L = t_loop_new();
-  return 0;
-}
-
-static int teardown(void **state)
-{
-  (void)state;
-  assert_int_equal(tdl_loop_free(L), 0);
-  return 0;
-}
+#include "loop_fixture.h"
 
 /* ---- helpers ---- */
 
@@ -50,16 +35,6 @@ static void expect_events(const int *want, int n)
     static const int want_[] = {__VA_ARGS__};                          \
     expect_events(want_, (int)(sizeof want_ / sizeof want_[0]));       \
   } while (0)
-
-/* Spawn a detached fiber; its handle stays usable (for cancel) until it
- * finishes. */
-static tdl_fiber_t go(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
-  assert_int_equal(tdl_fiber_detach(L, h), 0);
-  return h;
-}
 
 static void run_all(void) { assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0); }
 

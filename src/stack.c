@@ -10,6 +10,7 @@
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
 #define TDL_HAVE_VALGRIND 1
 #endif
@@ -22,6 +23,7 @@
 #ifndef TDL_HAVE_VALGRIND
 #define VALGRIND_STACK_REGISTER(lo, hi) 0u
 #define VALGRIND_STACK_DEREGISTER(id) ((void)(id))
+#define VALGRIND_MAKE_MEM_UNDEFINED(lo, size) ((void)(lo), (void)(size))
 #define RUNNING_ON_VALGRIND 0
 #endif
 #define VALGRIND_MAX_MAPPINGS 30000
@@ -212,6 +214,11 @@ int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out) {
     return 0;
   }
   return stack_map(p, size, out);
+}
+
+void tdl__stack_claim(const tdl__stack *s, void *from) {
+  char *top = (char *)s->lo + s->size;
+  (void)VALGRIND_MAKE_MEM_UNDEFINED(from, (size_t)(top - (char *)from));
 }
 
 void tdl__stack_put(tdl__stack_pool *p, const tdl__stack *s) {

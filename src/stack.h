@@ -107,6 +107,12 @@ void tdl__stack_pool_destroy(tdl__stack_pool *p);
  * Cost: a few ns from the cache; else one mmap (+ one mprotect if guarded). */
 int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out);
 
+/* The caller is about to write [from, top of s) before any code runs on s
+ * (a fiber's control block and first frame).  Tells memcheck that this is
+ * fresh memory: on a reused stack it marked the previous owner's popped
+ * frames no-access.  Free outside valgrind. */
+void tdl__stack_claim(const tdl__stack *s, void *from);
+
 /* Give a stack back: into the cache (after releasing pages below its top
  * page), or unmapped when the cache is full or has no bucket for its size.
  * *s may live inside the stack.  Must not be the running stack.

@@ -60,8 +60,8 @@ typedef struct tdl__ctx {
  *   [stack_lo, stack_lo + size) and return the stack pointer that makes the
  *   first switch into it call entry(arg) with a psABI-aligned stack, where
  *   arg is the value passed by that switch.  The frame's FP control state is
- *   copied from the calling thread's current state.  Uses at most 208 bytes
- *   at the top of the stack.  entry must never return (it has no caller to
+ *   copied from the calling thread's current state.  Uses at most
+ *   TDL__CTX_PREPARE_BYTES at the top of the stack.  entry must never return (it has no caller to
  *   return to: the frame above it ends backtraces and traps).
  *
  * tdl__ctx_switch: save the current context into *from, resume *to and hand
@@ -69,6 +69,7 @@ typedef struct tdl__ctx {
  *   on its first run).  Returns whatever arg the context that later switches
  *   back to *from passes.  from == to is not allowed.
  */
+#define TDL__CTX_PREPARE_BYTES 208
 void *tdl__ctx_prepare(void *stack_lo, size_t size, void (*entry)(void *arg));
 void *tdl__ctx_switch(tdl__ctx *from, tdl__ctx *to, void *arg);
 

@@ -3,10 +3,14 @@
 
 Each experiment runs every implementation once per round (A B C A B C ...,
 rounds outermost, so that a slow spell of a shared machine is spread over all
-implementations instead of landing on one), reads the RESULT line that every
+implementations instead of landing on one; the order rotates from round to
+round, B C A in the second, so that no implementation always runs first,
+right after another workload's exit), reads the RESULT line that every
 driver prints (shared/BENCHMARKS.md), and takes the median of each key that
-matters.  Ratios are peer / treadle: above 1 means treadle does the unit of
-work for less.
+matters.  Ratios are peer / treadle, paired: the median over rounds of the
+peer's figure divided by treadle's figure of the same round, because the
+machine drifts between rounds far more than within one.  Above 1 means
+treadle does the unit of work for less.
 
     python3 bench/run.py [--build DIR] [--rounds R] [--only GROUP ...] [--quick] [--write]
 
@@ -267,7 +271,8 @@ def main():
         for i, e in enumerate(selected):
             label = e["label"].format(**sizes)
             args = [a.format(**sizes) for a in e["args"]]
-            for impl in e["impls"]:
+            k = r % len(e["impls"])
+            for impl in e["impls"][k:] + e["impls"][:k]:
                 if impl in missing:
                     continue
                 binary, extra, env = IMPLS[impl]
@@ -286,6 +291,7 @@ def main():
                     failures.append((e, impl, err))
                     print(f"{tag}: FAILED ({err})\n    command: {shlex.join(cmd)}", flush=True)
                     continue
+                res["_round"] = r
                 samples.setdefault((i, impl), []).append(res)
                 vals = " ".join(f"{k}={fmt(res.get(k))}" for k in e["keys"] if isinstance(res.get(k), float))
                 print(f"{tag}: {vals}", flush=True)
@@ -315,7 +321,8 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                 vals = [s[key] for s in samples.get((i, impl), []) if isinstance(s.get(key), float)]
                 if vals:
                     medians[impl] = (statistics.median(vals), len(vals))
-            base = medians.get(base_impl, (None, 0))[0]
+            base_by_round = {s["_round"]: s[key] for s in samples.get((i, base_impl), [])
+                             if isinstance(s.get(key), float)}
             cells = []
             for impl in impls:
                 if impl not in e["impls"]:
@@ -327,8 +334,10 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                 else:
                     med, n = medians[impl]
                     cell = fmt(med)
-                    if impl != base_impl and base:
-                        cell += f" ({med / base:.2f}×)"
+                    ratios = [s[key] / base_by_round[s["_round"]] for s in samples[(i, impl)]
+                              if isinstance(s.get(key), float) and base_by_round.get(s["_round"])]
+                    if impl != base_impl and ratios:
+                        cell += f" ({statistics.median(ratios):.2f}×)"
                     if n < rounds:
                         cell += f" [{n} of {rounds} runs]"
                     cells.append(cell)
@@ -338,8 +347,10 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
         notes.append(GROUP_NOTES[group])
     bases = sorted({e["impls"][0] for _, e in exps})
     runs = "1 run" if rounds == 1 else f"the median of {rounds} interleaved runs"
+    paired = "" if rounds == 1 else (" (paired: the median over rounds of the peer's figure over "
+                                     f"{', '.join(bases)}'s in the same round)")
     notes.append(f"Each cell is {runs}; (×) is the ratio to "
-                 f"{', '.join(bases)} in the same row: above 1 means the peer spends more.")
+                 f"{', '.join(bases)} in the same row{paired}: above 1 means the peer spends more.")
     for impl in sorted(missing & set(impls)):
         notes.append(f"{impl}: not built on this machine (its library is not installed), skipped.")
     for e, impl, err in failures:

@@ -107,7 +107,8 @@ typedef struct tdl__timers {
   tdl__tentry *heap;   /* 4-ary min-heap on `at`, children of i at 4i+1..4i+4 */
   void *heap_mem;      /* allocation behind heap (heap is offset for alignment) */
   uint32_t n;          /* entries, tombstones included */
-  uint32_t cap;
+  uint32_t cap;        /* entries ready to be written (see grow() in timer.c) */
+  uint32_t mapped;     /* entries the mapping holds */
   uint32_t sorted;     /* heap[0, sorted) is a valid heap; the rest is appended */
   uint32_t dead;       /* tombstones */
   uint32_t live;       /* started timers (heap + due batch) */

@@ -122,31 +122,62 @@ static void remove_root(tdl__timers *ts)
 
 /* The heap lives in its own mapping: growing it is an mremap, which moves
  * page-table entries instead of copying (and faulting in) the whole array,
- * and keeps the page alignment the cache-line layout relies on. */
+ * and keeps the page alignment the cache-line layout relies on.
+ *
+ * `cap` counts the entries that are ready to be written, `mapped` those the
+ * mapping holds.  Entries are made ready a stretch at a time with
+ * MADV_POPULATE_WRITE: one system call fills the stretch's pages in a kernel
+ * loop, where appending into untouched memory would take a page fault per
+ * 4 KiB (a million timers: 4096 faults; add went from 8.8 to 7.7 ns here).
+ * The stretch is bounded, so memory is committed no more than
+ * POPULATE_BYTES ahead of use.  Where the call is missing (Linux < 5.14) it
+ * fails harmlessly and pages fault in on first write as before. */
 enum { HEAP_OFFSET = 3 }; /* entries before heap[0]: heap[1] starts a cache line */
+#define POPULATE_BYTES ((size_t)2 << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 static size_t heap_bytes(uint32_t cap) { return ((size_t)cap + HEAP_OFFSET) * sizeof(tdl__tentry); }
 
-static int grow(tdl__timers *ts)
+static int map_more(tdl__timers *ts)
 {
-  uint32_t cap = ts->cap ? ts->cap * 2 : 4096 / sizeof(tdl__tentry) - HEAP_OFFSET;
-  if (cap <= ts->cap || cap > UINT32_MAX / 4)
+  uint32_t mapped = ts->mapped ? ts->mapped * 2 : 4096 / sizeof(tdl__tentry) - HEAP_OFFSET;
+  if (mapped <= ts->mapped || mapped > UINT32_MAX / 4)
     return -ENOMEM;
   void *mem;
   if (ts->heap_mem)
-    mem = mremap(ts->heap_mem, heap_bytes(ts->cap), heap_bytes(cap), MREMAP_MAYMOVE);
+    mem = mremap(ts->heap_mem, heap_bytes(ts->mapped), heap_bytes(mapped), MREMAP_MAYMOVE);
   else
-    mem = mmap(NULL, heap_bytes(cap), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mem = mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED)
     return -ENOMEM;
   /* A million timers are 16 MB of heap: on huge pages that is 8 faults
    * instead of 4096, and fewer TLB misses while sifting.  Only a hint: it
    * fails harmlessly where transparent huge pages are off. */
-  if (heap_bytes(cap) >= ((size_t)2 << 20))
-    madvise(mem, heap_bytes(cap), MADV_HUGEPAGE);
+  if (heap_bytes(mapped) >= ((size_t)2 << 20))
+    madvise(mem, heap_bytes(mapped), MADV_HUGEPAGE);
   ts->heap_mem = mem;
   ts->heap = (tdl__tentry *)mem + HEAP_OFFSET;
-  ts->cap = cap;
+  ts->mapped = mapped;
+  return 0;
+}
+
+/* Make more entries ready: the next stretch of the mapping, mapping more
+ * first when it is used up. */
+static int grow(tdl__timers *ts)
+{
+  if (ts->cap == ts->mapped) {
+    int r = map_more(ts);
+    if (r < 0)
+      return r;
+  }
+  size_t per = POPULATE_BYTES / sizeof(tdl__tentry);
+  uint32_t next = ts->mapped - ts->cap > per ? ts->cap + (uint32_t)per : ts->mapped;
+  uintptr_t from = ((uintptr_t)ts->heap_mem + heap_bytes(ts->cap)) & ~(uintptr_t)4095;
+  uintptr_t to = (uintptr_t)ts->heap_mem + heap_bytes(next);
+  madvise((void *)from, to - from, MADV_POPULATE_WRITE);
+  ts->cap = next;
   return 0;
 }
 
@@ -155,7 +186,7 @@ void tdl__timers_init(tdl__timers *ts) { memset(ts, 0, sizeof *ts); }
 void tdl__timers_destroy(tdl__timers *ts)
 {
   if (ts->heap_mem)
-    munmap(ts->heap_mem, heap_bytes(ts->cap));
+    munmap(ts->heap_mem, heap_bytes(ts->mapped));
   free(ts->due);
   free(ts->scratch);
   memset(ts, 0, sizeof *ts);

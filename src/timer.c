@@ -121,14 +121,14 @@ static void remove_root(tdl__timers *ts)
 }
 
 /* The heap lives in its own mapping: growing it is an mremap, which moves
- * page-table entries instead of copying (and faulting in) the whole array,
- * and keeps the page alignment the cache-line layout relies on.
+ * page-table entries instead of copying the whole array, and keeps the page
+ * alignment the cache-line layout relies on.
  *
  * `cap` counts the entries that are ready to be written, `mapped` those the
  * mapping holds.  Entries are made ready a stretch at a time with
  * MADV_POPULATE_WRITE: one system call fills the stretch's pages in a kernel
  * loop, where appending into untouched memory would take a page fault per
- * 4 KiB (a million timers: 4096 faults; add went from 8.8 to 7.7 ns here).
+ * 4 KiB (a million timers: 4096 faults; add went from 12.7 to 10.3 ns here).
  * The stretch is bounded, so memory is committed no more than
  * POPULATE_BYTES ahead of use.  Where the call is missing (Linux < 5.14) it
  * fails harmlessly and pages fault in on first write as before. */
@@ -152,11 +152,13 @@ static int map_more(tdl__timers *ts)
     mem = mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED)
     return -ENOMEM;
-  /* A million timers are 16 MB of heap: on huge pages that is 8 faults
-   * instead of 4096, and fewer TLB misses while sifting.  Only a hint: it
-   * fails harmlessly where transparent huge pages are off. */
-  if (heap_bytes(mapped) >= ((size_t)2 << 20))
-    madvise(mem, heap_bytes(mapped), MADV_HUGEPAGE);
+  /* No MADV_HUGEPAGE.  It was faster when 2 MiB pages came cheap (7.8 ns
+   * per add), but a guest that hands free memory back to its hypervisor
+   * (free page reporting, as on the benchmark VM) gives back exactly the
+   * 2 MiB blocks a huge page needs, and faulting one in then costs the host
+   * too: 14-20 ns per add inside long benchmark runs.  4 KiB pages filled by
+   * the populate below measured 10-11 ns in both conditions; firing (which
+   * sifts) did not change. */
   ts->heap_mem = mem;
   ts->heap = (tdl__tentry *)mem + HEAP_OFFSET;
   ts->mapped = mapped;

@@ -327,29 +327,22 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
   return fd;
 }
 
-int tdl_net_local_addr(int fd, tdl_addr *out)
+/* getsockname or getpeername into *out. */
+static int socket_name(int fd, tdl_addr *out, int (*get)(int, struct sockaddr *, socklen_t *))
 {
   if (!out)
     return -EINVAL;
   memset(out, 0, sizeof *out);
   socklen_t len = sizeof out->u;
-  if (getsockname(fd, &out->u.sa, &len) < 0)
+  if (get(fd, &out->u.sa, &len) < 0)
     return -errno;
   out->len = len > sizeof out->u ? (socklen_t)sizeof out->u : len;
   return 0;
 }
 
-int tdl_net_peer_addr(int fd, tdl_addr *out)
-{
-  if (!out)
-    return -EINVAL;
-  memset(out, 0, sizeof *out);
-  socklen_t len = sizeof out->u;
-  if (getpeername(fd, &out->u.sa, &len) < 0)
-    return -errno;
-  out->len = len > sizeof out->u ? (socklen_t)sizeof out->u : len;
-  return 0;
-}
+int tdl_net_local_addr(int fd, tdl_addr *out) { return socket_name(fd, out, getsockname); }
+
+int tdl_net_peer_addr(int fd, tdl_addr *out) { return socket_name(fd, out, getpeername); }
 
 /* ---- datagrams ---- */
 

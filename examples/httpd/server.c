@@ -246,6 +246,16 @@ static int read_head(httpd_conn *c, http_request *req)
 /* Read and discard the body (no route here uses one).  Returns 0, a negated
  * status (400, 408, 413), or QUIET_CLOSE... as 1, since 0 means success. */
 #define BODY_GONE 1
+
+/* More of the body, within the request deadline: 0, -408 or BODY_GONE. */
+static int body_fill(httpd_conn *c)
+{
+  ssize_t n = conn_fill(c, c->req_deadline, false);
+  if (n == -ETIMEDOUT)
+    return -408;
+  return n <= 0 ? BODY_GONE : 0;
+}
+
 static int skip_body(httpd_conn *c, const http_request *req)
 {
   httpd_server *s = c->srv;
@@ -266,11 +276,9 @@ static int skip_body(httpd_conn *c, const http_request *req)
       }
       if (ch.done)
         return 0;
-      ssize_t n = conn_fill(c, c->req_deadline, false);
-      if (n == -ETIMEDOUT)
-        return -408;
-      if (n <= 0)
-        return BODY_GONE;
+      int e = body_fill(c);
+      if (e)
+        return e;
     }
   }
   uint64_t left = req->content_length > 0 ? (uint64_t)req->content_length : 0;
@@ -281,11 +289,9 @@ static int skip_body(httpd_conn *c, const http_request *req)
     left -= take;
     if (left == 0)
       return 0;
-    ssize_t n = conn_fill(c, c->req_deadline, false);
-    if (n == -ETIMEDOUT)
-      return -408;
-    if (n <= 0)
-      return BODY_GONE;
+    int e = body_fill(c);
+    if (e)
+      return e;
   }
 }
 

@@ -88,7 +88,7 @@ static int to_edge(epoll_state *s, int fd, tdl__fd *rec)
 static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   epoll_state *s = loop->be_state;
-  if (rec->registered) {
+  if (rec->flags & TDL__FD_REGISTERED) {
     if ((rec->bmode & MODE_ET) || !(want & ~rec->bmode & (TDL_READ | TDL_WRITE)))
       return 0; /* a narrower want is left to the report that shows it */
     return to_edge(s, fd, rec);
@@ -104,7 +104,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
       return -errno;
   }
   rec->reg_gen = gen;
-  rec->registered = 1;
+  rec->flags |= TDL__FD_REGISTERED;
   rec->bmode = (uint8_t)(TDL__FD_LAZY | (want & (TDL_READ | TDL_WRITE)));
   return 0;
 }
@@ -118,17 +118,16 @@ static void ep_forget(tdl_loop *loop, int fd, tdl__fd *rec)
   rec->bmode = 0;
 }
 
-static unsigned to_bits(uint32_t e)
+static inline unsigned to_bits(uint32_t e)
 {
-  unsigned b = 0;
-  if (e & EPOLLIN)
-    b |= TDL_READ;
-  if (e & EPOLLOUT)
-    b |= TDL_WRITE;
-  if (e & EPOLLERR)
-    b |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
-  if (e & (EPOLLHUP | EPOLLRDHUP))
-    b |= TDL_HUP | TDL_READ; /* a read returns EOF */
+  _Static_assert(EPOLLIN == 1 && TDL_READ == 1 && EPOLLOUT == 4 && TDL_WRITE == 2, "bit layout");
+  unsigned b = (e & EPOLLIN) | ((e & EPOLLOUT) >> 1);
+  if (TDL__UNLIKELY(e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+    if (e & EPOLLERR)
+      b |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
+    if (e & (EPOLLHUP | EPOLLRDHUP))
+      b |= TDL_HUP | TDL_READ; /* a read returns EOF */
+  }
   return b;
 }
 
@@ -157,22 +156,35 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
+  /* Once per event: keep this loop short.  What tdl__fd_report does, with
+   * the tables in locals (the stores through rec would otherwise make the
+   * compiler reload them on every event). */
+  const struct epoll_event *events = s->events;
+  tdl__fd *fds = loop->fds;
+  uint32_t nfds = loop->nfds;
+  int *queue = loop->queue;
+  uint32_t queued = loop->queue_n;
   for (int i = 0; i < n; i++) {
-    uint64_t tok = s->events[i].data.u64;
-    int fd = (int)(uint32_t)tok;
-    uint32_t gen = (uint32_t)(tok >> 32);
-    unsigned bits = to_bits(s->events[i].events);
-    if ((uint32_t)fd < loop->nfds) {
-      tdl__fd *rec = &loop->fds[fd];
-      /* Level-triggered and reporting what nobody wants (or an error or
-       * hang-up, which level-triggering would repeat on every wait): this fd
-       * needs edges from now on. */
-      if (!(rec->bmode & MODE_ET) && rec->registered && rec->reg_gen == gen &&
-          ((bits & ~rec->kernel & (TDL_READ | TDL_WRITE)) || (bits & (TDL_ERR | TDL_HUP))))
-        to_edge(s, fd, rec);
+    uint64_t tok = events[i].data.u64;
+    uint32_t fd = (uint32_t)tok;
+    if (TDL__UNLIKELY(fd >= nfds))
+      continue;
+    tdl__fd *rec = &fds[fd];
+    if (TDL__UNLIKELY(rec->reg_gen != (uint32_t)(tok >> 32)))
+      continue; /* from a registration that has since been replaced */
+    unsigned bits = to_bits(events[i].events);
+    /* Level-triggered and reporting what nobody wants (or an error or
+     * hang-up, which level-triggering would repeat on every wait): this fd
+     * needs edges from now on.  (rec->kernel never holds ERR or HUP.) */
+    if (TDL__UNLIKELY(bits & ~rec->kernel) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
+      to_edge(s, (int)fd, rec);
+    rec->ready |= (uint8_t)bits;
+    if (rec->w && !(rec->flags & TDL__FD_QUEUED)) {
+      rec->flags |= TDL__FD_QUEUED;
+      queue[queued++] = (int)fd;
     }
-    tdl__fd_event(loop, fd, gen, bits);
   }
+  loop->queue_n = queued;
   if (n == s->cap && s->cap < EVENTS_MAX) {
     struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
     if (ev) {

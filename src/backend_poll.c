@@ -49,14 +49,14 @@ static void drop_slot(tdl_loop *loop, tdl__fd *rec)
 static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   poll_state *s = loop->be_state;
-  if (!rec->registered) {
+  if (!(rec->flags & TDL__FD_REGISTERED)) {
     if (want == 0)
       return 0;
     /* poll() reports a bad fd only as POLLNVAL at wait time; check now so
      * that tdl_io_start fails the way it does with epoll. */
     if (fcntl(fd, F_GETFD) < 0)
       return -errno;
-    rec->registered = 1;
+    rec->flags |= TDL__FD_REGISTERED;
     rec->reg_gen++;
     rec->bidx = -1;
   }
@@ -116,7 +116,7 @@ static int pl_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     if (re & POLLHUP)
       b |= TDL_HUP | TDL_READ;
     int fd = s->pfds[i].fd;
-    tdl__fd_event(loop, fd, loop->fds[fd].reg_gen, b);
+    tdl__fd_report(loop, &loop->fds[fd], fd, b);
   }
   /* Now that reporting is over, the array may change: stop asking for
    * writability that is now known, and drop closed fds (POLLNVAL would
@@ -128,7 +128,7 @@ static int pl_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     int fd = s->pfds[i].fd;
     if (re & POLLNVAL) {
       drop_slot(loop, &loop->fds[fd]);
-      loop->fds[fd].registered = 0;
+      loop->fds[fd].flags &= (uint8_t)~TDL__FD_REGISTERED;
       loop->fds[fd].kernel = 0;
     } else if (re & POLLOUT) {
       tdl__fd_refresh(loop, fd);

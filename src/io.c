@@ -1,9 +1,12 @@
 /*
  * fd watchers and the readiness cache.
  *
- * The back end reports readiness into the fd record (tdl__fd_event); a
- * started watcher whose fd is ready for what it wants goes on the pending
- * list; after the back end returns, the loop runs the pending list.  Read,
+ * The back end reports readiness into the fd record (tdl__fd_report, inline
+ * in loop_internal.h) and queues the fd if a watcher is started on it; after
+ * the back end returns, the loop runs the queue, calling each watcher whose
+ * fd is ready for what it wants.  The queue holds fd numbers, not watchers,
+ * so stopping (and freeing) a watcher needs no unlinking: the run finds the
+ * record's watcher gone.  Read,
  * error and hang-up readiness are arrivals, consumed when reported; write
  * readiness is a state that lasts until the owner reports EAGAIN
  * (tdl_io_blocked).  Because of that split, the kernel registration can stay
@@ -15,27 +18,22 @@
 
 #include "loop_internal.h"
 
-static inline void list_unlink(tdl_io *w)
-{
-  w->pprev->pnext = w->pnext;
-  w->pnext->pprev = w->pprev;
-  w->pnext = w->pprev = NULL;
-  w->state &= ~TDL__IO_PENDING;
-}
-
-static inline void list_push(tdl_io *head, tdl_io *w)
-{
-  w->pprev = head->pprev;
-  w->pnext = head;
-  head->pprev->pnext = w;
-  head->pprev = w;
-  w->state |= TDL__IO_PENDING;
-}
-
 /* The events w would be told about now. */
 static inline unsigned reportable(const tdl_io *w, const tdl__fd *r)
 {
   return r->ready & (w->events | TDL_ERR | TDL_HUP);
+}
+
+/* Take fd back out of the queue if it went in last, as it does when a
+ * watcher is started on a ready fd and then stopped or blocked by the same
+ * callback; so the loop, with nothing to report, may sleep.  An entry deeper
+ * in the queue stays, and its run finds nothing to report. */
+static void unqueue_last(tdl_loop *loop, tdl__fd *r, int fd)
+{
+  if ((r->flags & TDL__FD_QUEUED) && loop->queue_n && loop->queue[loop->queue_n - 1] == fd) {
+    loop->queue_n--;
+    r->flags &= (uint8_t)~TDL__FD_QUEUED;
+  }
 }
 
 /* What the kernel must tell us for w: reads always (they are arrivals);
@@ -53,9 +51,10 @@ static inline unsigned kernel_want(const tdl_io *w, const tdl__fd *r)
 static int update_kernel(tdl_loop *loop, int fd, tdl__fd *r)
 {
   unsigned k = kernel_want(r->w, r);
-  if (k == r->kernel && (r->registered || k == 0))
+  bool registered = (r->flags & TDL__FD_REGISTERED) != 0;
+  if (k == r->kernel && (registered || k == 0))
     return 0;
-  if (r->registered && (r->bmode & TDL__FD_LAZY) && !(k & ~r->bmode & (TDL_READ | TDL_WRITE))) {
+  if (registered && (r->bmode & TDL__FD_LAZY) && !(k & ~r->bmode & (TDL_READ | TDL_WRITE))) {
     r->kernel = (uint8_t)k; /* the back end reports this already */
     return 0;
   }
@@ -75,6 +74,15 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
       return -ENOMEM;
     n *= 2;
   }
+  /* The queues first: each holds every fd at most once, so nfds entries. */
+  int *q = realloc(loop->queue, (size_t)n * sizeof *q);
+  if (!q)
+    return -ENOMEM;
+  loop->queue = q;
+  int *b = realloc(loop->batch, (size_t)n * sizeof *b);
+  if (!b)
+    return -ENOMEM;
+  loop->batch = b;
   tdl__fd *fds = realloc(loop->fds, (size_t)n * sizeof *fds);
   if (!fds)
     return -ENOMEM;
@@ -86,22 +94,9 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
   return 0;
 }
 
-void tdl__fd_event(tdl_loop *loop, int fd, uint32_t reg_gen, unsigned bits)
-{
-  if (TDL__UNLIKELY((uint32_t)fd >= loop->nfds))
-    return;
-  tdl__fd *r = &loop->fds[fd];
-  if (TDL__UNLIKELY(r->reg_gen != reg_gen))
-    return; /* from a registration that has since been replaced */
-  r->ready |= (uint8_t)bits;
-  tdl_io *w = r->w;
-  if (w && !(w->state & TDL__IO_PENDING) && reportable(w, r))
-    list_push(&loop->pending, w);
-}
-
 void tdl__fd_refresh(tdl_loop *loop, int fd)
 {
-  if ((uint32_t)fd < loop->nfds && loop->fds[fd].registered)
+  if ((uint32_t)fd < loop->nfds && (loop->fds[fd].flags & TDL__FD_REGISTERED))
     update_kernel(loop, fd, &loop->fds[fd]);
 }
 
@@ -110,45 +105,44 @@ void tdl__fd_forget(tdl_loop *loop, int fd)
   if ((uint32_t)fd >= loop->nfds)
     return;
   tdl__fd *r = &loop->fds[fd];
-  if (r->registered)
+  if (r->flags & TDL__FD_REGISTERED)
     loop->be->forget(loop, fd, r);
-  r->registered = 0;
+  r->flags &= ~TDL__FD_REGISTERED; /* TDL__FD_QUEUED stays true to the queue */
   r->ready = 0;
   r->kernel = 0;
   r->owner = NULL;
 }
 
-bool tdl__io_has_pending(const tdl_loop *loop) { return loop->pending.pnext != &loop->pending; }
-
 void tdl__io_run_pending(tdl_loop *loop)
 {
-  if (!tdl__io_has_pending(loop))
+  /* Run a snapshot: fds queued while it runs (a started write watcher, a
+   * feed) wait for the next iteration, so a watcher that stays writable
+   * cannot starve the back end. */
+  uint32_t n = loop->queue_n;
+  if (n == 0)
     return;
-  /* Run a snapshot: watchers that become pending while it runs (a started
-   * write watcher, a feed) wait for the next iteration, so a watcher that
-   * stays writable cannot starve the back end. */
-  tdl_io batch;
-  batch.pnext = loop->pending.pnext;
-  batch.pprev = loop->pending.pprev;
-  batch.pnext->pprev = &batch;
-  batch.pprev->pnext = &batch;
-  loop->pending.pnext = loop->pending.pprev = &loop->pending;
+  int *batch = loop->queue;
+  loop->queue = loop->batch;
+  loop->batch = batch;
+  loop->queue_n = 0;
 
-  while (batch.pnext != &batch) {
-    tdl_io *w = batch.pnext;
-    list_unlink(w);
-    int fd = w->fd;
+  for (uint32_t i = 0; i < n; i++) {
+    /* Reread the tables each time: a callback may grow them. */
+    int fd = loop->batch[i];
     tdl__fd *r = &loop->fds[fd];
+    r->flags &= (uint8_t)~TDL__FD_QUEUED;
+    tdl_io *w = r->w;
+    if (!w)
+      continue; /* stopped since it was queued */
     unsigned ev = reportable(w, r);
     if (!ev)
       continue;
     r->ready &= (uint8_t)~(TDL_READ | TDL_ERR | TDL_HUP);
     w->cb(loop, w, ev);
-    /* w may be stopped or freed now; only the record says whether it lives.
-     * The fd table may have moved, too. */
+    /* w may be stopped or freed now; only the record says whether it lives. */
     r = &loop->fds[fd];
-    if (r->w == w && !(w->state & TDL__IO_PENDING) && (r->ready & w->events & TDL_WRITE))
-      list_push(&loop->pending, w); /* still writable and still wanted */
+    if (r->w == w && !(r->flags & TDL__FD_QUEUED) && (r->ready & w->events & TDL_WRITE))
+      tdl__fd_queue(loop, r, fd); /* still writable and still wanted */
   }
 }
 
@@ -203,8 +197,8 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
     if (!(w->state & TDL__IO_INTERNAL))
       loop->active++;
   }
-  if (!(w->state & TDL__IO_PENDING) && reportable(w, r))
-    list_push(&loop->pending, w);
+  if (!(r->flags & TDL__FD_QUEUED) && reportable(w, r))
+    tdl__fd_queue(loop, r, fd);
   return 0;
 }
 
@@ -213,8 +207,6 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
   TDL__CHECK_THREAD(loop);
   if (!(w->state & TDL__IO_ACTIVE))
     return 0;
-  if (w->state & TDL__IO_PENDING)
-    list_unlink(w);
   w->state &= ~TDL__IO_ACTIVE;
   loop->io_started--;
   if (!(w->state & TDL__IO_INTERNAL))
@@ -222,6 +214,7 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
   tdl__fd *r = &loop->fds[w->fd];
   if (r->w == w) {
     r->w = NULL;
+    unqueue_last(loop, r, w->fd);
     update_kernel(loop, w->fd, r); /* epoll: nothing; poll: drop the fd */
   }
   return 0;
@@ -236,10 +229,11 @@ void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
   if (r->owner != w || r->owner_gen != w->gen)
     return;
   r->ready &= (uint8_t)~(events & (TDL_READ | TDL_WRITE));
-  if (!reportable(w, r) && (w->state & TDL__IO_PENDING))
-    list_unlink(w);
-  if (r->w == w)
+  if (r->w == w) {
+    if (!reportable(w, r))
+      unqueue_last(loop, r, w->fd);
     update_kernel(loop, w->fd, r);
+  }
 }
 
 void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
@@ -251,6 +245,6 @@ void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
   if (r->owner != w || r->owner_gen != w->gen)
     return;
   r->ready |= (uint8_t)(events & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
-  if (r->w == w && !(w->state & TDL__IO_PENDING) && reportable(w, r))
-    list_push(&loop->pending, w);
+  if (r->w == w && !(r->flags & TDL__FD_QUEUED) && reportable(w, r))
+    tdl__fd_queue(loop, r, w->fd);
 }

@@ -51,7 +51,6 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
     return -ENOMEM;
   loop->be = be;
   loop->owner = pthread_self();
-  loop->pending.pnext = loop->pending.pprev = &loop->pending;
   for (int k = 0; k < 2; k++)
     loop->hooks[k].next = loop->hooks[k].prev = &loop->hooks[k];
   loop->wake_fd = -1;
@@ -89,6 +88,8 @@ int tdl_loop_free(tdl_loop *loop)
   loop->be->close(loop);
   tdl__timers_destroy(&loop->timers);
   free(loop->fds);
+  free(loop->queue);
+  free(loop->batch);
   free(loop);
   return 0;
 }

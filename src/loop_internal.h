@@ -50,11 +50,15 @@ typedef struct tdl__fd {
   uint32_t owner_gen;   /* owner's tdl_io.gen when it registered */
   uint32_t reg_gen;     /* bumped per registration; carried in back-end tokens */
   uint8_t ready;        /* readiness cache: TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP */
-  uint8_t registered;   /* the back end knows this fd */
+  uint8_t flags;        /* TDL__FD_REGISTERED, TDL__FD_QUEUED */
   uint8_t kernel;       /* interest last handed to the back end */
   uint8_t bmode;        /* the back end's own state for this fd, but for: */
   int32_t bidx;         /* the back end's own index (poll: slot in its array) */
 } tdl__fd;
+
+/* tdl__fd.flags */
+#define TDL__FD_REGISTERED 0x1u /* the back end knows this fd (the back end sets it) */
+#define TDL__FD_QUEUED 0x2u     /* the fd is in loop->queue or loop->batch */
 
 /* tdl__fd.bmode is the back end's, except for TDL__FD_LAZY: when the back
  * end sets it, it reports the TDL_READ / TDL_WRITE bits set in bmode without
@@ -65,27 +69,26 @@ typedef struct tdl__fd {
 
 /* tdl_io.state bits */
 #define TDL__IO_ACTIVE 0x1u   /* must stay bit 0: tdl_io_active() tests it */
-#define TDL__IO_PENDING 0x2u  /* on a pending list */
 #define TDL__IO_INTERNAL 0x4u /* loop machinery: does not keep the loop alive */
 
 /* ---- back ends -------------------------------------------------------------- */
 
 /*
  * A back end tells the loop which fds are ready.  It learns which fds to watch
- * through interest(), and reports through tdl__fd_event() from inside wait().
- * Callbacks never run inside wait(): events only mark watchers pending, so a
- * back end never sees its own state change under its feet.
+ * through interest(), and reports through tdl__fd_report() from inside wait().
+ * Callbacks never run inside wait(): events only queue fds, so a back end
+ * never sees its own state change under its feet.
  */
 typedef struct tdl__backend {
   const char *name;
   int (*open)(tdl_loop *loop);
   void (*close)(tdl_loop *loop);
   /* The loop wants to hear about `want` (TDL_READ/TDL_WRITE bits; 0 = nothing
-   * now) on fd.  Registers the fd on first use (rec->registered, rec->reg_gen
+   * now) on fd.  Registers the fd on first use (TDL__FD_REGISTERED, rec->reg_gen
    * are the back end's to set).  Returns 0 or a negative errno (-EBADF, -EPERM,
    * -ENOMEM), in which case nothing is registered. */
   int (*interest)(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
-  /* Forget fd (rec->registered is set): the loop is done with it. */
+  /* Forget fd (TDL__FD_REGISTERED is set): the loop is done with it. */
   void (*forget)(tdl_loop *loop, int fd, tdl__fd *rec);
   /* Sleep up to timeout_ns (-1: no limit, 0: do not sleep); report events. */
   int (*wait)(tdl_loop *loop, tdl_time_t timeout_ns);
@@ -136,7 +139,13 @@ struct tdl_loop {
   tdl__fd *fds;
   uint32_t nfds;
 
-  tdl_io pending; /* sentinel of the pending watcher list (circular) */
+  /* fds whose watcher may have something to report, in arrival order, each
+   * at most once (TDL__FD_QUEUED).  The queue takes new entries while the
+   * batch (the previous queue) is being run; both hold nfds entries.  Entries
+   * are fd numbers, not watchers: a watcher stopped and freed while its fd is
+   * queued is never touched again. */
+  int *queue, *batch;
+  uint32_t queue_n;
 
   tdl__timers timers;
 
@@ -175,16 +184,33 @@ struct tdl_loop {
 /* clock.c */
 tdl_time_t tdl__clock_now(void);
 
-/* io.c: the back end's report that fd is ready for `bits`. */
-void tdl__fd_event(tdl_loop *loop, int fd, uint32_t reg_gen, unsigned bits);
+/* Queue fd (the record says it is not queued yet). */
+static inline void tdl__fd_queue(tdl_loop *loop, tdl__fd *r, int fd)
+{
+  r->flags |= TDL__FD_QUEUED;
+  loop->queue[loop->queue_n++] = fd;
+}
+
+/* A back end's report, from inside wait(), that fd (whose record is r, under
+ * the registration it reports for) is ready for `bits`.  Inline: this runs
+ * once per event.  Whether a watcher wants the bits is decided when the queue
+ * is run, which reads the watcher then, not now. */
+static inline void tdl__fd_report(tdl_loop *loop, tdl__fd *r, int fd, unsigned bits)
+{
+  r->ready |= (uint8_t)bits;
+  if (r->w && !(r->flags & TDL__FD_QUEUED))
+    tdl__fd_queue(loop, r, fd);
+}
+
 /* After reporting: let the loop re-state its interest in fd (poll back end,
  * which asks for writability only until it is seen). */
 void tdl__fd_refresh(tdl_loop *loop, int fd);
 /* Drop the back end's registration of fd and everything cached about it. */
 void tdl__fd_forget(tdl_loop *loop, int fd);
-/* Run the watchers that became pending before this call. */
+/* Run the watchers of the fds queued before this call. */
 void tdl__io_run_pending(tdl_loop *loop);
-bool tdl__io_has_pending(const tdl_loop *loop);
+static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
+/* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
 int tdl__fd_reserve(tdl_loop *loop, int fd);
 
 /* wakeup.c, signal.c: release the fds they created. */

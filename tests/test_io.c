@@ -492,6 +492,160 @@ static void many_pipes(void **state)
   t_loop_free(loop);
 }
 
+/* A callback that opens and watches more fds than the tables hold, while
+ * later fds of the same batch are still waiting to run (the tables and the
+ * queues move under the running batch): every ready watcher, old and new,
+ * runs exactly once. */
+enum { GROW_OLD = 8, GROW_NEW = 300 };
+static struct {
+  int old[GROW_OLD][2], fresh[GROW_NEW][2];
+  tdl_io wold[GROW_OLD], wnew[GROW_NEW];
+  counter cold[GROW_OLD], cnew[GROW_NEW];
+  int grown;
+} G;
+
+static void grow_cb(tdl_loop *loop, tdl_io *w, unsigned ev)
+{
+  count_and_drain_cb(loop, w, ev);
+  if (G.grown++)
+    return;
+  for (int i = 0; i < GROW_NEW; i++) {
+    t_pipe(G.fresh[i]);
+    assert_int_equal(write(G.fresh[i][1], "x", 1), 1);
+    tdl_io_init(&G.wnew[i], G.fresh[i][0], count_and_drain_cb, &G.cnew[i]);
+    assert_int_equal(tdl_io_start(loop, &G.wnew[i], TDL_READ), 0);
+  }
+}
+
+static void tables_grow_under_a_running_batch(void **state)
+{
+  (void)state;
+  memset(&G, 0, sizeof G);
+  tdl_loop *loop = t_loop_new();
+  for (int i = 0; i < GROW_OLD; i++) {
+    t_pipe(G.old[i]);
+    tdl_io_init(&G.wold[i], G.old[i][0], grow_cb, &G.cold[i]);
+    assert_int_equal(tdl_io_start(loop, &G.wold[i], TDL_READ), 0);
+    assert_int_equal(write(G.old[i][1], "x", 1), 1);
+  }
+  for (int k = 0; k < 20; k++)
+    tdl_run(loop, TDL_RUN_NOWAIT);
+  assert_int_equal(G.grown, GROW_OLD);
+  for (int i = 0; i < GROW_OLD; i++)
+    assert_int_equal(G.cold[i].calls, 1);
+  for (int i = 0; i < GROW_NEW; i++)
+    assert_int_equal(G.cnew[i].calls, 1);
+  for (int i = 0; i < GROW_OLD; i++) {
+    tdl_io_stop(loop, &G.wold[i]);
+    close(G.old[i][0]);
+    close(G.old[i][1]);
+  }
+  for (int i = 0; i < GROW_NEW; i++) {
+    tdl_io_stop(loop, &G.wnew[i]);
+    close(G.fresh[i][0]);
+    close(G.fresh[i][1]);
+  }
+  t_loop_free(loop);
+}
+
+/* Stop and start another watcher, whose fd is ready, many times over from
+ * one callback: it still runs once per iteration at most, and nothing
+ * overflows. */
+typedef struct churn {
+  tdl_io *other;
+  int calls;
+} churn;
+
+static void churn_cb(tdl_loop *loop, tdl_io *w, unsigned ev)
+{
+  (void)ev;
+  churn *c = w->data;
+  c->calls++;
+  drain(w->fd);
+  for (int i = 0; i < 1000; i++) {
+    assert_int_equal(tdl_io_stop(loop, c->other), 0);
+    assert_int_equal(tdl_io_start(loop, c->other, TDL_WRITE), 0);
+  }
+}
+
+static void stop_start_churn_from_a_callback(void **state)
+{
+  (void)state;
+  tdl_loop *loop = t_loop_new();
+  int a[2], b[2];
+  t_pipe(a);
+  t_pipe(b);
+  counter cb_other = {0};
+  tdl_io wb;
+  tdl_io_init(&wb, b[1], count_cb, &cb_other); /* a write end: writable */
+  churn c = {.other = &wb};
+  tdl_io wa;
+  tdl_io_init(&wa, a[0], churn_cb, &c);
+  assert_int_equal(tdl_io_start(loop, &wa, TDL_READ), 0);
+  assert_int_equal(tdl_io_start(loop, &wb, TDL_WRITE), 0);
+  assert_int_equal(write(a[1], "x", 1), 1);
+  for (int k = 0; k < 3; k++)
+    assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(c.calls, 1);
+  /* A started write watcher runs on every iteration: once in each of three. */
+  assert_int_equal(cb_other.calls, 3);
+  tdl_io_stop(loop, &wa);
+  tdl_io_stop(loop, &wb);
+  t_loop_free(loop);
+  close(a[0]);
+  close(a[1]);
+  close(b[0]);
+  close(b[1]);
+}
+
+static void noop_timer_cb(tdl_loop *loop, tdl_timer *t)
+{
+  (void)loop;
+  (void)t;
+}
+
+/* A write watcher started on a writable fd has something to report; stopped
+ * again, or told the fd is blocked, it has nothing, and the loop may sleep. */
+static void nothing_pending_after_start_then_stop_or_blocked(void **state)
+{
+  (void)state;
+  tdl_loop *loop = t_loop_new();
+  int p[2];
+  t_pipe(p);
+  counter c = {0};
+  tdl_io w;
+  tdl_io_init(&w, p[1], count_cb, &c);
+  tdl_timer keepalive;
+  tdl_timer_init(&keepalive, noop_timer_cb, NULL);
+  assert_int_equal(tdl_timer_start(loop, &keepalive, 60 * TDL_SEC, 0), 0);
+
+  /* Once the kernel has said so, writability is cached. */
+  assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
+  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(c.calls, 1);
+  assert_int_equal(tdl_io_stop(loop, &w), 0);
+
+  assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
+  assert_int_equal(tdl_loop_timeout(loop), 0);
+  assert_int_equal(tdl_io_stop(loop, &w), 0);
+  assert_true(tdl_loop_timeout(loop) > 0);
+
+  assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
+  assert_int_equal(tdl_loop_timeout(loop), 0);
+  tdl_io_blocked(loop, &w, TDL_WRITE);
+  assert_true(tdl_loop_timeout(loop) > 0);
+  /* The kernel still says writable: it is reported again. */
+  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(c.calls, 2);
+  assert_true(c.last & TDL_WRITE);
+
+  tdl_io_stop(loop, &w);
+  tdl_timer_stop(loop, &keepalive);
+  t_loop_free(loop);
+  close(p[0]);
+  close(p[1]);
+}
+
 static void free_with_active_watcher_is_refused(void **state)
 {
   (void)state;
@@ -567,6 +721,9 @@ int main(void)
       cmocka_unit_test(hangup_and_error_are_reported),
       cmocka_unit_test(closing_a_watched_fd),
       cmocka_unit_test(many_pipes),
+      cmocka_unit_test(tables_grow_under_a_running_batch),
+      cmocka_unit_test(stop_start_churn_from_a_callback),
+      cmocka_unit_test(nothing_pending_after_start_then_stop_or_blocked),
       cmocka_unit_test(free_with_active_watcher_is_refused),
 #ifdef TDL_DEBUG_CHECKS
       cmocka_unit_test(foreign_thread_is_detected),

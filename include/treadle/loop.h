@@ -121,7 +121,6 @@ struct tdl_io {
   unsigned events;   /* TDL_READ and/or TDL_WRITE while started */
   unsigned state;    /* private flags */
   uint32_t gen;      /* identifies this initialisation (see tdl_io_init) */
-  tdl_io *pnext, *pprev; /* pending list */
 };
 
 /*

@@ -1,9 +1,9 @@
 /*
  * The poll back end: portable, level-triggered, O(watched fds) per wait.
  * It keeps a dense pollfd array of the fds the loop currently wants to hear
- * about; rec->bidx is an fd's slot in it.  It asks for POLLOUT only while the
- * loop does not already believe the fd writable, so a write watcher costs
- * nothing while it is writable and poll never returns at once for it.
+ * about; loop->fdc[fd].bidx is an fd's slot in it.  It asks for POLLOUT only
+ * while the loop does not already believe the fd writable, so a write watcher
+ * costs nothing while it is writable and poll never returns at once for it.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -34,21 +34,22 @@ static void pl_close(tdl_loop *loop)
   loop->be_state = NULL;
 }
 
-static void drop_slot(tdl_loop *loop, tdl__fd *rec)
+static void drop_slot(tdl_loop *loop, int fd)
 {
   poll_state *s = loop->be_state;
-  int32_t i = rec->bidx;
+  int32_t i = loop->fdc[fd].bidx;
   if (i < 0)
     return;
   s->pfds[i] = s->pfds[--s->n];
   if ((uint32_t)i < s->n)
-    loop->fds[s->pfds[i].fd].bidx = i;
-  rec->bidx = -1;
+    loop->fdc[s->pfds[i].fd].bidx = i;
+  loop->fdc[fd].bidx = -1;
 }
 
 static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   poll_state *s = loop->be_state;
+  int32_t *slot = &loop->fdc[fd].bidx;
   if (!(rec->flags & TDL__FD_REGISTERED)) {
     if (want == 0)
       return 0;
@@ -58,13 +59,13 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
       return -errno;
     rec->flags |= TDL__FD_REGISTERED;
     rec->reg_gen++;
-    rec->bidx = -1;
+    *slot = -1;
   }
   if (want == 0) {
-    drop_slot(loop, rec);
+    drop_slot(loop, fd);
     return 0;
   }
-  if (rec->bidx < 0) {
+  if (*slot < 0) {
     if (s->n == s->cap) {
       uint32_t cap = s->cap ? s->cap * 2 : 64;
       struct pollfd *p = realloc(s->pfds, sizeof *p * cap);
@@ -73,18 +74,17 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
       s->pfds = p;
       s->cap = cap;
     }
-    rec->bidx = (int32_t)s->n++;
-    s->pfds[rec->bidx].fd = fd;
+    *slot = (int32_t)s->n++;
+    s->pfds[*slot].fd = fd;
   }
-  s->pfds[rec->bidx].events = (short)(((want & TDL_READ) ? POLLIN : 0) | ((want & TDL_WRITE) ? POLLOUT : 0));
-  s->pfds[rec->bidx].revents = 0;
+  s->pfds[*slot].events = (short)(((want & TDL_READ) ? POLLIN : 0) | ((want & TDL_WRITE) ? POLLOUT : 0));
+  s->pfds[*slot].revents = 0;
   return 0;
 }
 
 static void pl_forget(tdl_loop *loop, int fd, tdl__fd *rec)
 {
-  (void)fd;
-  drop_slot(loop, rec);
+  drop_slot(loop, fd);
   rec->reg_gen++;
 }
 
@@ -127,7 +127,7 @@ static int pl_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     s->pfds[i].revents = 0;
     int fd = s->pfds[i].fd;
     if (re & POLLNVAL) {
-      drop_slot(loop, &loop->fds[fd]);
+      drop_slot(loop, fd);
       loop->fds[fd].flags &= (uint8_t)~TDL__FD_REGISTERED;
       loop->fds[fd].kernel = 0;
     } else if (re & POLLOUT) {

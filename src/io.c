@@ -36,6 +36,13 @@ static void unqueue_last(tdl_loop *loop, tdl__fd *r, int fd)
   }
 }
 
+/* Whether w (this initialisation of it) made fd's current registration. */
+static inline bool owns(const tdl_loop *loop, int fd, const tdl_io *w)
+{
+  const tdl__fd_cold *c = &loop->fdc[fd];
+  return c->owner == w && c->owner_gen == w->gen;
+}
+
 /* What the kernel must tell us for w: reads always (they are arrivals);
  * writes only once the cached state says the fd is not writable. */
 static inline unsigned kernel_want(const tdl_io *w, const tdl__fd *r)
@@ -83,12 +90,17 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
   if (!b)
     return -ENOMEM;
   loop->batch = b;
+  tdl__fd_cold *fdc = realloc(loop->fdc, (size_t)n * sizeof *fdc);
+  if (!fdc)
+    return -ENOMEM;
+  loop->fdc = fdc;
   tdl__fd *fds = realloc(loop->fds, (size_t)n * sizeof *fds);
   if (!fds)
     return -ENOMEM;
   memset(fds + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof *fds);
+  memset(fdc + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof *fdc);
   for (uint32_t i = loop->nfds; i < n; i++)
-    fds[i].bidx = -1;
+    fdc[i].bidx = -1;
   loop->fds = fds;
   loop->nfds = n;
   return 0;
@@ -110,7 +122,7 @@ void tdl__fd_forget(tdl_loop *loop, int fd)
   r->flags &= ~TDL__FD_REGISTERED; /* TDL__FD_QUEUED stays true to the queue */
   r->ready = 0;
   r->kernel = 0;
-  r->owner = NULL;
+  loop->fdc[fd].owner = NULL;
 }
 
 void tdl__io_run_pending(tdl_loop *loop)
@@ -175,12 +187,12 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
 
   unsigned old_events = w->events;
   bool was_active = (w->state & TDL__IO_ACTIVE) != 0;
-  if (r->owner != w || r->owner_gen != w->gen) {
+  if (!owns(loop, fd, w)) {
     /* A new owner: the old registration and whatever the cache learnt from it
      * may belong to a file that has since been closed and the number reused. */
     tdl__fd_forget(loop, fd);
-    r->owner = w;
-    r->owner_gen = w->gen;
+    loop->fdc[fd].owner = w;
+    loop->fdc[fd].owner_gen = w->gen;
   }
   r->w = w;
   w->events = events;
@@ -225,9 +237,9 @@ void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
   TDL__CHECK_THREAD_VOID(loop);
   if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds)
     return;
-  tdl__fd *r = &loop->fds[w->fd];
-  if (r->owner != w || r->owner_gen != w->gen)
+  if (!owns(loop, w->fd, w))
     return;
+  tdl__fd *r = &loop->fds[w->fd];
   r->ready &= (uint8_t)~(events & (TDL_READ | TDL_WRITE));
   if (r->w == w) {
     if (!reportable(w, r))
@@ -241,9 +253,9 @@ void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
   TDL__CHECK_THREAD_VOID(loop);
   if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds)
     return;
-  tdl__fd *r = &loop->fds[w->fd];
-  if (r->owner != w || r->owner_gen != w->gen)
+  if (!owns(loop, w->fd, w))
     return;
+  tdl__fd *r = &loop->fds[w->fd];
   r->ready |= (uint8_t)(events & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
   if (r->w == w && !(r->flags & TDL__FD_QUEUED) && reportable(w, r))
     tdl__fd_queue(loop, r, w->fd);

@@ -88,6 +88,7 @@ int tdl_loop_free(tdl_loop *loop)
   loop->be->close(loop);
   tdl__timers_destroy(&loop->timers);
   free(loop->fds);
+  free(loop->fdc);
   free(loop->queue);
   free(loop->batch);
   free(loop);

@@ -153,7 +153,7 @@ void tdl__io_run_pending(tdl_loop *loop)
     w->cb(loop, w, ev);
     /* w may be stopped or freed now; only the record says whether it lives. */
     r = &loop->fds[fd];
-    if (r->w == w && !(r->flags & TDL__FD_QUEUED) && (r->ready & w->events & TDL_WRITE))
+    if ((r->ready & TDL_WRITE) && r->w == w && !(r->flags & TDL__FD_QUEUED) && (w->events & TDL_WRITE))
       tdl__fd_queue(loop, r, fd); /* still writable and still wanted */
   }
 }

@@ -6,12 +6,13 @@
  * the back end returns, the loop runs the queue, calling each watcher whose
  * fd is ready for what it wants.  The queue holds fd numbers, not watchers,
  * so stopping (and freeing) a watcher needs no unlinking: the run finds the
- * record's watcher gone.  Read,
- * error and hang-up readiness are arrivals, consumed when reported; write
- * readiness is a state that lasts until the owner reports EAGAIN
+ * record's watcher gone.
+ *
+ * Read, error and hang-up readiness are arrivals, consumed when reported;
+ * write readiness is a state that lasts until the owner reports EAGAIN
  * (tdl_io_blocked).  Because of that split, the kernel registration can stay
- * edge-triggered and unchanged for the life of the fd: starting and stopping a
- * watcher only moves bits and list links.
+ * edge-triggered and unchanged for the life of the fd: starting and stopping
+ * a watcher only moves bits in the record.
  */
 #include <stdlib.h>
 #include <string.h>

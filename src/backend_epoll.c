@@ -156,9 +156,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
-  /* Once per event: keep this loop short.  What tdl__fd_report does, with
-   * the tables in locals (the stores through rec would otherwise make the
-   * compiler reload them on every event). */
+  /* Once per event: keep this loop short, with the tables in locals. */
   const struct epoll_event *events = s->events;
   tdl__fd *fds = loop->fds;
   uint32_t nfds = loop->nfds;
@@ -178,11 +176,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
      * needs edges from now on.  (rec->kernel never holds ERR or HUP.) */
     if (TDL__UNLIKELY(bits & ~rec->kernel) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
       to_edge(s, (int)fd, rec);
-    rec->ready |= (uint8_t)bits;
-    if (rec->w && !(rec->flags & TDL__FD_QUEUED)) {
-      rec->flags |= TDL__FD_QUEUED;
-      queue[queued++] = (int)fd;
-    }
+    tdl__fd_report(rec, (int)fd, bits, queue, &queued);
   }
   loop->queue_n = queued;
   if (n == s->cap && s->cap < EVENTS_MAX) {

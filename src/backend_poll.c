@@ -116,7 +116,7 @@ static int pl_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     if (re & POLLHUP)
       b |= TDL_HUP | TDL_READ;
     int fd = s->pfds[i].fd;
-    tdl__fd_report(loop, &loop->fds[fd], fd, b);
+    tdl__fd_report(&loop->fds[fd], fd, b, loop->queue, &loop->queue_n);
   }
   /* Now that reporting is over, the array may change: stop asking for
    * writability that is now known, and drop closed fds (POLLNVAL would

@@ -25,6 +25,13 @@ static inline unsigned reportable(const tdl_io *w, const tdl__fd *r)
   return r->ready & (w->events | TDL_ERR | TDL_HUP);
 }
 
+/* Queue fd (the record says it is not queued yet). */
+static inline void queue_fd(tdl_loop *loop, tdl__fd *r, int fd)
+{
+  r->flags |= TDL__FD_QUEUED;
+  loop->queue[loop->queue_n++] = fd;
+}
+
 /* Take fd back out of the queue if it went in last, as it does when a
  * watcher is started on a ready fd and then stopped or blocked by the same
  * callback; so the loop, with nothing to report, may sleep.  An entry deeper
@@ -155,7 +162,7 @@ void tdl__io_run_pending(tdl_loop *loop)
     /* w may be stopped or freed now; only the record says whether it lives. */
     r = &loop->fds[fd];
     if ((r->ready & TDL_WRITE) && r->w == w && !(r->flags & TDL__FD_QUEUED) && (w->events & TDL_WRITE))
-      tdl__fd_queue(loop, r, fd); /* still writable and still wanted */
+      queue_fd(loop, r, fd); /* still writable and still wanted */
   }
 }
 
@@ -211,7 +218,7 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
       loop->active++;
   }
   if (!(r->flags & TDL__FD_QUEUED) && reportable(w, r))
-    tdl__fd_queue(loop, r, fd);
+    queue_fd(loop, r, fd);
   return 0;
 }
 
@@ -259,5 +266,5 @@ void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
   tdl__fd *r = &loop->fds[w->fd];
   r->ready |= (uint8_t)(events & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
   if (r->w == w && !(r->flags & TDL__FD_QUEUED) && reportable(w, r))
-    tdl__fd_queue(loop, r, w->fd);
+    queue_fd(loop, r, w->fd);
 }

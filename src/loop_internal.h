@@ -192,22 +192,20 @@ struct tdl_loop {
 /* clock.c */
 tdl_time_t tdl__clock_now(void);
 
-/* Queue fd (the record says it is not queued yet). */
-static inline void tdl__fd_queue(tdl_loop *loop, tdl__fd *r, int fd)
-{
-  r->flags |= TDL__FD_QUEUED;
-  loop->queue[loop->queue_n++] = fd;
-}
-
 /* A back end's report, from inside wait(), that fd (whose record is r, under
  * the registration it reports for) is ready for `bits`.  Inline: this runs
  * once per event.  Whether a watcher wants the bits is decided when the queue
- * is run, which reads the watcher then, not now. */
-static inline void tdl__fd_report(tdl_loop *loop, tdl__fd *r, int fd, unsigned bits)
+ * is run, which reads the watcher then, not now.  The fd is appended to
+ * queue[*queued]: loop->queue and loop->queue_n, which a back end reporting
+ * many events may keep in locals and store back afterwards (the stores
+ * through r would otherwise make the compiler reload them for every event). */
+static inline void tdl__fd_report(tdl__fd *r, int fd, unsigned bits, int *queue, uint32_t *queued)
 {
   r->ready |= (uint8_t)bits;
-  if (r->w && !(r->flags & TDL__FD_QUEUED))
-    tdl__fd_queue(loop, r, fd);
+  if (r->w && !(r->flags & TDL__FD_QUEUED)) {
+    r->flags |= TDL__FD_QUEUED;
+    queue[(*queued)++] = fd;
+  }
 }
 
 /* After reporting: let the loop re-state its interest in fd (poll back end,

@@ -1,0 +1,21 @@
+/*
+ * The bottom layer's common header: the public conventions (treadle.h) and
+ * the few compiler helpers every layer uses.  Nothing here knows about loops,
+ * fibers or anything above them.
+ */
+#ifndef TDL_BASE_H
+#define TDL_BASE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "treadle.h"
+
+#define TDL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define TDL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The struct of `type` whose `member` is at p. */
+#define TDL__CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+#endif /* TDL_BASE_H */

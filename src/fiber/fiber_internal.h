@@ -1,0 +1,151 @@
+/*
+ * The fiber scheduler's internals, shared by fiber.c (spawn, switch, join),
+ * fiber_io.c (fd waits) and the blocking primitives built on park/wake
+ * (channels, locks, process waits).
+ *
+ * The one operation to follow: a fiber that must wait calls tdl__park(),
+ * which arms its deadline timer and switches straight to the next runnable
+ * fiber (or back to the loop when none is left).  Whoever ends the wait calls
+ * tdl__wake(f, result), which queues f; tdl__park() then returns that result
+ * in f.
+ */
+#ifndef TDL_FIBER_INTERNAL_H
+#define TDL_FIBER_INTERNAL_H
+
+#include "loop/loop_internal.h"
+#include "fiber/overflow.h"
+#include "fiber/stack.h"
+#include "fiber/switch.h"
+
+enum { TDL__FIBER_RUNNABLE = 1, TDL__FIBER_RUNNING, TDL__FIBER_PARKED, TDL__FIBER_DONE };
+
+typedef struct tdl__sched tdl__sched;
+
+/* A fiber's control block.  It lives at the top of the fiber's own stack, so
+ * an idle fiber costs the one page that holds it and its first frames. */
+typedef struct tdl__fiber {
+  /* Hot: what a park, a wake and a switch touch, in the first cache line
+   * (the control block is 64-byte aligned; with many fibers each hand-off
+   * touches another fiber's block). */
+  tdl__ctx ctx;
+  tdl__sched *sched;
+  struct tdl__fiber *next_run;          /* run queue */
+  const char *waits_on;
+  tdl_time_t deadline;
+  int wake_result;
+  int wait_fd;
+  uint8_t state;
+  uint8_t cancelled;
+  uint8_t io_budget;
+  uint8_t permit;        /* tdl_fiber_unpark() before tdl_fiber_park() */
+  uint8_t nocancel;      /* in tdl__park_uncancellable(): cancel only marks */
+  uint8_t detached;
+  /* Cold. */
+  struct tdl__fiber *prev_all, *next_all; /* every unreleased fiber */
+  tdl_fiber_fn fn;
+  void *arg;
+  void *result;
+  uint64_t id;
+  uint32_t slot, gen;
+  struct tdl__fiber *joiner;
+  void *held;            /* sync.c: locks held, released if the fiber finishes */
+  tdl_timer timer;
+  tdl__stack stack;
+  tdl__stack_info info;
+  void *fls[TDL_FLS_KEYS];
+  char name[24];
+} tdl__fiber;
+
+/* Where a handle points: its generation must match. */
+typedef struct tdl__slot {
+  tdl__fiber *f;
+  uint32_t gen;
+  uint32_t next_free;
+} tdl__slot;
+
+typedef struct tdl__ffd tdl__ffd;
+
+struct tdl__sched {
+  tdl_loop *loop;
+  tdl__ctx loop_ctx;     /* the loop's own (thread) context while fibers run */
+  tdl__fiber *current;   /* NULL while the loop's own code runs */
+  tdl__fiber *run_head, *run_tail;
+  tdl__fiber *all;
+  size_t live;           /* fibers not yet released */
+  size_t unfinished;     /* fibers that have not finished */
+  unsigned dispatch_left;/* switches left before the loop polls again */
+  tdl__fiber *dead;      /* finished and detached: release once off its stack */
+  uint64_t next_id;
+  tdl__slot *slots;
+  uint32_t nslots, slots_cap, free_slot;
+  tdl__stack_pool pool;
+  tdl__sched *next_on_thread; /* the thread's schedulers (tdl__thread_scheds) */
+  tdl__ffd **ffds;       /* fiber I/O state, by fd (fiber_io.c) */
+  uint32_t nffds;
+  int overflow_ready;
+};
+
+/* The scheduler of the fiber running on this thread (or of the loop whose
+ * fibers are being dispatched); NULL otherwise. */
+extern _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")));
+
+static inline tdl__fiber *tdl__self(void)
+{
+  tdl__sched *s = tdl__tl_sched;
+  return s ? s->current : NULL;
+}
+
+/* Every scheduler created on this thread, so that tdl_close() called outside
+ * a fiber can still clear what the loops of this thread know about an fd. */
+extern _Thread_local tdl__sched *tdl__thread_scheds;
+
+/* The scheduler of loop, created on first use (-ENOMEM). */
+int tdl__sched_get(tdl_loop *loop, tdl__sched **out);
+
+/* Park the running fiber until tdl__wake() or the deadline (-ETIMEDOUT).
+ * `what` names the wait for tdl_fiber_dump (a static string).  Returns the
+ * waker's result, -ETIMEDOUT, or -ECANCELED (also at once, without parking,
+ * when the fiber is already cancelled).  A deadline already past returns
+ * -ETIMEDOUT without parking. */
+int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
+
+/* Park with no deadline until tdl__wake(), even if the fiber is or gets
+ * cancelled meanwhile (the cancel is remembered, for the next park).  For
+ * waits that must end in a known state, e.g. retaking a mutex. */
+int tdl__park_uncancellable(tdl__fiber *f, const char *what);
+
+/* Queue f (runnable) at the back of the run queue. */
+static inline void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
+{
+  f->state = TDL__FIBER_RUNNABLE;
+  f->next_run = NULL;
+  if (s->run_tail)
+    s->run_tail->next_run = f;
+  else
+    s->run_head = f;
+  s->run_tail = f;
+}
+
+/* End f's park with `result`.  Returns whether f was parked (and is now
+ * queued); a fiber already woken, running or finished is left alone.
+ * Inline: every channel hand-off and lock release calls it. */
+static inline bool tdl__wake(tdl__fiber *f, int result)
+{
+  if (f->state != TDL__FIBER_PARKED)
+    return false;
+  f->wake_result = result;
+  tdl__runq_push(f->sched, f);
+  return true;
+}
+
+/* sync.c: release whatever f->held lists; called when f finishes. */
+void tdl__sync_release_held(tdl__fiber *f);
+
+
+/* Called by fiber I/O after an operation that did not block. */
+void tdl__io_budget_spend(tdl__fiber *f);
+
+/* fiber_io.c: forget every fd state of s (scheduler teardown). */
+void tdl__fiber_io_destroy(tdl__sched *s);
+
+#endif /* TDL_FIBER_INTERNAL_H */

@@ -1,0 +1,339 @@
+/*
+ * Fiber I/O: system calls that park the fiber, not the thread.
+ *
+ * Every call tries the system call first.  Only on EAGAIN does the fiber wait:
+ * it tells the loop the cached readiness is stale (tdl_io_blocked), hangs
+ * itself on the fd's state as reader or writer, starts the fd's watcher for
+ * that direction, and parks.  The watcher's callback wakes it; the fiber then
+ * retries.  The per-fd state (one watcher, one reader, one writer) is created
+ * on first use and dropped by tdl_close().
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fiber/fiber_internal.h"
+
+struct tdl__ffd {
+  tdl_io w;
+  tdl__fiber *reader, *writer;
+};
+
+static void ffd_update(tdl__sched *s, tdl__ffd *d)
+{
+  unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
+  if (want)
+    tdl_io_start(s->loop, &d->w, want);
+  else
+    tdl_io_stop(s->loop, &d->w);
+}
+
+static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
+{
+  tdl__ffd *d = (tdl__ffd *)w; /* w is the first member */
+  tdl__sched *s = loop->sched;
+  if (d->reader && (ev & (TDL_READ | TDL_ERR | TDL_HUP))) {
+    tdl__wake(d->reader, (int)ev);
+    d->reader = NULL;
+  }
+  if (d->writer && (ev & (TDL_WRITE | TDL_ERR | TDL_HUP))) {
+    tdl__wake(d->writer, (int)ev);
+    d->writer = NULL;
+  }
+  ffd_update(s, d);
+}
+
+/* The fd's state, made on first use; the fd is made non-blocking then,
+ * unless the caller knows it already is (an fd accept4 just made). */
+static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
+{
+  if (fd < 0)
+    return -EBADF;
+  if ((uint32_t)fd >= s->nffds) {
+    uint32_t n = s->nffds ? s->nffds : 64;
+    while (n <= (uint32_t)fd)
+      n *= 2;
+    tdl__ffd **a = realloc(s->ffds, (size_t)n * sizeof *a);
+    if (!a)
+      return -ENOMEM;
+    memset(a + s->nffds, 0, (size_t)(n - s->nffds) * sizeof *a);
+    s->ffds = a;
+    s->nffds = n;
+  }
+  tdl__ffd *d = s->ffds[fd];
+  if (TDL__LIKELY(d != NULL)) {
+    *out = d;
+    return 0;
+  }
+  if (!nonblocking) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+      return -errno;
+    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+      return -errno;
+  }
+  d = calloc(1, sizeof *d);
+  if (!d)
+    return -ENOMEM;
+  tdl_io_init(&d->w, fd, ffd_ready, NULL);
+  s->ffds[fd] = d;
+  *out = d;
+  return 0;
+}
+
+static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, fd, out, false); }
+
+/* Wait for events on fd.  stale: the caller just saw EAGAIN, so whatever the
+ * loop cached about that direction is out of date. */
+static int wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline, bool stale)
+{
+  tdl__sched *s = f->sched;
+  tdl__ffd *d = NULL;
+  int e = ffd_get(s, fd, &d);
+  if (e < 0)
+    return e;
+  if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
+    return -EBUSY;
+  if (stale)
+    tdl_io_blocked(s->loop, &d->w, events);
+  if (events & TDL_READ)
+    d->reader = f;
+  if (events & TDL_WRITE)
+    d->writer = f;
+  unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
+  e = tdl_io_start(s->loop, &d->w, want);
+  if (e == 0)
+    e = tdl__park(f, (events & TDL_READ) ? "read" : "write", fd, deadline);
+  /* Still hung on the fd after a timeout, cancel or failed start: unhang.
+   * (tdl_close may have freed d meanwhile; it then unhung us itself.) */
+  if ((uint32_t)fd < s->nffds && s->ffds[fd] == d) {
+    bool changed = false;
+    if (d->reader == f) {
+      d->reader = NULL;
+      changed = true;
+    }
+    if (d->writer == f) {
+      d->writer = NULL;
+      changed = true;
+    }
+    if (changed)
+      ffd_update(s, d);
+  }
+  return e;
+}
+
+int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
+    return -EINVAL;
+  if (fd < 0)
+    return -EBADF;
+  /* The caller usually waits because a call treadle did not make (sendmsg,
+   * SSL_write, ...) said EAGAIN, which the readiness cache cannot know; and
+   * an edge-triggered fd that is ready now may never signal again.  So ask
+   * the kernel once, and wait only for readiness that is really missing. */
+  struct pollfd pfd = {.fd = fd, .events = (short)(((events & TDL_READ) ? POLLIN : 0) | ((events & TDL_WRITE) ? POLLOUT : 0))};
+  int n;
+  while ((n = poll(&pfd, 1, 0)) < 0 && errno == EINTR)
+    ;
+  if (n < 0)
+    return -errno;
+  if (pfd.revents & POLLNVAL)
+    return -EBADF;
+  if (n > 0) {
+    unsigned ev = ((pfd.revents & POLLIN) ? TDL_READ : 0) | ((pfd.revents & POLLOUT) ? TDL_WRITE : 0) |
+                  ((pfd.revents & POLLERR) ? TDL_ERR : 0) | ((pfd.revents & POLLHUP) ? TDL_HUP : 0);
+    tdl__io_budget_spend(f);
+    return (int)ev;
+  }
+  return wait_fd(f, fd, events, deadline, true);
+}
+
+/* The shape of every call below: try; on EAGAIN wait and retry. */
+#define FIBER_IO(call, dir, name)                                   \
+  tdl__fiber *f = tdl__self();                                      \
+  if (!f)                                                           \
+    return -EPERM;                                                  \
+  if (f->cancelled)                                                 \
+    return -ECANCELED;                                              \
+  tdl__ffd *d_ = NULL;                                              \
+  int e_ = ffd_get(f->sched, fd, &d_);                              \
+  if (e_ < 0)                                                       \
+    return e_;                                                      \
+  for (;;) {                                                        \
+    ssize_t r_ = (call);                                            \
+    if (r_ >= 0) {                                                  \
+      tdl__io_budget_spend(f);                                      \
+      return r_;                                                    \
+    }                                                               \
+    if (errno == EINTR)                                             \
+      continue;                                                     \
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {                  \
+      e_ = -errno;                                                  \
+      tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
+      return e_;                                                    \
+    }                                                               \
+    e_ = wait_fd(f, fd, (dir), deadline, true);                     \
+    if (e_ < 0)                                                     \
+      return e_;                                                    \
+  }
+
+ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
+{
+  FIBER_IO(read(fd, buf, len), TDL_READ, "read")
+}
+
+ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
+{
+  FIBER_IO(write(fd, buf, len), TDL_WRITE, "write")
+}
+
+ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
+{
+  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "read")
+}
+
+ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
+{
+  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "write")
+}
+
+ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
+{
+  FIBER_IO(recv(fd, buf, len, flags), TDL_READ, "recv")
+}
+
+ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
+{
+  /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
+   * for the process. */
+  FIBER_IO(send(fd, buf, len, flags | MSG_NOSIGNAL), TDL_WRITE, "send")
+}
+
+ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
+                     tdl_time_t deadline)
+{
+  FIBER_IO(recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv")
+}
+
+ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
+                   tdl_time_t deadline)
+{
+  FIBER_IO(sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send")
+}
+
+/* accept4 makes the new fd non-blocking: record that now, so that its first
+ * fiber I/O does not ask the kernel again (one fcntl per connection). */
+static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
+{
+  int nfd = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (nfd >= 0) {
+    tdl__ffd *d;
+    (void)ffd_make(s, nfd, &d, true); /* on failure the first use makes it */
+  }
+  return nfd;
+}
+
+int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
+{
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept")
+}
+
+int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  while (connect(fd, addr, addrlen) < 0) {
+    if (errno == EINTR)
+      continue;
+    if (errno != EINPROGRESS)
+      return -errno;
+    e = wait_fd(f, fd, TDL_WRITE, deadline, true);
+    if (e < 0)
+      return e;
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+      return -errno;
+    return soerr ? -soerr : 0;
+  }
+  return 0;
+}
+
+/* Forget what s knows about fd, waking its waiters with -EBADF. */
+static void forget_fd(tdl__sched *s, int fd)
+{
+  if ((uint32_t)fd < s->nffds && s->ffds[fd]) {
+    tdl__ffd *d = s->ffds[fd];
+    s->ffds[fd] = NULL;
+    if (d->reader)
+      tdl__wake(d->reader, -EBADF);
+    if (d->writer)
+      tdl__wake(d->writer, -EBADF);
+    tdl_io_stop(s->loop, &d->w);
+    free(d);
+  }
+  tdl__fd_forget(s->loop, fd);
+}
+
+int tdl_close(int fd)
+{
+  if (fd < 0)
+    return -EBADF;
+  tdl__fiber *self = tdl__self();
+  if (self) {
+    forget_fd(self->sched, fd);
+  } else {
+    /* Outside a fiber: the fd may be known to any loop of this thread. */
+    for (tdl__sched *s = tdl__thread_scheds; s; s = s->next_on_thread)
+      forget_fd(s, fd);
+  }
+  return close(fd) < 0 ? -errno : 0;
+}
+
+void tdl__fiber_io_destroy(tdl__sched *s)
+{
+  for (uint32_t i = 0; i < s->nffds; i++) {
+    if (s->ffds[i]) {
+      tdl_io_stop(s->loop, &s->ffds[i]->w);
+      free(s->ffds[i]);
+    }
+  }
+  free(s->ffds);
+  s->ffds = NULL;
+  s->nffds = 0;
+}
+
+/* ---- sleeping ---- */
+
+int tdl_sleep(tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  int e = tdl__park(f, "sleep", -1, deadline == TDL_FOREVER ? TDL_FOREVER : deadline);
+  return e == -ETIMEDOUT ? 0 : e;
+}
+
+int tdl_sleep_for(tdl_time_t delay)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  return tdl_sleep(tdl_after(f->sched->loop, delay));
+}

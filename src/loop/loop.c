@@ -1,0 +1,287 @@
+/*
+ * Loop lifetime and the run loop.
+ *
+ * One iteration:
+ *   1. run deferred callbacks queued before this iteration
+ *   2. run runnable fibers (when the fiber scheduler is attached)
+ *   3. before-poll hooks
+ *   4. ask the back end for events, sleeping until the next timer unless work
+ *      is already waiting (pending watchers, deferred callbacks, fibers, due
+ *      timers)
+ *   5. refresh the cached time; after-poll hooks
+ *   6. run the watchers that became pending
+ *   7. fire due timers
+ * TDL_RUN_ONCE and TDL_RUN_NOWAIT run exactly one iteration, so a timer armed
+ * from a callback never fires within the same call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop/loop_internal.h"
+
+static const tdl__backend *pick_backend(tdl_backend which, int *err)
+{
+  *err = 0;
+  if (which == TDL_BACKEND_DEFAULT) {
+    const char *env = getenv("TDL_BACKEND");
+    if (!env || !*env || strcmp(env, "epoll") == 0)
+      return &tdl__backend_epoll;
+    if (strcmp(env, "poll") == 0)
+      return &tdl__backend_poll;
+    *err = -EINVAL;
+    return NULL;
+  }
+  if (which == TDL_BACKEND_EPOLL)
+    return &tdl__backend_epoll;
+  if (which == TDL_BACKEND_POLL)
+    return &tdl__backend_poll;
+  *err = -EINVAL;
+  return NULL;
+}
+
+int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
+{
+  int err;
+  *out = NULL;
+  const tdl__backend *be = pick_backend(opts ? opts->backend : TDL_BACKEND_DEFAULT, &err);
+  if (!be)
+    return err;
+  tdl_loop *loop = calloc(1, sizeof *loop);
+  if (!loop)
+    return -ENOMEM;
+  loop->be = be;
+  loop->owner = pthread_self();
+  for (int k = 0; k < 2; k++)
+    loop->hooks[k].next = loop->hooks[k].prev = &loop->hooks[k];
+  loop->wake_fd = -1;
+  loop->sig_fd = -1;
+  sigemptyset(&loop->sig_mask);
+  sigemptyset(&loop->sig_restore);
+  tdl__timers_init(&loop->timers);
+  err = be->open(loop);
+  if (err < 0) {
+    free(loop);
+    return err;
+  }
+  loop->now = tdl__clock_now();
+  *out = loop;
+  return 0;
+}
+
+bool tdl_loop_alive(const tdl_loop *loop)
+{
+  return loop->active > 0 || loop->timers.live > 0 || loop->defer_head != NULL ||
+         (loop->sched_alive && loop->sched_alive((tdl_loop *)loop));
+}
+
+int tdl_loop_free(tdl_loop *loop)
+{
+  if (!loop)
+    return 0;
+  TDL__CHECK_THREAD(loop);
+  if (loop->running || tdl_loop_alive(loop))
+    return -EBUSY;
+  if (loop->sched_destroy && loop->sched_destroy(loop) < 0)
+    return -EBUSY; /* finished fibers not yet joined own their stacks */
+  tdl__signal_close(loop);
+  tdl__wakeup_close(loop);
+  loop->be->close(loop);
+  tdl__timers_destroy(&loop->timers);
+  free(loop->fds);
+  free(loop->fdc);
+  free(loop->queue);
+  free(loop->batch);
+  free(loop);
+  return 0;
+}
+
+const char *tdl_loop_backend(const tdl_loop *loop) { return loop->be->name; }
+
+int tdl_loop_fd(const tdl_loop *loop) { return loop->be->pollable_fd(loop); }
+
+void tdl_stop(tdl_loop *loop) { loop->stop_flag = 1; }
+
+static bool has_work(tdl_loop *loop)
+{
+  return loop->stop_flag || tdl__io_has_pending(loop) || loop->defer_head ||
+         (loop->sched_busy && loop->sched_busy(loop));
+}
+
+tdl_time_t tdl_loop_timeout(tdl_loop *loop)
+{
+  if (has_work(loop))
+    return 0;
+  tdl_time_t next = tdl__timers_next(loop);
+  if (next == TDL_FOREVER)
+    return TDL_FOREVER;
+  return next > loop->now ? next - loop->now : 0;
+}
+
+/* ---- deferred callbacks ---- */
+
+void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data)
+{
+  memset(d, 0, sizeof *d);
+  d->cb = cb;
+  d->data = data;
+}
+
+int tdl_defer_queue(tdl_loop *loop, tdl_defer *d)
+{
+  TDL__CHECK_THREAD(loop);
+  if (d->queued)
+    return 0;
+  d->queued = 1;
+  d->next = NULL;
+  if (loop->defer_tail)
+    loop->defer_tail->next = d;
+  else
+    loop->defer_head = d;
+  loop->defer_tail = d;
+  return 0;
+}
+
+int tdl_defer_cancel(tdl_loop *loop, tdl_defer *d)
+{
+  TDL__CHECK_THREAD(loop);
+  if (!d->queued)
+    return 0;
+  tdl_defer *prev = NULL;
+  for (tdl_defer *p = loop->defer_head; p; prev = p, p = p->next) {
+    if (p != d)
+      continue;
+    if (prev)
+      prev->next = p->next;
+    else
+      loop->defer_head = p->next;
+    if (loop->defer_tail == p)
+      loop->defer_tail = prev;
+    break;
+  }
+  d->queued = 0;
+  d->next = NULL;
+  return 0;
+}
+
+static void run_deferred(tdl_loop *loop)
+{
+  /* Only what was queued before we started: callbacks queued now are for the
+   * next iteration. */
+  tdl_defer *last = loop->defer_tail;
+  while (loop->defer_head) {
+    tdl_defer *d = loop->defer_head;
+    loop->defer_head = d->next;
+    if (!loop->defer_head)
+      loop->defer_tail = NULL;
+    d->queued = 0;
+    d->next = NULL;
+    d->cb(loop, d);
+    if (d == last)
+      break;
+  }
+}
+
+/* ---- hooks ---- */
+
+void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data)
+{
+  memset(h, 0, sizeof *h);
+  h->cb = cb;
+  h->data = data;
+}
+
+int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind)
+{
+  TDL__CHECK_THREAD(loop);
+  if (kind != TDL_HOOK_BEFORE_POLL && kind != TDL_HOOK_AFTER_POLL)
+    return -EINVAL;
+  if (h->started)
+    tdl_hook_stop(loop, h);
+  tdl_hook *head = &loop->hooks[kind];
+  h->kind = kind;
+  h->next = head;
+  h->prev = head->prev;
+  head->prev->next = h;
+  head->prev = h;
+  h->started = 1;
+  return 0;
+}
+
+int tdl_hook_stop(tdl_loop *loop, tdl_hook *h)
+{
+  TDL__CHECK_THREAD(loop);
+  if (!h->started)
+    return 0;
+  h->prev->next = h->next;
+  h->next->prev = h->prev;
+  h->next = h->prev = NULL;
+  h->started = 0;
+  return 0;
+}
+
+static void run_hooks(tdl_loop *loop, int kind)
+{
+  tdl_hook *head = &loop->hooks[kind];
+  /* A marker node keeps our place, so a hook may stop itself or others. */
+  tdl_hook mark;
+  for (tdl_hook *h = head->next; h != head; h = mark.next) {
+    mark.next = h->next;
+    mark.prev = h;
+    h->next->prev = &mark;
+    h->next = &mark;
+    h->cb(loop, h);
+    mark.prev->next = mark.next;
+    mark.next->prev = mark.prev;
+  }
+}
+
+/* ---- running ---- */
+
+int tdl_run(tdl_loop *loop, tdl_run_mode mode)
+{
+  TDL__CHECK_THREAD(loop);
+  if (loop->running)
+    return -EBUSY;
+  if (mode != TDL_RUN_DEFAULT && mode != TDL_RUN_ONCE && mode != TDL_RUN_NOWAIT)
+    return -EINVAL;
+  loop->running = 1;
+  loop->stop_flag = 0;
+  loop->now = tdl__clock_now();
+  int err = 0;
+  for (;;) {
+    run_deferred(loop);
+    if (loop->sched_run)
+      loop->sched_run(loop);
+    run_hooks(loop, TDL_HOOK_BEFORE_POLL);
+
+    bool alive = tdl_loop_alive(loop);
+    if (mode == TDL_RUN_DEFAULT && (loop->stop_flag || !alive))
+      break;
+    tdl_time_t timeout = 0;
+    if (mode != TDL_RUN_NOWAIT && alive && !loop->stop_flag)
+      timeout = tdl_loop_timeout(loop);
+    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0) {
+      /* Only parked fibers keep the loop alive, and nothing is left that
+       * could wake one: sleeping would never end. */
+      err = -EDEADLK;
+      break;
+    }
+    /* With no fd watched and no time to sleep, asking the kernel is a wasted
+     * system call (fibers handing off to each other hit this constantly). */
+    if (timeout != 0 || loop->io_started != 0)
+      err = loop->be->wait(loop, timeout);
+    loop->now = tdl__clock_now();
+    run_hooks(loop, TDL_HOOK_AFTER_POLL);
+    if (err < 0)
+      break;
+    tdl__io_run_pending(loop);
+    tdl__timers_run(loop);
+    if (mode != TDL_RUN_DEFAULT)
+      break;
+  }
+  loop->running = 0;
+  loop->stop_flag = 0;
+  if (err < 0)
+    return err;
+  return tdl_loop_alive(loop) ? 1 : 0;
+}

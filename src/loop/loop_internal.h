@@ -1,0 +1,221 @@
+/*
+ * The loop's private state and the interfaces between its parts:
+ *   time.c     the cached monotonic time and deadlines
+ *   timer.c    the timer heap
+ *   io.c       fd watchers and the readiness cache
+ *   backend/ the kernel interfaces (one file each), behind tdl__backend
+ *   loop.c     loop lifetime, the run loop, deferred callbacks and hooks
+ *   wakeup.c, signal.c  eventfd and signalfd, built on internal io watchers
+ */
+#ifndef TDL_LOOP_INTERNAL_H
+#define TDL_LOOP_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#include "base/base.h"
+#include "base/clock.h"
+
+/* ---- misuse detection ---------------------------------------------------- */
+
+#ifdef TDL_DEBUG_CHECKS
+#define TDL__CHECK_THREAD(loop)                                  \
+  do {                                                           \
+    if (!pthread_equal((loop)->owner, pthread_self()))           \
+      return -EPERM;                                             \
+  } while (0)
+#define TDL__CHECK_THREAD_VOID(loop)                             \
+  do {                                                           \
+    if (!pthread_equal((loop)->owner, pthread_self()))           \
+      return;                                                    \
+  } while (0)
+#else
+#define TDL__CHECK_THREAD(loop) ((void)(loop))
+#define TDL__CHECK_THREAD_VOID(loop) ((void)(loop))
+#endif
+
+/* ---- fd records ------------------------------------------------------------ */
+
+/* What the loop knows about one fd.  Indexed by fd number; owned by the loop,
+ * so an event for a watcher that was stopped (and maybe freed) by an earlier
+ * callback in the same iteration is caught here without touching the
+ * watcher.  16 bytes, the part each event reads; the rest is in tdl__fd_cold,
+ * a parallel array, so that the event path brings half as many cache lines
+ * in when thousands of fds are busy. */
+typedef struct tdl__fd {
+  tdl_io *w;            /* the started watcher, or NULL */
+  uint32_t reg_gen;     /* bumped per registration; carried in back-end tokens */
+  uint8_t ready;        /* readiness cache: TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP */
+  uint8_t flags;        /* TDL__FD_REGISTERED, TDL__FD_QUEUED */
+  uint8_t kernel;       /* interest last handed to the back end */
+  uint8_t bmode;        /* the back end's own state for this fd, but for: */
+} tdl__fd;
+
+/* The rest of an fd's record: read when a watcher is started, blocked or fed
+ * (and by the poll back end), never per event on epoll. */
+typedef struct tdl__fd_cold {
+  const tdl_io *owner;  /* whose registration this is: compared, never dereferenced */
+  uint32_t owner_gen;   /* owner's tdl_io.gen when it registered */
+  int32_t bidx;         /* the back end's own index (poll: slot in its array) */
+} tdl__fd_cold;
+
+/* tdl__fd.flags */
+#define TDL__FD_REGISTERED 0x1u /* the back end knows this fd (the back end sets it) */
+#define TDL__FD_QUEUED 0x2u     /* the fd is in loop->queue or loop->batch */
+
+/* tdl__fd.bmode is the back end's, except for TDL__FD_LAZY: when the back
+ * end sets it, it reports the TDL_READ / TDL_WRITE bits set in bmode without
+ * being told again, and tolerates a want that shrank; so while the loop's
+ * want stays within those bits, the loop does not call interest().  (epoll
+ * sets it; poll, which must drop an fd it should not watch, does not.) */
+#define TDL__FD_LAZY 0x40u
+
+/* tdl_io.state bits */
+#define TDL__IO_ACTIVE 0x1u   /* must stay bit 0: tdl_io_active() tests it */
+#define TDL__IO_INTERNAL 0x4u /* loop machinery: does not keep the loop alive */
+
+/* ---- back ends -------------------------------------------------------------- */
+
+/*
+ * A back end tells the loop which fds are ready.  It learns which fds to watch
+ * through interest(), and reports through tdl__fd_report() from inside wait().
+ * Callbacks never run inside wait(): events only queue fds, so a back end
+ * never sees its own state change under its feet.
+ */
+typedef struct tdl__backend {
+  const char *name;
+  int (*open)(tdl_loop *loop);
+  void (*close)(tdl_loop *loop);
+  /* The loop wants to hear about `want` (TDL_READ/TDL_WRITE bits; 0 = nothing
+   * now) on fd.  Registers the fd on first use (TDL__FD_REGISTERED, rec->reg_gen
+   * are the back end's to set).  Returns 0 or a negative errno (-EBADF, -EPERM,
+   * -ENOMEM), in which case nothing is registered. */
+  int (*interest)(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
+  /* Forget fd (TDL__FD_REGISTERED is set): the loop is done with it. */
+  void (*forget)(tdl_loop *loop, int fd, tdl__fd *rec);
+  /* Sleep up to timeout_ns (-1: no limit, 0: do not sleep); report events. */
+  int (*wait)(tdl_loop *loop, tdl_time_t timeout_ns);
+  /* A pollable fd that is readable when wait() would not sleep, or -ENOTSUP. */
+  int (*pollable_fd)(const tdl_loop *loop);
+} tdl__backend;
+
+extern const tdl__backend tdl__backend_epoll;
+extern const tdl__backend tdl__backend_poll;
+
+/* ---- timers -------------------------------------------------------------------- */
+
+typedef struct tdl__tentry {
+  tdl_time_t at;
+  tdl_timer *t; /* NULL: cancelled (a tombstone) */
+} tdl__tentry;
+
+typedef struct tdl__timers {
+  tdl__tentry *heap;   /* 4-ary min-heap on `at`, children of i at 4i+1..4i+4 */
+  void *heap_mem;      /* allocation behind heap (heap is offset for alignment) */
+  uint32_t n;          /* entries, tombstones included */
+  uint32_t cap;        /* entries ready to be written (see grow() in timer.c) */
+  uint32_t mapped;     /* entries the mapping holds */
+  uint32_t sorted;     /* heap[0, sorted) is a valid heap; the rest is appended */
+  uint32_t dead;       /* tombstones */
+  uint32_t live;       /* started timers (heap + due batch) */
+  uint64_t seq;        /* arming counter, for FIFO order among equal deadlines */
+  tdl_timer **due;     /* the batch being fired */
+  uint32_t due_n, due_cap;
+  tdl_timer **scratch; /* for ordering runs of equal deadlines */
+  uint32_t scratch_cap;
+} tdl__timers;
+
+void tdl__timers_init(tdl__timers *ts);
+void tdl__timers_destroy(tdl__timers *ts);
+/* Fire every timer due at or before loop->now. */
+void tdl__timers_run(tdl_loop *loop);
+/* The earliest deadline, or TDL_FOREVER when no timer is started. */
+tdl_time_t tdl__timers_next(tdl_loop *loop);
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+struct tdl_loop {
+  tdl_time_t now;
+  const tdl__backend *be;
+  void *be_state;
+
+  tdl__fd *fds;        /* nfds records, by fd number */
+  tdl__fd_cold *fdc;   /* and their cold halves */
+  uint32_t nfds;
+
+  /* fds whose watcher may have something to report, in arrival order, each
+   * at most once (TDL__FD_QUEUED).  The queue takes new entries while the
+   * batch (the previous queue) is being run; both hold nfds entries.  Entries
+   * are fd numbers, not watchers: a watcher stopped and freed while its fd is
+   * queued is never touched again. */
+  int *queue, *batch;
+  uint32_t queue_n;
+
+  tdl__timers timers;
+
+  tdl_defer *defer_head, *defer_tail;
+  tdl_hook hooks[2]; /* sentinels, by tdl_hook_kind */
+
+  uint32_t active;   /* started handles that keep tdl_run going (not timers) */
+  uint32_t io_started; /* started watchers, internal ones included */
+  int running;
+  int stop_flag;
+  pthread_t owner;
+
+  /* wakeup.c */
+  int wake_fd;
+  int wake_signalled; /* atomic: an eventfd write is outstanding */
+  tdl_io wake_io;
+  tdl_wakeup *wakeups;
+
+  /* signal.c */
+  int sig_fd;
+  tdl_io sig_io;
+  sigset_t sig_mask;     /* signals this loop reads */
+  sigset_t sig_restore;  /* of those, the ones to unblock when their last watcher stops */
+  tdl_signal *sigs;      /* all started signal watchers */
+
+  /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
+   * runnable fibers; busy() says whether some are runnable (poll must not
+   * sleep); alive() whether any exist. */
+  void *sched;
+  void (*sched_run)(tdl_loop *loop);
+  bool (*sched_busy)(tdl_loop *loop);
+  bool (*sched_alive)(tdl_loop *loop);
+  int (*sched_destroy)(tdl_loop *loop); /* -EBUSY while fibers are unreleased */
+};
+
+/* A back end's report, from inside wait(), that fd (whose record is r, under
+ * the registration it reports for) is ready for `bits`.  Inline: this runs
+ * once per event.  Whether a watcher wants the bits is decided when the queue
+ * is run, which reads the watcher then, not now.  The fd is appended to
+ * queue[*queued]: loop->queue and loop->queue_n, which a back end reporting
+ * many events may keep in locals and store back afterwards (the stores
+ * through r would otherwise make the compiler reload them for every event). */
+static inline void tdl__fd_report(tdl__fd *r, int fd, unsigned bits, int *queue, uint32_t *queued)
+{
+  r->ready |= (uint8_t)bits;
+  if (r->w && !(r->flags & TDL__FD_QUEUED)) {
+    r->flags |= TDL__FD_QUEUED;
+    queue[(*queued)++] = fd;
+  }
+}
+
+/* After reporting: let the loop re-state its interest in fd (poll back end,
+ * which asks for writability only until it is seen). */
+void tdl__fd_refresh(tdl_loop *loop, int fd);
+/* Drop the back end's registration of fd and everything cached about it. */
+void tdl__fd_forget(tdl_loop *loop, int fd);
+/* Run the watchers of the fds queued before this call. */
+void tdl__io_run_pending(tdl_loop *loop);
+static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
+/* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
+int tdl__fd_reserve(tdl_loop *loop, int fd);
+
+/* wakeup.c, signal.c: release the fds they created. */
+void tdl__wakeup_close(tdl_loop *loop);
+void tdl__signal_close(tdl_loop *loop);
+
+#endif /* TDL_LOOP_INTERNAL_H */

@@ -1,0 +1,159 @@
+/*
+ * Signal watchers on a signalfd.
+ *
+ * A signal can be read from a signalfd only while it is blocked, so the first
+ * watcher of a signal blocks it in the calling thread and the last one
+ * unblocks it again, unless it was blocked before.  A process-wide table
+ * records which loop owns each signal: two loops reading one signal would
+ * steal it from each other.
+ */
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "loop/loop_internal.h"
+
+static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
+static tdl_loop *owners[_NSIG];
+
+static bool watched_here(const tdl_loop *loop, int signum)
+{
+  for (const tdl_signal *s = loop->sigs; s; s = s->next)
+    if (s->signum == signum)
+      return true;
+  return false;
+}
+
+static void on_signalfd(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  (void)events;
+  struct signalfd_siginfo si[16];
+  ssize_t n;
+  while ((n = read(w->fd, si, sizeof si)) > 0) {
+    for (size_t i = 0; i < (size_t)n / sizeof si[0]; i++) {
+      int signum = (int)si[i].ssi_signo;
+      for (tdl_signal *s = loop->sigs, *next; s; s = next) {
+        next = s->next; /* the callback may stop s */
+        if (s->signum == signum)
+          s->cb(loop, s, signum);
+      }
+    }
+  }
+}
+
+void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data)
+{
+  memset(s, 0, sizeof *s);
+  s->cb = cb;
+  s->data = data;
+}
+
+static int update_fd(tdl_loop *loop)
+{
+  if (loop->sig_fd >= 0)
+    return signalfd(loop->sig_fd, &loop->sig_mask, 0) < 0 ? -errno : 0;
+  int fd = signalfd(-1, &loop->sig_mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  tdl_io_init(&loop->sig_io, fd, on_signalfd, NULL);
+  loop->sig_io.state |= TDL__IO_INTERNAL;
+  int e = tdl_io_start(loop, &loop->sig_io, TDL_READ);
+  if (e < 0) {
+    close(fd);
+    return e;
+  }
+  loop->sig_fd = fd;
+  return 0;
+}
+
+int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
+{
+  TDL__CHECK_THREAD(loop);
+  if (signum <= 0 || signum >= _NSIG || signum == SIGKILL || signum == SIGSTOP)
+    return -EINVAL;
+  if (s->started) {
+    if (s->signum == signum)
+      return 0;
+    tdl_signal_stop(loop, s);
+  }
+  if (!watched_here(loop, signum)) {
+    pthread_mutex_lock(&owners_lock);
+    bool taken = owners[signum] && owners[signum] != loop;
+    if (!taken)
+      owners[signum] = loop;
+    pthread_mutex_unlock(&owners_lock);
+    if (taken)
+      return -EBUSY;
+
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    pthread_sigmask(SIG_BLOCK, &one, &old);
+    if (!sigismember(&old, signum))
+      sigaddset(&loop->sig_restore, signum);
+    sigaddset(&loop->sig_mask, signum);
+    int e = update_fd(loop);
+    if (e < 0) {
+      sigdelset(&loop->sig_mask, signum);
+      if (sigismember(&loop->sig_restore, signum)) {
+        sigdelset(&loop->sig_restore, signum);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+      }
+      pthread_mutex_lock(&owners_lock);
+      owners[signum] = NULL;
+      pthread_mutex_unlock(&owners_lock);
+      return e;
+    }
+  }
+  s->signum = signum;
+  s->next = loop->sigs;
+  loop->sigs = s;
+  s->started = 1;
+  loop->active++;
+  return 0;
+}
+
+int tdl_signal_stop(tdl_loop *loop, tdl_signal *s)
+{
+  TDL__CHECK_THREAD(loop);
+  if (!s->started)
+    return 0;
+  for (tdl_signal **p = &loop->sigs; *p; p = &(*p)->next) {
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  }
+  s->next = NULL;
+  s->started = 0;
+  loop->active--;
+  int signum = s->signum;
+  if (watched_here(loop, signum))
+    return 0;
+  /* The last watcher of signum: stop reading it and give it back. */
+  sigdelset(&loop->sig_mask, signum);
+  if (loop->sig_fd >= 0)
+    signalfd(loop->sig_fd, &loop->sig_mask, 0);
+  if (sigismember(&loop->sig_restore, signum)) {
+    sigdelset(&loop->sig_restore, signum);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+  }
+  pthread_mutex_lock(&owners_lock);
+  if (owners[signum] == loop)
+    owners[signum] = NULL;
+  pthread_mutex_unlock(&owners_lock);
+  return 0;
+}
+
+void tdl__signal_close(tdl_loop *loop)
+{
+  if (loop->sig_fd < 0)
+    return;
+  tdl_io_stop(loop, &loop->sig_io);
+  tdl__fd_forget(loop, loop->sig_fd);
+  close(loop->sig_fd);
+  loop->sig_fd = -1;
+}

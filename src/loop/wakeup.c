@@ -1,0 +1,112 @@
+/*
+ * Wakeups from other threads: the one thread-safe entry into a loop.
+ *
+ * A sender marks its wakeup pending; the first sender to find the loop's
+ * "signalled" flag clear writes the eventfd.  The loop clears the flag before
+ * it scans the wakeups, so a send that lands after the scan passed its wakeup
+ * sees the flag clear and writes again: no wakeup is lost, and a burst of
+ * sends costs one eventfd write.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "loop/loop_internal.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define XCHG(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+
+static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  (void)events;
+  uint64_t v;
+  while (read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
+    ;
+  STORE(&loop->wake_signalled, 0);
+  for (tdl_wakeup *wk = loop->wakeups, *next; wk; wk = next) {
+    next = wk->next; /* the callback may stop wk */
+    if (XCHG(&wk->pending, 0))
+      wk->cb(loop, wk);
+  }
+}
+
+void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data)
+{
+  memset(wk, 0, sizeof *wk);
+  wk->cb = cb;
+  wk->data = data;
+}
+
+int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
+{
+  TDL__CHECK_THREAD(loop);
+  if (wk->started)
+    return 0;
+  if (loop->wake_fd < 0) {
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0)
+      return -errno;
+    tdl_io_init(&loop->wake_io, fd, on_eventfd, NULL);
+    loop->wake_io.state |= TDL__IO_INTERNAL;
+    int e = tdl_io_start(loop, &loop->wake_io, TDL_READ);
+    if (e < 0) {
+      close(fd);
+      return e;
+    }
+    loop->wake_fd = fd;
+  }
+  wk->loop = loop;
+  STORE(&wk->pending, 0);
+  wk->next = loop->wakeups;
+  loop->wakeups = wk;
+  wk->started = 1;
+  loop->active++;
+  return 0;
+}
+
+int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk)
+{
+  TDL__CHECK_THREAD(loop);
+  if (!wk->started)
+    return 0;
+  for (tdl_wakeup **p = &loop->wakeups; *p; p = &(*p)->next) {
+    if (*p == wk) {
+      *p = wk->next;
+      break;
+    }
+  }
+  wk->next = NULL;
+  wk->started = 0;
+  loop->active--;
+  return 0;
+}
+
+int tdl_wakeup_send(tdl_wakeup *wk)
+{
+  if (!LOAD(&wk->started))
+    return -EINVAL;
+  if (XCHG(&wk->pending, 1))
+    return 0; /* already on its way */
+  tdl_loop *loop = wk->loop;
+  if (XCHG(&loop->wake_signalled, 1))
+    return 0;
+  uint64_t one = 1;
+  int saved = errno; /* may run in a signal handler */
+  /* EAGAIN means the counter is saturated: the loop will wake anyway. */
+  while (write(loop->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+    ;
+  errno = saved;
+  return 0;
+}
+
+void tdl__wakeup_close(tdl_loop *loop)
+{
+  if (loop->wake_fd < 0)
+    return;
+  tdl_io_stop(loop, &loop->wake_io);
+  tdl__fd_forget(loop, loop->wake_fd);
+  close(loop->wake_fd);
+  loop->wake_fd = -1;
+}

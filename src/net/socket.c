@@ -1,0 +1,404 @@
+/*
+ * Sockets for fibers: listen, accept (with the fd-exhaustion reserve),
+ * connect, datagrams, shutdown and options.  Everything that blocks goes
+ * through the fiber I/O of fiber_io.c; this file adds the socket set-up and
+ * the policies (what to retry, how to back off, what to close on failure).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+#define SUN_OFF offsetof(struct sockaddr_un, sun_path)
+#define NET_FLAGS (TDL_NET_REUSEPORT | TDL_NET_V6ONLY | TDL_NET_UNLINK)
+
+/* ---- common checks ---- */
+
+static int check_addr(const tdl_addr *a, int *family)
+{
+  if (!a || a->len < sizeof(sa_family_t) || a->len > sizeof a->u)
+    return -EINVAL;
+  int f = a->u.sa.sa_family;
+  switch (f) {
+  case AF_INET:
+    if (a->len < sizeof(struct sockaddr_in))
+      return -EINVAL;
+    break;
+  case AF_INET6:
+    if (a->len < sizeof(struct sockaddr_in6))
+      return -EINVAL;
+    break;
+  case AF_UNIX:
+    if (a->len <= SUN_OFF) /* unnamed: nothing to bind or connect to */
+      return -EINVAL;
+    break;
+  default:
+    return -EAFNOSUPPORT;
+  }
+  *family = f;
+  return 0;
+}
+
+/* The NUL-terminated path of a Unix path address, or false for an abstract
+ * name (or another family). */
+static bool unix_path(const tdl_addr *a, char path[sizeof a->u.un.sun_path + 1])
+{
+  if (a->u.sa.sa_family != AF_UNIX || a->len <= SUN_OFF || a->u.un.sun_path[0] == 0)
+    return false;
+  size_t n = strnlen(a->u.un.sun_path, (size_t)a->len - SUN_OFF);
+  memcpy(path, a->u.un.sun_path, n);
+  path[n] = 0;
+  return true;
+}
+
+static int setopt(int fd, int level, int name, int v)
+{
+  return setsockopt(fd, level, name, &v, sizeof v) < 0 ? -errno : 0;
+}
+
+/* ---- binding ---- */
+
+/* Whether the socket file at a's path is a socket that nobody serves: a probe
+ * connect is refused.  Anything else (not a socket, a live peer, an error we
+ * cannot read) counts as in use. */
+static bool stale_socket(const tdl_addr *a, const char *path, int type)
+{
+  struct stat st;
+  if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+    return false;
+  int probe = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (probe < 0)
+    return false;
+  int r = connect(probe, &a->u.sa, a->len);
+  int err = errno;
+  close(probe);
+  return r < 0 && err == ECONNREFUSED;
+}
+
+/* A socket of `type` bound to a, with the options flags ask for. */
+static int bound_socket(const tdl_addr *a, int type, unsigned flags)
+{
+  int fam, e;
+  if (flags & ~NET_FLAGS)
+    return -EINVAL;
+  if ((e = check_addr(a, &fam)) < 0)
+    return e;
+  int fd = socket(fam, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (fam != AF_UNIX) {
+    if (type == SOCK_STREAM && (e = setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1)) < 0)
+      goto fail;
+    if ((flags & TDL_NET_REUSEPORT) && (e = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1)) < 0)
+      goto fail;
+    if (fam == AF_INET6 && (flags & TDL_NET_V6ONLY) && (e = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) < 0)
+      goto fail;
+  }
+  if (bind(fd, &a->u.sa, a->len) == 0)
+    return fd;
+  e = -errno;
+  char path[sizeof a->u.un.sun_path + 1];
+  if (e == -EADDRINUSE && (flags & TDL_NET_UNLINK) && unix_path(a, path) && stale_socket(a, path, type)) {
+    if (unlink(path) < 0 && errno != ENOENT) {
+      e = -errno;
+      goto fail;
+    }
+    if (bind(fd, &a->u.sa, a->len) == 0)
+      return fd;
+    e = -errno;
+  }
+fail:
+  close(fd);
+  return e;
+}
+
+/* ---- the accept reserve ---- */
+
+enum { RESERVE_AUTO, RESERVE_ON, RESERVE_OFF };
+
+static atomic_int g_reserve = -1;  /* the /dev/null fd, or -1 */
+static atomic_int g_reserve_mode = RESERVE_AUTO;
+static _Atomic uint64_t g_exhausted, g_shed;
+/* Back-off of this thread's accepts while fds are exhausted (0: none yet). */
+static _Thread_local tdl_time_t t_backoff;
+
+#define BACKOFF_MIN (10 * TDL_MSEC)
+#define BACKOFF_MAX (160 * TDL_MSEC)
+#define SHED_MAX 64
+
+static int reserve_open(void)
+{
+  int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int none = -1;
+  if (!atomic_compare_exchange_strong(&g_reserve, &none, fd))
+    close(fd); /* another thread was quicker */
+  return 0;
+}
+
+static void reserve_ensure(void)
+{
+  if (atomic_load_explicit(&g_reserve, memory_order_relaxed) < 0 &&
+      atomic_load_explicit(&g_reserve_mode, memory_order_relaxed) != RESERVE_OFF)
+    (void)reserve_open();
+}
+
+int tdl_net_accept_reserve(bool on)
+{
+  if (on) {
+    atomic_store(&g_reserve_mode, RESERVE_ON);
+    return atomic_load(&g_reserve) < 0 ? reserve_open() : 0;
+  }
+  atomic_store(&g_reserve_mode, RESERVE_OFF);
+  int fd = atomic_exchange(&g_reserve, -1);
+  if (fd >= 0)
+    close(fd);
+  return 0;
+}
+
+void tdl_net_stats_get(tdl_net_stats *out)
+{
+  if (!out)
+    return;
+  out->accept_exhausted = atomic_load_explicit(&g_exhausted, memory_order_relaxed);
+  out->accept_shed = atomic_load_explicit(&g_shed, memory_order_relaxed);
+}
+
+/* Out of fds: give the reserve's slot to the pending connections one at a
+ * time, closing each at once, then take the slot back. */
+static void shed(int lfd)
+{
+  /* The fiber layer made lfd non-blocking before it reported EMFILE; check
+   * anyway, since an accept4() on a blocking listener would stall the thread
+   * once the queue is empty. */
+  int fl = fcntl(lfd, F_GETFL);
+  if (fl < 0 || !(fl & O_NONBLOCK))
+    return;
+  int r = atomic_exchange(&g_reserve, -1);
+  if (r < 0)
+    return;
+  close(r);
+  for (int i = 0; i < SHED_MAX;) {
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c >= 0) {
+      close(c);
+      atomic_fetch_add_explicit(&g_shed, 1, memory_order_relaxed);
+      i++;
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED)
+      continue;
+    break; /* EAGAIN (nothing left), EMFILE (another thread took the slot)... */
+  }
+  if (atomic_load(&g_reserve_mode) != RESERVE_OFF)
+    (void)reserve_open();
+}
+
+/* Sleep this thread's next back-off period, never past the deadline.
+ * Returns 0 or -ECANCELED. */
+static int backoff(tdl_time_t deadline)
+{
+  tdl_time_t b = t_backoff ? t_backoff * 2 : BACKOFF_MIN;
+  if (b > BACKOFF_MAX)
+    b = BACKOFF_MAX;
+  t_backoff = b;
+  tdl_time_t until = tdl_after(tdl_fiber_loop(), b);
+  if (deadline != TDL_FOREVER && deadline < until)
+    until = deadline;
+  return tdl_sleep(until);
+}
+
+/* ---- listen, accept, connect ---- */
+
+int tdl_listen(const tdl_addr *a, int backlog, unsigned flags)
+{
+  int fd = bound_socket(a, SOCK_STREAM, flags);
+  if (fd < 0)
+    return fd;
+  if (listen(fd, backlog <= 0 ? SOMAXCONN : backlog) < 0) {
+    int e = -errno;
+    char path[sizeof a->u.un.sun_path + 1];
+    if (unix_path(a, path))
+      unlink(path); /* the file our bind just made */
+    close(fd);
+    return e;
+  }
+  reserve_ensure();
+  return fd;
+}
+
+int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline)
+{
+  if (peer)
+    peer->len = 0;
+  if (!tdl_fiber_self())
+    return -EPERM;
+  reserve_ensure();
+  for (;;) {
+    socklen_t len = sizeof peer->u;
+    int fd = tdl_accept(lfd, peer ? &peer->u.sa : NULL, peer ? &len : NULL, deadline);
+    if (fd >= 0) {
+      if (peer)
+        peer->len = len;
+      t_backoff = 0;
+      return fd;
+    }
+    switch (-fd) {
+    /* The pending connection failed before we took it (accept(2) passes
+     * such network errors on); it is gone from the queue: wait for the next. */
+    case ECONNABORTED:
+    case EPROTO:
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      continue;
+    case EMFILE:
+    case ENFILE:
+      atomic_fetch_add_explicit(&g_exhausted, 1, memory_order_relaxed);
+      shed(lfd);
+      /* fall through */
+    case ENOBUFS:
+    case ENOMEM: {
+      int e = backoff(deadline);
+      return e < 0 ? e : fd;
+    }
+    default:
+      return fd;
+    }
+  }
+}
+
+/* A TCP connection to a loopback port nobody listens on can end up connected
+ * to itself (simultaneous open with its own SYN): local address == remote. */
+static bool self_connected(int fd, const tdl_addr *to)
+{
+  tdl_addr local;
+  return tdl_net_local_addr(fd, &local) == 0 && tdl_addr_equal(&local, to);
+}
+
+int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
+{
+  tdl_loop *loop = tdl_fiber_loop();
+  if (!loop)
+    return -EPERM;
+  if (tdl_fiber_cancelled())
+    return -ECANCELED;
+  int fam, e;
+  if ((e = check_addr(a, &fam)) < 0)
+    return e;
+  int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  tdl_time_t pause = TDL_MSEC;
+  for (;;) {
+    e = tdl_connect(fd, &a->u.sa, a->len, deadline);
+    if (e != -EAGAIN || fam != AF_UNIX)
+      break;
+    /* A Unix listener with a full backlog: the kernel will not queue a
+     * non-blocking connect, and nothing signals room; poll with back-off. */
+    if (deadline != TDL_FOREVER && tdl_now(loop) >= deadline) {
+      e = -ETIMEDOUT;
+      break;
+    }
+    tdl_time_t until = tdl_after(loop, pause);
+    if (deadline != TDL_FOREVER && deadline < until)
+      until = deadline;
+    if ((e = tdl_sleep(until)) < 0)
+      break;
+    if (pause < 50 * TDL_MSEC)
+      pause *= 2;
+  }
+  if (e == 0 && fam != AF_UNIX && self_connected(fd, a))
+    e = -ECONNREFUSED;
+  if (e < 0) {
+    tdl_close(fd);
+    return e;
+  }
+  return fd;
+}
+
+/* getsockname or getpeername into *out. */
+static int socket_name(int fd, tdl_addr *out, int (*get)(int, struct sockaddr *, socklen_t *))
+{
+  if (!out)
+    return -EINVAL;
+  memset(out, 0, sizeof *out);
+  socklen_t len = sizeof out->u;
+  if (get(fd, &out->u.sa, &len) < 0)
+    return -errno;
+  out->len = len > sizeof out->u ? (socklen_t)sizeof out->u : len;
+  return 0;
+}
+
+int tdl_net_local_addr(int fd, tdl_addr *out) { return socket_name(fd, out, getsockname); }
+
+int tdl_net_peer_addr(int fd, tdl_addr *out) { return socket_name(fd, out, getpeername); }
+
+/* ---- datagrams ---- */
+
+int tdl_udp_bind(const tdl_addr *a, unsigned flags) { return bound_socket(a, SOCK_DGRAM, flags); }
+
+ssize_t tdl_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline)
+{
+  if (to && (to->len == 0 || to->len > sizeof to->u))
+    return -EINVAL;
+  return tdl_sendto(fd, buf, len, 0, to ? &to->u.sa : NULL, to ? to->len : 0, deadline);
+}
+
+ssize_t tdl_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline)
+{
+  socklen_t alen = sizeof from->u;
+  if (from)
+    memset(from, 0, sizeof *from);
+  /* MSG_TRUNC: the datagram's real length, so that a cut one is reported. */
+  ssize_t n = tdl_recvfrom(fd, buf, len, MSG_TRUNC, from ? &from->u.sa : NULL, from ? &alen : NULL, deadline);
+  if (n < 0)
+    return n;
+  if (from)
+    from->len = alen > sizeof from->u ? (socklen_t)sizeof from->u : alen;
+  return (size_t)n > len ? -EMSGSIZE : n;
+}
+
+/* ---- shutdown and options ---- */
+
+int tdl_net_shutdown(int fd, int how)
+{
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+    return -EINVAL;
+  return shutdown(fd, how) < 0 ? -errno : 0;
+}
+
+int tdl_net_nodelay(int fd, bool on) { return setopt(fd, IPPROTO_TCP, TCP_NODELAY, on); }
+
+int tdl_net_quickack(int fd, bool on) { return setopt(fd, IPPROTO_TCP, TCP_QUICKACK, on); }
+
+int tdl_net_keepalive(int fd, bool on, int idle_s, int interval_s, int count)
+{
+  if (!on)
+    return setopt(fd, SOL_SOCKET, SO_KEEPALIVE, 0);
+  if (idle_s < 0 || interval_s < 0 || count < 0)
+    return -EINVAL;
+  /* Only TCP has the knobs; ask before switching anything on (SO_KEEPALIVE
+   * alone would be accepted by any socket). */
+  int v, e;
+  socklen_t vl = sizeof v;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &vl) < 0)
+    return -errno;
+  if (idle_s && (e = setopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle_s)) < 0)
+    return e;
+  if (interval_s && (e = setopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, interval_s)) < 0)
+    return e;
+  if (count && (e = setopt(fd, IPPROTO_TCP, TCP_KEEPCNT, count)) < 0)
+    return e;
+  return setopt(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+}

@@ -1,0 +1,346 @@
+/*
+ * Channels and select.
+ *
+ * A fiber that must wait puts a wait record (on its own stack) in the
+ * channel's receive or send queue and parks.  Whoever completes the
+ * operation copies the value straight between the two fibers' buffers,
+ * unlinks the record and wakes the fiber.
+ *
+ * A record is live only while its fiber is still parked (and, for a select,
+ * while no other clause of that select has won).  A fiber woken by its
+ * deadline or by cancellation stays queued until it runs again and unlinks
+ * itself; in between, completers skip its records, so a value is never handed
+ * to a fiber that is about to report a timeout, and a cancelled sender's
+ * value is never delivered.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fiber/fiber_internal.h"
+
+typedef struct tdl__sel {
+  tdl_chan_op *ops;
+  int done;
+} tdl__sel;
+
+typedef struct tdl__cwait {
+  struct tdl__cwait *next, *prev;
+  tdl__fiber *f;
+  void *val;       /* the fiber's buffer: source of a send, target of a recv */
+  tdl__sel *sel;   /* NULL for a plain send or receive */
+  int index;       /* the select clause */
+  int linked;
+} tdl__cwait;
+
+/* Values are mostly small scalars or pointers: copy those inline rather than
+ * through a call into libc's memcpy. */
+static inline void copy_val(void *dst, const void *src, size_t n)
+{
+  switch (n) {
+  case 1: memcpy(dst, src, 1); break;
+  case 2: memcpy(dst, src, 2); break;
+  case 4: memcpy(dst, src, 4); break;
+  case 8: memcpy(dst, src, 8); break;
+  case 16: memcpy(dst, src, 16); break;
+  default: memcpy(dst, src, n); break;
+  }
+}
+
+/* ---- wait queues: circular lists, *q is the oldest ---- */
+
+static void q_push(tdl__cwait **q, tdl__cwait *w)
+{
+  if (!*q) {
+    w->next = w->prev = w;
+    *q = w;
+  } else {
+    w->next = *q;
+    w->prev = (*q)->prev;
+    (*q)->prev->next = w;
+    (*q)->prev = w;
+  }
+  w->linked = 1;
+}
+
+static void q_remove(tdl__cwait **q, tdl__cwait *w)
+{
+  if (w->next == w)
+    *q = NULL;
+  else {
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    if (*q == w)
+      *q = w->next;
+  }
+  w->linked = 0;
+}
+
+static inline bool live(const tdl__cwait *w)
+{
+  return w->f->state == TDL__FIBER_PARKED && (!w->sel || !w->sel->done);
+}
+
+/* The oldest waiter still waiting; stale records met on the way are dropped. */
+static tdl__cwait *q_first(tdl__cwait **q)
+{
+  while (*q && !live(*q))
+    q_remove(q, *q);
+  return *q;
+}
+
+/* End w's wait: the operation happened (result 0) or cannot (-EPIPE). */
+static void complete(tdl__cwait **q, tdl__cwait *w, int result)
+{
+  q_remove(q, w);
+  if (w->sel) {
+    w->sel->done = 1;
+    w->sel->ops[w->index].result = result;
+    tdl__wake(w->f, w->index);
+  } else {
+    tdl__wake(w->f, result);
+  }
+}
+
+/* ---- making and destroying ---- */
+
+static int check_size(size_t elem_size, size_t capacity)
+{
+  if (elem_size == 0)
+    return -EINVAL;
+  if (capacity > TDL_CHAN_MAX_BYTES / elem_size)
+    return -EINVAL;
+  return 0;
+}
+
+int tdl_chan_init_mem(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len)
+{
+  int e = check_size(elem_size, capacity);
+  if (e < 0)
+    return e;
+  if (capacity && (!buf || buf_len < elem_size * capacity))
+    return -EINVAL;
+  memset(ch, 0, sizeof *ch);
+  ch->elem_size = elem_size;
+  ch->cap = capacity;
+  ch->buf = buf;
+  return 0;
+}
+
+int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity)
+{
+  *out = NULL;
+  int e = check_size(elem_size, capacity);
+  if (e < 0)
+    return e;
+  /* One allocation: the struct, then the ring. */
+  tdl_chan *ch = malloc(sizeof *ch + elem_size * capacity);
+  if (!ch)
+    return -ENOMEM;
+  tdl_chan_init_mem(ch, elem_size, capacity, capacity ? (unsigned char *)(ch + 1) : NULL,
+                    elem_size * capacity);
+  ch->owned = 1;
+  *out = ch;
+  return 0;
+}
+
+static void evict_all(tdl__cwait **q)
+{
+  while (*q) {
+    tdl__cwait *w = *q;
+    q_remove(q, w);
+    if (live(w))
+      tdl__wake(w->f, -EBADF);
+  }
+}
+
+int tdl_chan_destroy(tdl_chan *ch)
+{
+  evict_all(&ch->recvq);
+  evict_all(&ch->sendq);
+  ch->closed = 1;
+  ch->len = 0;
+  return 0;
+}
+
+int tdl_chan_free(tdl_chan *ch)
+{
+  if (!ch)
+    return 0;
+  tdl_chan_destroy(ch);
+  if (ch->owned)
+    free(ch);
+  return 0;
+}
+
+int tdl_chan_close(tdl_chan *ch)
+{
+  if (ch->closed)
+    return -EPIPE;
+  ch->closed = 1;
+  tdl__cwait *w;
+  while ((w = q_first(&ch->recvq)))
+    complete(&ch->recvq, w, -EPIPE);
+  while ((w = q_first(&ch->sendq)))
+    complete(&ch->sendq, w, -EPIPE);
+  return 0;
+}
+
+/* ---- the operations without waiting ---- */
+
+static inline unsigned char *slot(tdl_chan *ch, size_t i)
+{
+  size_t k = ch->head + i;
+  if (k >= ch->cap)
+    k -= ch->cap;
+  return ch->buf + k * ch->elem_size;
+}
+
+static int try_send(tdl_chan *ch, const void *val)
+{
+  if (ch->closed)
+    return -EPIPE;
+  tdl__cwait *r = q_first(&ch->recvq); /* only while the buffer is empty */
+  if (r) {
+    copy_val(r->val, val, ch->elem_size);
+    complete(&ch->recvq, r, 0);
+    return 0;
+  }
+  if (ch->len < ch->cap) {
+    copy_val(slot(ch, ch->len), val, ch->elem_size);
+    ch->len++;
+    return 0;
+  }
+  return -EAGAIN;
+}
+
+static int try_recv(tdl_chan *ch, void *val)
+{
+  if (ch->len) {
+    copy_val(val, slot(ch, 0), ch->elem_size);
+    ch->head = ch->head + 1 == ch->cap ? 0 : ch->head + 1;
+    ch->len--;
+    /* A sender waiting for room takes the freed place, in FIFO order. */
+    tdl__cwait *s = q_first(&ch->sendq);
+    if (s) {
+      copy_val(slot(ch, ch->len), s->val, ch->elem_size);
+      ch->len++;
+      complete(&ch->sendq, s, 0);
+    }
+    return 0;
+  }
+  tdl__cwait *s = q_first(&ch->sendq); /* unbuffered: straight from the sender */
+  if (s) {
+    copy_val(val, s->val, ch->elem_size);
+    complete(&ch->sendq, s, 0);
+    return 0;
+  }
+  return ch->closed ? -EPIPE : -EAGAIN;
+}
+
+int tdl_chan_try_send(tdl_chan *ch, const void *val) { return try_send(ch, val); }
+int tdl_chan_try_recv(tdl_chan *ch, void *val) { return try_recv(ch, val); }
+
+/* ---- blocking send and receive ---- */
+
+static int wait_on(tdl__cwait **q, tdl__fiber *f, void *val, const char *what, tdl_time_t deadline)
+{
+  tdl__cwait w = {.f = f, .val = val};
+  q_push(q, &w);
+  int r = tdl__park(f, what, -1, deadline);
+  if (w.linked)
+    q_remove(q, &w); /* timed out or cancelled: nothing was transferred */
+  return r;
+}
+
+int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  int r = try_send(ch, val);
+  if (r != -EAGAIN)
+    return r;
+  return wait_on(&ch->sendq, f, (void *)val, "chan send", deadline);
+}
+
+int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  int r = try_recv(ch, val);
+  if (r != -EAGAIN)
+    return r;
+  return wait_on(&ch->recvq, f, val, "chan recv", deadline);
+}
+
+/* ---- select ---- */
+
+static uint32_t pick(uint32_t n)
+{
+  static _Thread_local uint32_t x = 0x9e3779b9u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return (uint32_t)(((uint64_t)x * n) >> 32);
+}
+
+enum { SELECT_ON_STACK = 16 };
+
+int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
+{
+  if (n == 0 || n > UINT32_MAX)
+    return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    if (ops[i].op != TDL_CHAN_RECV && ops[i].op != TDL_CHAN_SEND)
+      return -EINVAL;
+    for (size_t j = 0; j < i; j++)
+      if (ops[i].ch && ops[j].ch == ops[i].ch && ops[j].op == ops[i].op)
+        return -EINVAL;
+  }
+  tdl__fiber *f = tdl__self();
+  if (f && f->cancelled)
+    return -ECANCELED;
+
+  /* Look for a clause that can go now, from a random starting point. */
+  size_t start = pick((uint32_t)n);
+  for (size_t k = 0; k < n; k++) {
+    size_t i = start + k < n ? start + k : start + k - n;
+    tdl_chan *ch = ops[i].ch;
+    if (!ch)
+      continue;
+    int r = ops[i].op == TDL_CHAN_RECV ? try_recv(ch, ops[i].val) : try_send(ch, ops[i].val);
+    if (r != -EAGAIN) {
+      ops[i].result = r;
+      return (int)i;
+    }
+  }
+  if (!f)
+    return deadline == 0 ? -ETIMEDOUT : -EPERM;
+  if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
+    return -ETIMEDOUT;
+
+  tdl__cwait local[SELECT_ON_STACK], *w = local;
+  if (n > SELECT_ON_STACK) {
+    w = malloc(n * sizeof *w);
+    if (!w)
+      return -ENOMEM;
+  }
+  tdl__sel sel = {.ops = ops};
+  for (size_t i = 0; i < n; i++) {
+    w[i] = (tdl__cwait){.f = f, .val = ops[i].val, .sel = &sel, .index = (int)i};
+    if (ops[i].ch)
+      q_push(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
+  }
+  int r = tdl__park(f, "select", -1, deadline);
+  for (size_t i = 0; i < n; i++)
+    if (w[i].linked)
+      q_remove(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
+  if (w != local)
+    free(w);
+  return r;
+}

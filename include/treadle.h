@@ -57,6 +57,12 @@ typedef int64_t tdl_time_t;
 /* The largest representable deadline; later ones are clamped to it. */
 #define TDL_TIME_MAX ((tdl_time_t)INT64_MAX)
 
+/* Private: the link of treadle's intrusive lists (src/base/list.h), public
+ * only so that caller-owned structs can embed it.  Zeroed = not in a list. */
+typedef struct tdl__list {
+  struct tdl__list *next, *prev;
+} tdl__list;
+
 #define TDL_USEC ((tdl_time_t)1000)
 #define TDL_MSEC ((tdl_time_t)1000000)
 #define TDL_SEC ((tdl_time_t)1000000000)

@@ -126,7 +126,8 @@ def object_graph(build):
             if f.endswith(".o"):
                 full = os.path.join(d, f)
                 src = os.path.relpath(full, objdir)[: -len(".o")]
-                objs[src] = symbols(full)
+                if os.path.exists(os.path.join(SRC, src)):  # not a stale object
+                    objs[src] = symbols(full)
     owner = {}
     for src, (defined, _) in objs.items():
         for s in defined:

@@ -30,8 +30,6 @@
 extern "C" {
 #endif
 
-struct tdl__cwait;
-
 /* Fields are private; the struct is public so that it can live in the
  * caller's memory (tdl_chan_init_mem). */
 typedef struct tdl_chan {
@@ -39,8 +37,8 @@ typedef struct tdl_chan {
   size_t cap;
   size_t head, len;        /* ring buffer of cap values */
   unsigned char *buf;
-  struct tdl__cwait *recvq; /* circular lists of waiting fibers */
-  struct tdl__cwait *sendq;
+  tdl__list recvq;         /* waiting fibers, oldest first */
+  tdl__list sendq;
   int closed;
   int owned;               /* made by tdl_chan_new */
 } tdl_chan;

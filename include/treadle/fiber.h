@@ -47,6 +47,15 @@ extern "C" {
 #endif
 
 typedef uint64_t tdl_fiber_t;
+
+/* Private: something the running fiber holds that must be given back if it
+ * finishes holding it (a mutex, a once-function it runs, its fiber-local
+ * values).  Linked into the fiber; when the fiber finishes, run(c) is called
+ * for each one still linked, the most recently linked first. */
+typedef struct tdl__cleanup {
+  tdl__list link;
+  void (*run)(struct tdl__cleanup *c);
+} tdl__cleanup;
 typedef void *(*tdl_fiber_fn)(void *arg);
 
 /* Stack sizes are rounded up to whole pages.  The fiber's control block and

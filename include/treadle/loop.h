@@ -246,9 +246,9 @@ struct tdl_wakeup {
   void *data;
   tdl_wakeup_cb cb;
   tdl_loop *loop;
-  tdl_wakeup *next;
+  tdl__list link;
   int pending; /* accessed atomically */
-  int started;
+  int started; /* accessed atomically */
 };
 
 TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
@@ -257,6 +257,7 @@ TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
  * eventfd, created on first use). */
 TDL_API int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk);
 TDL_API int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk);
+static inline bool tdl_wakeup_active(const tdl_wakeup *wk) { return wk->started != 0; }
 
 /* THREAD-SAFE (and async-signal-safe).  Make wk's callback run on its loop's
  * thread soon.  Sends before the callback runs coalesce into one call.  The
@@ -275,9 +276,8 @@ typedef void (*tdl_signal_cb)(tdl_loop *loop, tdl_signal *s, int signum);
 struct tdl_signal {
   void *data;
   tdl_signal_cb cb;
+  tdl__list link; /* linked while started */
   int signum;
-  int started;
-  tdl_signal *next;
 };
 
 TDL_API void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data);
@@ -293,6 +293,7 @@ TDL_API void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data);
  * the process watches the same signal; -EMFILE/-ENFILE. */
 TDL_API int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum);
 TDL_API int tdl_signal_stop(tdl_loop *loop, tdl_signal *s);
+static inline bool tdl_signal_active(const tdl_signal *s) { return s->link.next != NULL; }
 
 /* ------------------------------------------------------------------------ */
 /* Deferred callbacks and hooks                                              */
@@ -304,8 +305,7 @@ typedef void (*tdl_defer_cb)(tdl_loop *loop, tdl_defer *d);
 struct tdl_defer {
   void *data;
   tdl_defer_cb cb;
-  tdl_defer *next;
-  int queued;
+  tdl__list link; /* linked while queued */
 };
 
 TDL_API void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data);
@@ -313,8 +313,10 @@ TDL_API void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data);
  * iteration never run in that same iteration).  Queuing a queued callback
  * does nothing.  Cost: O(1). */
 TDL_API int tdl_defer_queue(tdl_loop *loop, tdl_defer *d);
-/* Unqueue; does nothing if not queued.  Cost: O(queued callbacks). */
+/* Unqueue; does nothing if not queued.  Cost: O(1). */
 TDL_API int tdl_defer_cancel(tdl_loop *loop, tdl_defer *d);
+/* Whether d is queued. */
+static inline bool tdl_defer_active(const tdl_defer *d) { return d->link.next != NULL; }
 
 typedef enum tdl_hook_kind {
   TDL_HOOK_BEFORE_POLL, /* just before the loop may sleep */
@@ -327,9 +329,8 @@ typedef void (*tdl_hook_cb)(tdl_loop *loop, tdl_hook *h);
 struct tdl_hook {
   void *data;
   tdl_hook_cb cb;
-  tdl_hook *next, *prev;
+  tdl__list link; /* linked while started */
   int kind;
-  int started;
 };
 
 TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
@@ -337,6 +338,7 @@ TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
  * alive.  Errors: -EINVAL for an unknown kind. */
 TDL_API int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind);
 TDL_API int tdl_hook_stop(tdl_loop *loop, tdl_hook *h);
+static inline bool tdl_hook_active(const tdl_hook *h) { return h->link.next != NULL; }
 
 #ifdef __cplusplus
 }

@@ -73,16 +73,6 @@ extern "C" {
 #endif
 
 struct tdl__fiber;
-struct tdl__swait;
-
-/* Private: a link in the list of objects a fiber holds (mutexes it owns,
- * once-functions it is running), so that they are released if the fiber
- * finishes while holding them. */
-typedef struct tdl__sheld {
-  void *next;
-  void **pprev;
-  unsigned kind;
-} tdl__sheld;
 
 /* ------------------------------------------------------------------------ */
 /* Mutex                                                                     */
@@ -98,19 +88,19 @@ typedef struct tdl__sheld {
  * and the next fiber to acquire it, by lock, trylock or cond_wait, gets
  * -EOWNERDEAD instead of 0 (once) while holding it: the data the mutex
  * protects may be half-updated, and it is that fiber's job to repair it.
- * (This relies on one fiber-local storage key, which treadle takes at start-up;
- * if none was free then, such mutexes stay locked.  A mutex locked from a
- * fiber-local-storage destructor and not unlocked there stays locked.)
+ * (Each mutex a fiber holds is linked into the fiber's control block; its
+ * fiber-local-storage destructors run in the same pass, so a mutex locked
+ * by one of them and left locked is released too.)
  */
 typedef struct tdl_mutex {
   struct tdl__fiber *owner;   /* NULL: unlocked */
-  struct tdl__swait *waiters; /* circular list, oldest first */
-  tdl__sheld held;            /* in the owner's list */
+  tdl__list waiters;          /* oldest first */
+  tdl__cleanup held;          /* in the owner's cleanups */
   uint32_t flags;
   uint32_t cond_users;        /* fibers inside tdl_cond_wait with this mutex */
 } tdl_mutex;
 
-#define TDL_MUTEX_INIT {NULL, NULL, {NULL, NULL, 0}, 0, 0}
+#define TDL_MUTEX_INIT {NULL, {NULL, NULL}, {{NULL, NULL}, NULL}, 0, 0}
 
 /* Initialize (same as TDL_MUTEX_INIT).  Returns 0.  Cost: a few stores. */
 TDL_API int tdl_mutex_init(tdl_mutex *m);
@@ -171,12 +161,12 @@ TDL_API int tdl_mutex_destroy(tdl_mutex *m);
  * one without a signal, a deadline or a cancellation.
  */
 typedef struct tdl_cond {
-  struct tdl__swait *waiters; /* circular list, oldest first */
+  tdl__list waiters;          /* oldest first */
   tdl_mutex *mutex;           /* the waiters' mutex, while there are waiters */
   uint32_t inside;            /* fibers inside tdl_cond_wait */
 } tdl_cond;
 
-#define TDL_COND_INIT {NULL, NULL, 0}
+#define TDL_COND_INIT {{NULL, NULL}, NULL, 0}
 
 /* Initialize (same as TDL_COND_INIT).  Returns 0. */
 TDL_API int tdl_cond_init(tdl_cond *c);
@@ -236,14 +226,14 @@ TDL_API int tdl_cond_destroy(tdl_cond *c);
 typedef struct tdl_sem {
   uint32_t value;             /* permits available */
   uint32_t max;               /* 0: TDL_SEM_VALUE_MAX */
-  struct tdl__swait *waiters; /* circular list, oldest first */
+  tdl__list waiters;          /* oldest first */
   uint32_t inside;            /* fibers inside tdl_sem_acquire that parked */
 } tdl_sem;
 
 #define TDL_SEM_VALUE_MAX UINT32_MAX
 /* A semaphore with `value` permits that may hold at most `max` (0: no limit
  * but TDL_SEM_VALUE_MAX).  A zero-filled tdl_sem has no permits, no limit. */
-#define TDL_SEM_INIT(value, max) {(value), (max), NULL, 0}
+#define TDL_SEM_INIT(value, max) {(value), (max), {NULL, NULL}, 0}
 
 /* Initialize with `value` permits and at most `max` (0: TDL_SEM_VALUE_MAX).
  * Returns 0, or -EINVAL when value > max (s is then not touched). */
@@ -281,10 +271,10 @@ TDL_API int tdl_sem_destroy(tdl_sem *s);
  * sync.WaitGroup). */
 typedef struct tdl_waitgroup {
   int64_t count;
-  struct tdl__swait *waiters; /* circular list, oldest first */
+  tdl__list waiters;          /* oldest first */
 } tdl_waitgroup;
 
-#define TDL_WAITGROUP_INIT {0, NULL}
+#define TDL_WAITGROUP_INIT {0, {NULL, NULL}}
 
 /* Initialize with a count of 0.  Returns 0. */
 TDL_API int tdl_waitgroup_init(tdl_waitgroup *wg);
@@ -334,12 +324,12 @@ TDL_API int tdl_waitgroup_destroy(tdl_waitgroup *wg);
  */
 typedef struct tdl_once {
   struct tdl__fiber *runner;  /* the fiber running (or about to run) fn */
-  struct tdl__swait *waiters; /* circular list, oldest first */
-  tdl__sheld held;            /* in the runner's list */
+  tdl__list waiters;          /* oldest first */
+  tdl__cleanup held;          /* in the runner's cleanups */
   int state;                  /* 0: not done, 1: running, 2: done */
 } tdl_once;
 
-#define TDL_ONCE_INIT {NULL, NULL, {NULL, NULL, 0}, 0}
+#define TDL_ONCE_INIT {NULL, {NULL, NULL}, {{NULL, NULL}, NULL}, 0}
 
 /* Initialize (not done).  Returns 0. */
 TDL_API int tdl_once_init(tdl_once *o);

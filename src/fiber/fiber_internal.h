@@ -1,7 +1,13 @@
 /*
- * The fiber scheduler's internals, shared by fiber.c (spawn, switch, join),
- * fiber_io.c (fd waits) and the blocking primitives built on park/wake
+ * The fiber scheduler's internals, shared by sched.c (spawn, switch, park,
+ * join), the rest of the fiber layer (fiber_io.c, fls.c, inspect.c, main.c)
+ * and the blocking primitives built on park/wake in the layers above
  * (channels, locks, process waits).
+ *
+ * The scheduler knows nothing of its clients.  What they need at its edges,
+ * they hang on it: a fiber's cleanups (tdl__cleanup, fiber.h) run when it
+ * finishes; a scheduler's teardown hooks (tdl__sched_hook) run when it is
+ * destroyed.
  *
  * The one operation to follow: a fiber that must wait calls tdl__park(),
  * which arms its deadline timer and switches straight to the next runnable
@@ -29,7 +35,7 @@ typedef struct tdl__fiber {
    * touches another fiber's block). */
   tdl__ctx ctx;
   tdl__sched *sched;
-  struct tdl__fiber *next_run;          /* run queue */
+  tdl__list run;         /* in the run queue while runnable */
   const char *waits_on;
   tdl_time_t deadline;
   int wake_result;
@@ -41,14 +47,16 @@ typedef struct tdl__fiber {
   uint8_t nocancel;      /* in tdl__park_uncancellable(): cancel only marks */
   uint8_t detached;
   /* Cold. */
-  struct tdl__fiber *prev_all, *next_all; /* every unreleased fiber */
+  tdl__list all;         /* in the scheduler's list of unreleased fibers */
   tdl_fiber_fn fn;
   void *arg;
   void *result;
   uint64_t id;
   uint32_t slot, gen;
   struct tdl__fiber *joiner;
-  void *held;            /* sync.c: locks held, released if the fiber finishes */
+  tdl__list cleanups;    /* tdl__cleanup: run when the fiber finishes */
+  tdl__cleanup fls_cleanup; /* fls.c's, linked once a value is set */
+  uint8_t fls_rounds;    /* fls.c: rounds of destructors run */
   tdl_timer timer;
   tdl__stack stack;
   tdl__stack_info info;
@@ -63,14 +71,21 @@ typedef struct tdl__slot {
   uint32_t next_free;
 } tdl__slot;
 
-typedef struct tdl__ffd tdl__ffd;
+typedef struct tdl__sched_hook tdl__sched_hook;
+
+/* Something a client of the scheduler hung on it, run when it is destroyed
+ * (fiber_io.c's per-fd state). */
+struct tdl__sched_hook {
+  tdl__list link;
+  void (*destroy)(tdl__sched *s, tdl__sched_hook *h);
+};
 
 struct tdl__sched {
   tdl_loop *loop;
   tdl__ctx loop_ctx;     /* the loop's own (thread) context while fibers run */
   tdl__fiber *current;   /* NULL while the loop's own code runs */
-  tdl__fiber *run_head, *run_tail;
-  tdl__fiber *all;
+  tdl__list runq;        /* runnable fibers, oldest first */
+  tdl__list all;         /* every unreleased fiber */
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
   unsigned dispatch_left;/* switches left before the loop polls again */
@@ -79,9 +94,9 @@ struct tdl__sched {
   tdl__slot *slots;
   uint32_t nslots, slots_cap, free_slot;
   tdl__stack_pool pool;
-  tdl__sched *next_on_thread; /* the thread's schedulers (tdl__thread_scheds) */
-  tdl__ffd **ffds;       /* fiber I/O state, by fd (fiber_io.c) */
-  uint32_t nffds;
+  tdl__list on_thread;   /* in tdl__thread_scheds */
+  tdl__list hooks;       /* tdl__sched_hook, run at destruction */
+  void *io;              /* fiber_io.c's state, opaque here */
   int overflow_ready;
 };
 
@@ -97,7 +112,7 @@ static inline tdl__fiber *tdl__self(void)
 
 /* Every scheduler created on this thread, so that tdl_close() called outside
  * a fiber can still clear what the loops of this thread know about an fd. */
-extern _Thread_local tdl__sched *tdl__thread_scheds;
+extern _Thread_local tdl__list tdl__thread_scheds;
 
 /* The scheduler of loop, created on first use (-ENOMEM). */
 int tdl__sched_get(tdl_loop *loop, tdl__sched **out);
@@ -118,12 +133,7 @@ int tdl__park_uncancellable(tdl__fiber *f, const char *what);
 static inline void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
 {
   f->state = TDL__FIBER_RUNNABLE;
-  f->next_run = NULL;
-  if (s->run_tail)
-    s->run_tail->next_run = f;
-  else
-    s->run_head = f;
-  s->run_tail = f;
+  tdl__list_push(&s->runq, &f->run);
 }
 
 /* End f's park with `result`.  Returns whether f was parked (and is now
@@ -138,14 +148,27 @@ static inline bool tdl__wake(tdl__fiber *f, int result)
   return true;
 }
 
-/* sync.c: release whatever f->held lists; called when f finishes. */
-void tdl__sync_release_held(tdl__fiber *f);
+/* Link c into f's cleanups (c->run set by the caller), or take it out again
+ * once what it stands for has been given back. */
+static inline void tdl__cleanup_add(tdl__fiber *f, tdl__cleanup *c) { tdl__list_push_front(&f->cleanups, &c->link); }
+static inline void tdl__cleanup_del(tdl__cleanup *c)
+{
+  if (tdl__list_linked(&c->link))
+    tdl__list_remove(&c->link);
+}
 
+/* Run h->destroy(s, h) when s is destroyed. */
+static inline void tdl__sched_hook_add(tdl__sched *s, tdl__sched_hook *h) { tdl__list_push(&s->hooks, &h->link); }
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);
 
-/* fiber_io.c: forget every fd state of s (scheduler teardown). */
-void tdl__fiber_io_destroy(tdl__sched *s);
+/* The fiber a handle names, or NULL when stale (or s is NULL). */
+tdl__fiber *tdl__fiber_lookup(tdl__sched *s, tdl_fiber_t h);
+tdl_fiber_t tdl__fiber_handle(const tdl__fiber *f);
+
+/* Release every finished fiber nobody can join any more (tdl_fiber_main's
+ * end): neither joined nor detached, they would keep their stacks. */
+void tdl__sched_release_finished(tdl__sched *s);
 
 #endif /* TDL_FIBER_INTERNAL_H */

@@ -17,10 +17,17 @@
 
 #include "fiber/fiber_internal.h"
 
-struct tdl__ffd {
+typedef struct tdl__ffd {
   tdl_io w;
   tdl__fiber *reader, *writer;
-};
+} tdl__ffd;
+
+/* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
+typedef struct fio {
+  tdl__sched_hook hook; /* frees it with the scheduler */
+  tdl__ffd **ffds;
+  uint32_t nffds;
+} fio;
 
 static void ffd_update(tdl__sched *s, tdl__ffd *d)
 {
@@ -46,28 +53,66 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   ffd_update(s, d);
 }
 
+static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
+{
+  fio *io = TDL__CONTAINER_OF(h, fio, hook);
+  for (uint32_t i = 0; i < io->nffds; i++) {
+    if (io->ffds[i]) {
+      tdl_io_stop(s->loop, &io->ffds[i]->w);
+      free(io->ffds[i]);
+    }
+  }
+  free(io->ffds);
+  free(io);
+  s->io = NULL;
+}
+
+/* Room for fd in s's table, which is made on first use. */
+static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
+{
+  fio *io = s->io;
+  if (!io) {
+    if (!(io = calloc(1, sizeof *io)))
+      return -ENOMEM;
+    io->hook.destroy = fio_destroy;
+    tdl__sched_hook_add(s, &io->hook);
+    s->io = io;
+  }
+  if ((uint32_t)fd < io->nffds)
+    return 0;
+  uint32_t n = io->nffds ? io->nffds : 64;
+  while (n <= (uint32_t)fd)
+    n *= 2;
+  tdl__ffd **a = realloc(io->ffds, (size_t)n * sizeof *a);
+  if (!a)
+    return -ENOMEM;
+  memset(a + io->nffds, 0, (size_t)(n - io->nffds) * sizeof *a);
+  io->ffds = a;
+  io->nffds = n;
+  return 0;
+}
+
+/* fd's state, or NULL. */
+static inline tdl__ffd *ffd_find(tdl__sched *s, int fd)
+{
+  fio *io = s->io;
+  return io && (uint32_t)fd < io->nffds ? io->ffds[fd] : NULL;
+}
+
 /* The fd's state, made on first use; the fd is made non-blocking then,
  * unless the caller knows it already is (an fd accept4 just made). */
 static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
 {
   if (fd < 0)
     return -EBADF;
-  if ((uint32_t)fd >= s->nffds) {
-    uint32_t n = s->nffds ? s->nffds : 64;
-    while (n <= (uint32_t)fd)
-      n *= 2;
-    tdl__ffd **a = realloc(s->ffds, (size_t)n * sizeof *a);
-    if (!a)
-      return -ENOMEM;
-    memset(a + s->nffds, 0, (size_t)(n - s->nffds) * sizeof *a);
-    s->ffds = a;
-    s->nffds = n;
-  }
-  tdl__ffd *d = s->ffds[fd];
+  tdl__ffd *d = ffd_find(s, fd);
   if (TDL__LIKELY(d != NULL)) {
     *out = d;
     return 0;
   }
+  int e = fio_reserve(s, fd);
+  if (e < 0)
+    return e;
   if (!nonblocking) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0)
@@ -79,7 +124,7 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
   if (!d)
     return -ENOMEM;
   tdl_io_init(&d->w, fd, ffd_ready, NULL);
-  s->ffds[fd] = d;
+  ((fio *)s->io)->ffds[fd] = d;
   *out = d;
   return 0;
 }
@@ -109,7 +154,7 @@ static int wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline, 
     e = tdl__park(f, (events & TDL_READ) ? "read" : "write", fd, deadline);
   /* Still hung on the fd after a timeout, cancel or failed start: unhang.
    * (tdl_close may have freed d meanwhile; it then unhung us itself.) */
-  if ((uint32_t)fd < s->nffds && s->ffds[fd] == d) {
+  if (ffd_find(s, fd) == d) {
     bool changed = false;
     if (d->reader == f) {
       d->reader = NULL;
@@ -278,9 +323,9 @@ int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time
 /* Forget what s knows about fd, waking its waiters with -EBADF. */
 static void forget_fd(tdl__sched *s, int fd)
 {
-  if ((uint32_t)fd < s->nffds && s->ffds[fd]) {
-    tdl__ffd *d = s->ffds[fd];
-    s->ffds[fd] = NULL;
+  tdl__ffd *d = ffd_find(s, fd);
+  if (d) {
+    ((fio *)s->io)->ffds[fd] = NULL;
     if (d->reader)
       tdl__wake(d->reader, -EBADF);
     if (d->writer)
@@ -300,23 +345,10 @@ int tdl_close(int fd)
     forget_fd(self->sched, fd);
   } else {
     /* Outside a fiber: the fd may be known to any loop of this thread. */
-    for (tdl__sched *s = tdl__thread_scheds; s; s = s->next_on_thread)
-      forget_fd(s, fd);
+    TDL__LIST_FOREACH(n, &tdl__thread_scheds)
+      forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd);
   }
   return close(fd) < 0 ? -errno : 0;
-}
-
-void tdl__fiber_io_destroy(tdl__sched *s)
-{
-  for (uint32_t i = 0; i < s->nffds; i++) {
-    if (s->ffds[i]) {
-      tdl_io_stop(s->loop, &s->ffds[i]->w);
-      free(s->ffds[i]);
-    }
-  }
-  free(s->ffds);
-  s->ffds = NULL;
-  s->nffds = 0;
 }
 
 /* ---- sleeping ---- */

@@ -35,10 +35,7 @@ enum { CACHE_COLOURS = 16 };
  * library would call __tls_get_addr each time. */
 _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")));
 
-_Thread_local tdl__sched *tdl__thread_scheds;
-
-static void (*fls_dtor[TDL_FLS_KEYS])(void *);
-static unsigned fls_keys; /* keys handed out (atomic) */
+_Thread_local tdl__list tdl__thread_scheds;
 
 #ifndef TDL_ASAN /* the sanitizer build adds fields to tdl__ctx */
 _Static_assert(offsetof(tdl__fiber, detached) < 64, "a park's fields share the first cache line");
@@ -46,9 +43,9 @@ _Static_assert(offsetof(tdl__fiber, detached) < 64, "a park's fields share the f
 
 /* ---- handles ---- */
 
-static inline tdl_fiber_t handle_of(const tdl__fiber *f) { return ((uint64_t)f->gen << 32) | (f->slot + 1); }
+tdl_fiber_t tdl__fiber_handle(const tdl__fiber *f) { return ((uint64_t)f->gen << 32) | (f->slot + 1); }
 
-static tdl__fiber *lookup(tdl__sched *s, tdl_fiber_t h)
+tdl__fiber *tdl__fiber_lookup(tdl__sched *s, tdl_fiber_t h)
 {
   uint32_t slot = (uint32_t)h - 1, gen = (uint32_t)(h >> 32);
   if (!s || (uint32_t)h == 0 || slot >= s->nslots || s->slots[slot].gen != gen)
@@ -79,27 +76,16 @@ static int slot_alloc(tdl__sched *s, uint32_t *out)
 
 /* ---- the run queue ---- */
 
-static tdl__fiber *runq_pop(tdl__sched *s)
+static inline tdl__fiber *runq_pop(tdl__sched *s)
 {
-  tdl__fiber *f = s->run_head;
-  if (f) {
-    s->run_head = f->next_run;
-    if (!s->run_head)
-      s->run_tail = NULL;
-  }
-  return f;
+  return TDL__LIST_ENTRY(tdl__list_pop(&s->runq), tdl__fiber, run);
 }
 
 /* ---- releasing ---- */
 
 static void release(tdl__sched *s, tdl__fiber *f)
 {
-  if (f->prev_all)
-    f->prev_all->next_all = f->next_all;
-  else
-    s->all = f->next_all;
-  if (f->next_all)
-    f->next_all->prev_all = f->prev_all;
+  tdl__list_remove(&f->all);
   tdl__slot *sl = &s->slots[f->slot];
   sl->f = NULL;
   sl->gen++; /* every handle to it is now stale */
@@ -123,9 +109,6 @@ static inline void reap_dead(tdl__sched *s)
 
 /* ---- switching ---- */
 
-/* Switch from f (which has already been queued, parked or finished) to the
- * next runnable fiber, or to the loop when there is none or the batch is
- * used up.  Returns when f runs again. */
 /* The next runnable fiber, or NULL for the loop when there is none or the
  * batch is used up. */
 static inline tdl__fiber *pick_next(tdl__sched *s)
@@ -151,6 +134,9 @@ static inline tdl__ctx *enter(tdl__sched *s, tdl__fiber *next)
   return &s->loop_ctx;
 }
 
+/* Switch from f (which has already been queued, parked or finished) to the
+ * next runnable fiber, or to the loop when there is none or the batch is
+ * used up.  Returns when f runs again. */
 static void switch_out(tdl__sched *s, tdl__fiber *f)
 {
   tdl__fiber *next = pick_next(s);
@@ -164,13 +150,11 @@ static void switch_out(tdl__sched *s, tdl__fiber *f)
 
 static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
 {
-  if (f->held)
-    tdl__sync_release_held(f);
-  for (unsigned k = 0; k < TDL_FLS_KEYS; k++) {
-    void *v = f->fls[k];
-    f->fls[k] = NULL;
-    if (v && fls_dtor[k])
-      fls_dtor[k](v);
+  /* Most recent first; a cleanup may link more (a destructor that locks). */
+  tdl__list *n;
+  while ((n = tdl__list_pop(&f->cleanups)) != NULL) {
+    tdl__cleanup *c = TDL__CONTAINER_OF(n, tdl__cleanup, link);
+    c->run(c);
   }
   f->result = result;
   f->state = TDL__FIBER_DONE;
@@ -195,7 +179,7 @@ static void fiber_entry(void *arg)
 static void sched_run(tdl_loop *loop)
 {
   tdl__sched *s = loop->sched;
-  if (!s->run_head)
+  if (tdl__list_empty(&s->runq))
     return;
   tdl__sched *outer = tdl__tl_sched; /* a callback of another loop may run us */
   tdl__tl_sched = s;
@@ -210,7 +194,7 @@ static void sched_run(tdl_loop *loop)
 static bool sched_busy(tdl_loop *loop)
 {
   tdl__sched *s = loop->sched;
-  return s->run_head != NULL;
+  return !tdl__list_empty(&s->runq);
 }
 
 /* Fibers that have not finished keep the loop going (finished ones only
@@ -228,13 +212,12 @@ static int sched_destroy(tdl_loop *loop)
     return 0;
   if (s->live)
     return -EBUSY;
-  for (tdl__sched **pp = &tdl__thread_scheds; *pp; pp = &(*pp)->next_on_thread) {
-    if (*pp == s) {
-      *pp = s->next_on_thread;
-      break;
-    }
+  tdl__list_remove(&s->on_thread);
+  tdl__list *n;
+  while ((n = tdl__list_pop(&s->hooks)) != NULL) {
+    tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
+    h->destroy(s, h);
   }
-  tdl__fiber_io_destroy(s);
   tdl__stack_pool_destroy(&s->pool);
   if (s->overflow_ready)
     tdl__overflow_thread_cleanup();
@@ -258,8 +241,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   tdl__stack_pool_init(&s->pool, STACKS_CACHED);
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
-  s->next_on_thread = tdl__thread_scheds;
-  tdl__thread_scheds = s;
+  tdl__list_push(&tdl__thread_scheds, &s->on_thread);
   loop->sched = s;
   loop->sched_run = sched_run;
   loop->sched_busy = sched_busy;
@@ -375,22 +357,19 @@ int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg
   tdl_timer_init(&f->timer, deadline_cb, f);
   tdl__ctx_init(&f->ctx, st.lo, (size_t)((uintptr_t)f - (uintptr_t)st.lo), fiber_entry);
   s->slots[slot].f = f;
-  f->next_all = s->all;
-  if (s->all)
-    s->all->prev_all = f;
-  s->all = f;
+  tdl__list_push(&s->all, &f->all);
   s->live++;
   s->unfinished++;
   tdl__runq_push(s, f);
   if (out)
-    *out = handle_of(f);
+    *out = tdl__fiber_handle(f);
   return 0;
 }
 
 tdl_fiber_t tdl_fiber_self(void)
 {
   tdl__fiber *f = tdl__self();
-  return f ? handle_of(f) : 0;
+  return f ? tdl__fiber_handle(f) : 0;
 }
 
 tdl_loop *tdl_fiber_loop(void)
@@ -433,7 +412,7 @@ int tdl_fiber_park(tdl_time_t deadline)
 int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
 {
   TDL__CHECK_THREAD(loop);
-  tdl__fiber *f = lookup(loop->sched, h);
+  tdl__fiber *f = tdl__fiber_lookup(loop->sched, h);
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
   if (f->state == TDL__FIBER_PARKED && f->waits_on == park_reason)
@@ -455,7 +434,7 @@ int tdl_fiber_join(tdl_fiber_t h, tdl_time_t deadline, void **result)
   if (!self)
     return -EPERM;
   tdl__sched *s = self->sched;
-  tdl__fiber *f = lookup(s, h);
+  tdl__fiber *f = tdl__fiber_lookup(s, h);
   if (!f)
     return -ESRCH;
   if (f == self)
@@ -481,7 +460,7 @@ int tdl_fiber_detach(tdl_loop *loop, tdl_fiber_t h)
 {
   TDL__CHECK_THREAD(loop);
   tdl__sched *s = loop->sched;
-  tdl__fiber *f = lookup(s, h);
+  tdl__fiber *f = tdl__fiber_lookup(s, h);
   if (!f)
     return -ESRCH;
   if (f->detached)
@@ -495,7 +474,7 @@ int tdl_fiber_detach(tdl_loop *loop, tdl_fiber_t h)
 int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t h)
 {
   TDL__CHECK_THREAD(loop);
-  tdl__fiber *f = lookup(loop->sched, h);
+  tdl__fiber *f = tdl__fiber_lookup(loop->sched, h);
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
   f->cancelled = 1;
@@ -504,195 +483,14 @@ int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t h)
   return 0;
 }
 
-/* ---- tdl_fiber_main ---- */
-
-typedef struct main_box {
-  tdl_fiber_fn fn;
-  void *arg, *result;
-} main_box;
-
-static void *main_trampoline(void *arg)
+void tdl__sched_release_finished(tdl__sched *s)
 {
-  main_box *b = arg;
-  b->result = b->fn(b->arg);
-  return NULL;
-}
-
-int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result)
-{
-  tdl_loop *loop;
-  int e = tdl_loop_new(&loop, NULL);
-  if (e < 0)
-    return e;
-  main_box box = {fn, arg, NULL};
-  tdl_fiber_t h;
-  e = tdl_fiber_spawn(loop, &h, main_trampoline, &box, &(tdl_fiber_options){.name = "main"});
-  if (e < 0) {
-    tdl_loop_free(loop);
-    return e;
-  }
-  tdl_fiber_detach(loop, h);
-  e = tdl_run(loop, TDL_RUN_DEFAULT);
-  if (e < 0)
-    return e; /* -EDEADLK: parked fibers still own their stacks */
-  if (result)
-    *result = box.result;
-  return tdl_loop_free(loop);
-}
-
-/* ---- fiber-local storage ---- */
-
-int tdl_fls_key_create(tdl_fls_key *key, void (*dtor)(void *))
-{
-  /* Rare, and the destructor must be in place before the key is visible to
-   * other threads' fibers: a lock, and publication with release order. */
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&lock);
-  unsigned k = __atomic_load_n(&fls_keys, __ATOMIC_RELAXED);
-  if (k < TDL_FLS_KEYS) {
-    fls_dtor[k] = dtor;
-    __atomic_store_n(&fls_keys, k + 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&lock);
-  if (k >= TDL_FLS_KEYS)
-    return -EAGAIN;
-  *key = k;
-  return 0;
-}
-
-int tdl_fls_set(tdl_fls_key key, void *value)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (key >= __atomic_load_n(&fls_keys, __ATOMIC_ACQUIRE))
-    return -EINVAL;
-  f->fls[key] = value;
-  return 0;
-}
-
-void *tdl_fls_get(tdl_fls_key key)
-{
-  tdl__fiber *f = tdl__self();
-  return f && key < TDL_FLS_KEYS ? f->fls[key] : NULL;
-}
-
-/* ---- looking inside ---- */
-
-static const char *state_name(const tdl__fiber *f)
-{
-  switch (f->state) {
-  case TDL__FIBER_RUNNING: return "running";
-  case TDL__FIBER_RUNNABLE: return "runnable";
-  case TDL__FIBER_PARKED: return "parked";
-  default: return "finished";
-  }
-}
-
-int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *, void *), void *ctx)
-{
-  tdl__sched *s = loop->sched;
-  int n = 0;
-  for (tdl__fiber *f = s ? s->all : NULL; f; f = f->next_all) {
-    bool parked = f->state == TDL__FIBER_PARKED;
-    tdl_fiber_info in = {
-        .handle = handle_of(f),
-        .id = f->id,
-        .name = f->name,
-        .state = state_name(f),
-        .waits_on = parked ? f->waits_on : "",
-        .fd = parked ? f->wait_fd : -1,
-        .deadline = parked ? f->deadline : TDL_FOREVER,
-        .stack_size = f->stack.size,
-        .stack_used = tdl__stack_used(&f->stack),
-        .guarded = f->stack.guard != 0,
-    };
-    n++;
-    if (fn(&in, ctx))
-      break;
-  }
-  return n;
-}
-
-/* Formats without stdio so that a dump from a crash path cannot deadlock on
- * a stdio lock or allocate. */
-static char *put_str(char *p, char *end, const char *s)
-{
-  while (*s && p < end)
-    *p++ = *s++;
-  return p;
-}
-
-static char *put_num(char *p, char *end, int64_t v)
-{
-  char tmp[24];
-  int n = 0;
-  bool neg = v < 0;
-  uint64_t u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  if (neg && p < end)
-    *p++ = '-';
-  while (n && p < end)
-    *p++ = tmp[--n];
-  return p;
-}
-
-static int dump_one(const tdl_fiber_info *in, void *ctx)
-{
-  const int *fd = ctx;
-  char line[256], *p = line, *end = line + sizeof line - 1;
-  p = put_str(p, end, "fiber ");
-  p = put_num(p, end, (int64_t)in->id);
-  p = put_str(p, end, " \"");
-  p = put_str(p, end, in->name);
-  p = put_str(p, end, "\" ");
-  p = put_str(p, end, in->state);
-  if (in->waits_on[0]) {
-    p = put_str(p, end, " on ");
-    p = put_str(p, end, in->waits_on);
-    if (in->fd >= 0) {
-      p = put_str(p, end, " fd ");
-      p = put_num(p, end, in->fd);
-    }
-    if (in->deadline != TDL_FOREVER) {
-      p = put_str(p, end, " until ");
-      p = put_num(p, end, in->deadline);
-    }
-  }
-  p = put_str(p, end, " stack ");
-  p = put_num(p, end, (int64_t)in->stack_used);
-  p = put_str(p, end, "/");
-  p = put_num(p, end, (int64_t)in->stack_size);
-  p = put_str(p, end, in->guarded ? " guarded\n" : " unguarded\n");
-  ssize_t left = p - line;
-  const char *q = line;
-  while (left > 0) {
-    ssize_t w = write(*fd, q, (size_t)left);
-    if (w <= 0)
-      return 1;
-    q += w;
-    left -= w;
-  }
-  return 0;
-}
-
-int tdl_fiber_dump(tdl_loop *loop, int fd)
-{
-  return tdl_fiber_foreach(loop, dump_one, &fd);
-}
-
-void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out)
-{
-  memset(out, 0, sizeof *out);
-  tdl__sched *s = loop->sched;
   if (!s)
     return;
-  tdl__stack_stats st;
-  tdl__stack_pool_stats(&s->pool, &st);
-  out->live = s->live;
-  out->unguarded = st.in_use_unguarded;
-  out->stacks_cached = st.cached;
+  for (tdl__list *n = tdl__list_first(&s->all), *next; n; n = next) {
+    next = tdl__list_next(&s->all, n);
+    tdl__fiber *f = TDL__CONTAINER_OF(n, tdl__fiber, all);
+    if (f->state == TDL__FIBER_DONE && !f->joiner)
+      release(s, f);
+  }
 }

@@ -51,8 +51,6 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
     return -ENOMEM;
   loop->be = be;
   loop->owner = pthread_self();
-  for (int k = 0; k < 2; k++)
-    loop->hooks[k].next = loop->hooks[k].prev = &loop->hooks[k];
   loop->wake_fd = -1;
   loop->sig_fd = -1;
   sigemptyset(&loop->sig_mask);
@@ -70,7 +68,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
 
 bool tdl_loop_alive(const tdl_loop *loop)
 {
-  return loop->active > 0 || loop->timers.live > 0 || loop->defer_head != NULL ||
+  return loop->active > 0 || loop->timers.live > 0 || !tdl__list_empty(&loop->defers) ||
          (loop->sched_alive && loop->sched_alive((tdl_loop *)loop));
 }
 
@@ -103,7 +101,7 @@ void tdl_stop(tdl_loop *loop) { loop->stop_flag = 1; }
 
 static bool has_work(tdl_loop *loop)
 {
-  return loop->stop_flag || tdl__io_has_pending(loop) || loop->defer_head ||
+  return loop->stop_flag || tdl__io_has_pending(loop) || !tdl__list_empty(&loop->defers) ||
          (loop->sched_busy && loop->sched_busy(loop));
 }
 
@@ -115,124 +113,6 @@ tdl_time_t tdl_loop_timeout(tdl_loop *loop)
   if (next == TDL_FOREVER)
     return TDL_FOREVER;
   return next > loop->now ? next - loop->now : 0;
-}
-
-/* ---- deferred callbacks ---- */
-
-void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data)
-{
-  memset(d, 0, sizeof *d);
-  d->cb = cb;
-  d->data = data;
-}
-
-int tdl_defer_queue(tdl_loop *loop, tdl_defer *d)
-{
-  TDL__CHECK_THREAD(loop);
-  if (d->queued)
-    return 0;
-  d->queued = 1;
-  d->next = NULL;
-  if (loop->defer_tail)
-    loop->defer_tail->next = d;
-  else
-    loop->defer_head = d;
-  loop->defer_tail = d;
-  return 0;
-}
-
-int tdl_defer_cancel(tdl_loop *loop, tdl_defer *d)
-{
-  TDL__CHECK_THREAD(loop);
-  if (!d->queued)
-    return 0;
-  tdl_defer *prev = NULL;
-  for (tdl_defer *p = loop->defer_head; p; prev = p, p = p->next) {
-    if (p != d)
-      continue;
-    if (prev)
-      prev->next = p->next;
-    else
-      loop->defer_head = p->next;
-    if (loop->defer_tail == p)
-      loop->defer_tail = prev;
-    break;
-  }
-  d->queued = 0;
-  d->next = NULL;
-  return 0;
-}
-
-static void run_deferred(tdl_loop *loop)
-{
-  /* Only what was queued before we started: callbacks queued now are for the
-   * next iteration. */
-  tdl_defer *last = loop->defer_tail;
-  while (loop->defer_head) {
-    tdl_defer *d = loop->defer_head;
-    loop->defer_head = d->next;
-    if (!loop->defer_head)
-      loop->defer_tail = NULL;
-    d->queued = 0;
-    d->next = NULL;
-    d->cb(loop, d);
-    if (d == last)
-      break;
-  }
-}
-
-/* ---- hooks ---- */
-
-void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data)
-{
-  memset(h, 0, sizeof *h);
-  h->cb = cb;
-  h->data = data;
-}
-
-int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind)
-{
-  TDL__CHECK_THREAD(loop);
-  if (kind != TDL_HOOK_BEFORE_POLL && kind != TDL_HOOK_AFTER_POLL)
-    return -EINVAL;
-  if (h->started)
-    tdl_hook_stop(loop, h);
-  tdl_hook *head = &loop->hooks[kind];
-  h->kind = kind;
-  h->next = head;
-  h->prev = head->prev;
-  head->prev->next = h;
-  head->prev = h;
-  h->started = 1;
-  return 0;
-}
-
-int tdl_hook_stop(tdl_loop *loop, tdl_hook *h)
-{
-  TDL__CHECK_THREAD(loop);
-  if (!h->started)
-    return 0;
-  h->prev->next = h->next;
-  h->next->prev = h->prev;
-  h->next = h->prev = NULL;
-  h->started = 0;
-  return 0;
-}
-
-static void run_hooks(tdl_loop *loop, int kind)
-{
-  tdl_hook *head = &loop->hooks[kind];
-  /* A marker node keeps our place, so a hook may stop itself or others. */
-  tdl_hook mark;
-  for (tdl_hook *h = head->next; h != head; h = mark.next) {
-    mark.next = h->next;
-    mark.prev = h;
-    h->next->prev = &mark;
-    h->next = &mark;
-    h->cb(loop, h);
-    mark.prev->next = mark.next;
-    mark.next->prev = mark.prev;
-  }
 }
 
 /* ---- running ---- */
@@ -249,10 +129,10 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
   loop->now = tdl__clock_now();
   int err = 0;
   for (;;) {
-    run_deferred(loop);
+    tdl__defer_run(loop);
     if (loop->sched_run)
       loop->sched_run(loop);
-    run_hooks(loop, TDL_HOOK_BEFORE_POLL);
+    tdl__hooks_run(loop, TDL_HOOK_BEFORE_POLL);
 
     bool alive = tdl_loop_alive(loop);
     if (mode == TDL_RUN_DEFAULT && (loop->stop_flag || !alive))
@@ -271,7 +151,7 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
     if (timeout != 0 || loop->io_started != 0)
       err = loop->be->wait(loop, timeout);
     loop->now = tdl__clock_now();
-    run_hooks(loop, TDL_HOOK_AFTER_POLL);
+    tdl__hooks_run(loop, TDL_HOOK_AFTER_POLL);
     if (err < 0)
       break;
     tdl__io_run_pending(loop);

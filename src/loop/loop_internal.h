@@ -4,7 +4,8 @@
  *   timer.c    the timer heap
  *   io.c       fd watchers and the readiness cache
  *   backend/ the kernel interfaces (one file each), behind tdl__backend
- *   loop.c     loop lifetime, the run loop, deferred callbacks and hooks
+ *   loop.c     loop lifetime and the run loop
+ *   defer.c, hook.c  deferred callbacks and hooks
  *   wakeup.c, signal.c  eventfd and signalfd, built on internal io watchers
  */
 #ifndef TDL_LOOP_INTERNAL_H
@@ -17,6 +18,7 @@
 
 #include "base/base.h"
 #include "base/clock.h"
+#include "base/list.h"
 
 /* ---- misuse detection ---------------------------------------------------- */
 
@@ -155,8 +157,8 @@ struct tdl_loop {
 
   tdl__timers timers;
 
-  tdl_defer *defer_head, *defer_tail;
-  tdl_hook hooks[2]; /* sentinels, by tdl_hook_kind */
+  tdl__list defers;   /* queued tdl_defer, oldest first */
+  tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */
 
   uint32_t active;   /* started handles that keep tdl_run going (not timers) */
   uint32_t io_started; /* started watchers, internal ones included */
@@ -168,14 +170,14 @@ struct tdl_loop {
   int wake_fd;
   int wake_signalled; /* atomic: an eventfd write is outstanding */
   tdl_io wake_io;
-  tdl_wakeup *wakeups;
+  tdl__list wakeups;  /* started tdl_wakeup */
 
   /* signal.c */
   int sig_fd;
   tdl_io sig_io;
   sigset_t sig_mask;     /* signals this loop reads */
   sigset_t sig_restore;  /* of those, the ones to unblock when their last watcher stops */
-  tdl_signal *sigs;      /* all started signal watchers */
+  tdl__list sigs;        /* all started signal watchers */
 
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
    * runnable fibers; busy() says whether some are runnable (poll must not
@@ -213,6 +215,10 @@ void tdl__io_run_pending(tdl_loop *loop);
 static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
 /* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
 int tdl__fd_reserve(tdl_loop *loop, int fd);
+
+/* defer.c, hook.c: run what is queued / started. */
+void tdl__defer_run(tdl_loop *loop);
+void tdl__hooks_run(tdl_loop *loop, int kind);
 
 /* wakeup.c, signal.c: release the fds they created. */
 void tdl__wakeup_close(tdl_loop *loop);

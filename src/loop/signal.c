@@ -18,10 +18,23 @@ static tdl_loop *owners[_NSIG];
 
 static bool watched_here(const tdl_loop *loop, int signum)
 {
-  for (const tdl_signal *s = loop->sigs; s; s = s->next)
-    if (s->signum == signum)
+  TDL__LIST_FOREACH(n, &loop->sigs)
+    if (TDL__CONTAINER_OF(n, tdl_signal, link)->signum == signum)
       return true;
   return false;
+}
+
+typedef struct delivery {
+  tdl_loop *loop;
+  int signum;
+} delivery;
+
+static void deliver(tdl__list *n, void *ctx)
+{
+  delivery *d = ctx;
+  tdl_signal *s = TDL__CONTAINER_OF(n, tdl_signal, link);
+  if (s->signum == d->signum)
+    s->cb(d->loop, s, d->signum);
 }
 
 static void on_signalfd(tdl_loop *loop, tdl_io *w, unsigned events)
@@ -31,12 +44,8 @@ static void on_signalfd(tdl_loop *loop, tdl_io *w, unsigned events)
   ssize_t n;
   while ((n = read(w->fd, si, sizeof si)) > 0) {
     for (size_t i = 0; i < (size_t)n / sizeof si[0]; i++) {
-      int signum = (int)si[i].ssi_signo;
-      for (tdl_signal *s = loop->sigs, *next; s; s = next) {
-        next = s->next; /* the callback may stop s */
-        if (s->signum == signum)
-          s->cb(loop, s, signum);
-      }
+      delivery d = {loop, (int)si[i].ssi_signo};
+      tdl__list_walk(&loop->sigs, deliver, &d); /* a callback may stop any watcher */
     }
   }
 }
@@ -71,7 +80,7 @@ int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
   TDL__CHECK_THREAD(loop);
   if (signum <= 0 || signum >= _NSIG || signum == SIGKILL || signum == SIGSTOP)
     return -EINVAL;
-  if (s->started) {
+  if (tdl__list_linked(&s->link)) {
     if (s->signum == signum)
       return 0;
     tdl_signal_stop(loop, s);
@@ -106,9 +115,7 @@ int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
     }
   }
   s->signum = signum;
-  s->next = loop->sigs;
-  loop->sigs = s;
-  s->started = 1;
+  tdl__list_push(&loop->sigs, &s->link);
   loop->active++;
   return 0;
 }
@@ -116,16 +123,9 @@ int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
 int tdl_signal_stop(tdl_loop *loop, tdl_signal *s)
 {
   TDL__CHECK_THREAD(loop);
-  if (!s->started)
+  if (!tdl__list_linked(&s->link))
     return 0;
-  for (tdl_signal **p = &loop->sigs; *p; p = &(*p)->next) {
-    if (*p == s) {
-      *p = s->next;
-      break;
-    }
-  }
-  s->next = NULL;
-  s->started = 0;
+  tdl__list_remove(&s->link);
   loop->active--;
   int signum = s->signum;
   if (watched_here(loop, signum))

@@ -18,6 +18,13 @@
 #define XCHG(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 
+static void deliver(tdl__list *n, void *loop)
+{
+  tdl_wakeup *wk = TDL__CONTAINER_OF(n, tdl_wakeup, link);
+  if (XCHG(&wk->pending, 0))
+    wk->cb(loop, wk);
+}
+
 static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   (void)events;
@@ -25,11 +32,7 @@ static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
   while (read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
     ;
   STORE(&loop->wake_signalled, 0);
-  for (tdl_wakeup *wk = loop->wakeups, *next; wk; wk = next) {
-    next = wk->next; /* the callback may stop wk */
-    if (XCHG(&wk->pending, 0))
-      wk->cb(loop, wk);
-  }
+  tdl__list_walk(&loop->wakeups, deliver, loop); /* a callback may stop any wakeup */
 }
 
 void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data)
@@ -42,7 +45,7 @@ void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data)
 int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
 {
   TDL__CHECK_THREAD(loop);
-  if (wk->started)
+  if (LOAD(&wk->started))
     return 0;
   if (loop->wake_fd < 0) {
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -59,9 +62,8 @@ int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
   }
   wk->loop = loop;
   STORE(&wk->pending, 0);
-  wk->next = loop->wakeups;
-  loop->wakeups = wk;
-  wk->started = 1;
+  tdl__list_push(&loop->wakeups, &wk->link);
+  STORE(&wk->started, 1);
   loop->active++;
   return 0;
 }
@@ -69,16 +71,10 @@ int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
 int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk)
 {
   TDL__CHECK_THREAD(loop);
-  if (!wk->started)
+  if (!LOAD(&wk->started))
     return 0;
-  for (tdl_wakeup **p = &loop->wakeups; *p; p = &(*p)->next) {
-    if (*p == wk) {
-      *p = wk->next;
-      break;
-    }
-  }
-  wk->next = NULL;
-  wk->started = 0;
+  tdl__list_remove(&wk->link);
+  STORE(&wk->started, 0);
   loop->active--;
   return 0;
 }

@@ -1,36 +1,15 @@
 /*
- * Channels and select.
+ * Channels and select, on the wait queue of waitq.h.
  *
- * A fiber that must wait puts a wait record (on its own stack) in the
- * channel's receive or send queue and parks.  Whoever completes the
- * operation copies the value straight between the two fibers' buffers,
- * unlinks the record and wakes the fiber.
- *
- * A record is live only while its fiber is still parked (and, for a select,
- * while no other clause of that select has won).  A fiber woken by its
- * deadline or by cancellation stays queued until it runs again and unlinks
- * itself; in between, completers skip its records, so a value is never handed
- * to a fiber that is about to report a timeout, and a cancelled sender's
- * value is never delivered.
+ * A fiber that must wait puts a record (on its own stack) in the channel's
+ * receive or send queue and parks.  Whoever completes the operation copies
+ * the value straight between the two fibers' buffers and wakes the fiber; a
+ * select parks one record per clause, and the first completion wins it.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fiber/fiber_internal.h"
-
-typedef struct tdl__sel {
-  tdl_chan_op *ops;
-  int done;
-} tdl__sel;
-
-typedef struct tdl__cwait {
-  struct tdl__cwait *next, *prev;
-  tdl__fiber *f;
-  void *val;       /* the fiber's buffer: source of a send, target of a recv */
-  tdl__sel *sel;   /* NULL for a plain send or receive */
-  int index;       /* the select clause */
-  int linked;
-} tdl__cwait;
+#include "sync/waitq.h"
 
 /* Values are mostly small scalars or pointers: copy those inline rather than
  * through a call into libc's memcpy. */
@@ -46,52 +25,10 @@ static inline void copy_val(void *dst, const void *src, size_t n)
   }
 }
 
-/* ---- wait queues: circular lists, *q is the oldest ---- */
-
-static void q_push(tdl__cwait **q, tdl__cwait *w)
+/* End w's wait (it was taken off its queue): the operation happened
+ * (result 0) or cannot (-EPIPE). */
+static void complete(tdl__waiter *w, int result)
 {
-  if (!*q) {
-    w->next = w->prev = w;
-    *q = w;
-  } else {
-    w->next = *q;
-    w->prev = (*q)->prev;
-    (*q)->prev->next = w;
-    (*q)->prev = w;
-  }
-  w->linked = 1;
-}
-
-static void q_remove(tdl__cwait **q, tdl__cwait *w)
-{
-  if (w->next == w)
-    *q = NULL;
-  else {
-    w->prev->next = w->next;
-    w->next->prev = w->prev;
-    if (*q == w)
-      *q = w->next;
-  }
-  w->linked = 0;
-}
-
-static inline bool live(const tdl__cwait *w)
-{
-  return w->f->state == TDL__FIBER_PARKED && (!w->sel || !w->sel->done);
-}
-
-/* The oldest waiter still waiting; stale records met on the way are dropped. */
-static tdl__cwait *q_first(tdl__cwait **q)
-{
-  while (*q && !live(*q))
-    q_remove(q, *q);
-  return *q;
-}
-
-/* End w's wait: the operation happened (result 0) or cannot (-EPIPE). */
-static void complete(tdl__cwait **q, tdl__cwait *w, int result)
-{
-  q_remove(q, w);
   if (w->sel) {
     w->sel->done = 1;
     w->sel->ops[w->index].result = result;
@@ -143,14 +80,11 @@ int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity)
   return 0;
 }
 
-static void evict_all(tdl__cwait **q)
+static void evict_all(tdl__list *q)
 {
-  while (*q) {
-    tdl__cwait *w = *q;
-    q_remove(q, w);
-    if (live(w))
-      tdl__wake(w->f, -EBADF);
-  }
+  tdl__waiter *w;
+  while ((w = tdl__waitq_take(q)) != NULL)
+    tdl__wake(w->f, -EBADF);
 }
 
 int tdl_chan_destroy(tdl_chan *ch)
@@ -177,11 +111,11 @@ int tdl_chan_close(tdl_chan *ch)
   if (ch->closed)
     return -EPIPE;
   ch->closed = 1;
-  tdl__cwait *w;
-  while ((w = q_first(&ch->recvq)))
-    complete(&ch->recvq, w, -EPIPE);
-  while ((w = q_first(&ch->sendq)))
-    complete(&ch->sendq, w, -EPIPE);
+  tdl__waiter *w;
+  while ((w = tdl__waitq_take(&ch->recvq)))
+    complete(w, -EPIPE);
+  while ((w = tdl__waitq_take(&ch->sendq)))
+    complete(w, -EPIPE);
   return 0;
 }
 
@@ -199,10 +133,10 @@ static int try_send(tdl_chan *ch, const void *val)
 {
   if (ch->closed)
     return -EPIPE;
-  tdl__cwait *r = q_first(&ch->recvq); /* only while the buffer is empty */
+  tdl__waiter *r = tdl__waitq_take(&ch->recvq); /* only while the buffer is empty */
   if (r) {
     copy_val(r->val, val, ch->elem_size);
-    complete(&ch->recvq, r, 0);
+    complete(r, 0);
     return 0;
   }
   if (ch->len < ch->cap) {
@@ -220,18 +154,18 @@ static int try_recv(tdl_chan *ch, void *val)
     ch->head = ch->head + 1 == ch->cap ? 0 : ch->head + 1;
     ch->len--;
     /* A sender waiting for room takes the freed place, in FIFO order. */
-    tdl__cwait *s = q_first(&ch->sendq);
+    tdl__waiter *s = tdl__waitq_take(&ch->sendq);
     if (s) {
       copy_val(slot(ch, ch->len), s->val, ch->elem_size);
       ch->len++;
-      complete(&ch->sendq, s, 0);
+      complete(s, 0);
     }
     return 0;
   }
-  tdl__cwait *s = q_first(&ch->sendq); /* unbuffered: straight from the sender */
+  tdl__waiter *s = tdl__waitq_take(&ch->sendq); /* unbuffered: straight from the sender */
   if (s) {
     copy_val(val, s->val, ch->elem_size);
-    complete(&ch->sendq, s, 0);
+    complete(s, 0);
     return 0;
   }
   return ch->closed ? -EPIPE : -EAGAIN;
@@ -242,13 +176,11 @@ int tdl_chan_try_recv(tdl_chan *ch, void *val) { return try_recv(ch, val); }
 
 /* ---- blocking send and receive ---- */
 
-static int wait_on(tdl__cwait **q, tdl__fiber *f, void *val, const char *what, tdl_time_t deadline)
+static int wait_on(tdl__list *q, tdl__fiber *f, void *val, const char *what, tdl_time_t deadline)
 {
-  tdl__cwait w = {.f = f, .val = val};
-  q_push(q, &w);
-  int r = tdl__park(f, what, -1, deadline);
-  if (w.linked)
-    q_remove(q, &w); /* timed out or cancelled: nothing was transferred */
+  tdl__waiter w = {.f = f, .val = val};
+  int r = tdl__waitq_park(q, &w, what, deadline);
+  tdl__waitq_leave(&w); /* still queued: timed out or cancelled, nothing was transferred */
   return r;
 }
 
@@ -324,22 +256,21 @@ int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
     return -ETIMEDOUT;
 
-  tdl__cwait local[SELECT_ON_STACK], *w = local;
+  tdl__waiter local[SELECT_ON_STACK], *w = local;
   if (n > SELECT_ON_STACK) {
     w = malloc(n * sizeof *w);
     if (!w)
       return -ENOMEM;
   }
-  tdl__sel sel = {.ops = ops};
+  tdl__select sel = {.ops = ops};
   for (size_t i = 0; i < n; i++) {
-    w[i] = (tdl__cwait){.f = f, .val = ops[i].val, .sel = &sel, .index = (int)i};
+    w[i] = (tdl__waiter){.f = f, .val = ops[i].val, .sel = &sel, .index = (int)i};
     if (ops[i].ch)
-      q_push(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
+      tdl__waitq_push(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
   }
   int r = tdl__park(f, "select", -1, deadline);
   for (size_t i = 0; i < n; i++)
-    if (w[i].linked)
-      q_remove(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
+    tdl__waitq_leave(&w[i]);
   if (w != local)
     free(w);
   return r;

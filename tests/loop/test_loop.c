@@ -364,7 +364,7 @@ static void signal_misuse(void **state)
   assert_int_equal(tdl_signal_start(loop, &s, 100000), -EINVAL);
   assert_int_equal(tdl_signal_start(loop, &s, SIGKILL), -EINVAL);
   assert_int_equal(tdl_signal_start(loop, &s, SIGSTOP), -EINVAL);
-  assert_false(s.started);
+  assert_false(tdl_signal_active(&s));
   assert_int_equal(tdl_signal_start(loop, &s, SIGUSR1), 0);
   assert_int_equal(tdl_signal_start(other, &s2, SIGUSR1), -EBUSY);
   assert_int_equal(tdl_loop_free(loop), -EBUSY);

@@ -1,0 +1,136 @@
+/*
+ * The one intrusive list: circular, doubly linked, through a head node.
+ *
+ * Every queue in treadle is one of these: waiters of a channel or a lock, the
+ * run queue, every fiber of a loop, deferred callbacks, hooks, wakeups,
+ * signal watchers, what a fiber holds.  The node (tdl__list, declared in
+ * treadle.h so that public structs can embed it) is two pointers inside the
+ * caller's struct; nothing is ever allocated.
+ *
+ * An empty list is a zeroed head, never a head pointing at itself: so a
+ * zero-filled struct holds empty lists, and an object may be copied or moved
+ * while its lists are empty.  A node that is not in a list is zeroed too, so
+ * tdl__list_linked() tells whether it is in one, and removing a node needs
+ * no head: when the last node leaves, the head is the only one left in the
+ * circle and is zeroed.
+ *
+ * Cost: every operation is O(1) and touches only the node, its neighbours
+ * and (when the list becomes empty or non-empty) the head.
+ */
+#ifndef TDL_BASE_LIST_H
+#define TDL_BASE_LIST_H
+
+#include <stdbool.h>
+
+#include "base/base.h"
+
+static inline bool tdl__list_empty(const tdl__list *head) { return head->next == NULL; }
+
+/* Whether a node is in a list. */
+static inline bool tdl__list_linked(const tdl__list *n) { return n->next != NULL; }
+
+/* Put n between p and q (neighbours in a circle). */
+static inline void tdl__list_link_(tdl__list *p, tdl__list *n, tdl__list *q)
+{
+  n->prev = p;
+  n->next = q;
+  p->next = n;
+  q->prev = n;
+}
+
+/* Append n (not in a list) at the back. */
+static inline void tdl__list_push(tdl__list *head, tdl__list *n)
+{
+  if (!head->next)
+    head->next = head->prev = head;
+  tdl__list_link_(head->prev, n, head);
+}
+
+/* Insert n (not in a list) at the front. */
+static inline void tdl__list_push_front(tdl__list *head, tdl__list *n)
+{
+  if (!head->next)
+    head->next = head->prev = head;
+  tdl__list_link_(head, n, head->next);
+}
+
+/* Insert n (not in a list) right after pos, a node of a list. */
+static inline void tdl__list_insert_after(tdl__list *pos, tdl__list *n) { tdl__list_link_(pos, n, pos->next); }
+
+/* Take n out of its list (it must be in one). */
+static inline void tdl__list_remove(tdl__list *n)
+{
+  tdl__list *p = n->prev, *q = n->next;
+  p->next = q;
+  q->prev = p;
+  if (p == q) /* only the head is left: the list is empty now */
+    p->next = p->prev = NULL;
+  n->next = n->prev = NULL;
+}
+
+/* The first node, or NULL. */
+static inline tdl__list *tdl__list_first(const tdl__list *head) { return head->next; }
+
+/* The node after n, or NULL at the end. */
+static inline tdl__list *tdl__list_next(const tdl__list *head, const tdl__list *n)
+{
+  return n->next == head ? NULL : n->next;
+}
+
+/* Remove and return the first node, or NULL. */
+static inline tdl__list *tdl__list_pop(tdl__list *head)
+{
+  tdl__list *n = head->next;
+  if (n)
+    tdl__list_remove(n);
+  return n;
+}
+
+/* Move every node of from to the back of to; from becomes empty. */
+static inline void tdl__list_splice(tdl__list *to, tdl__list *from)
+{
+  if (!from->next)
+    return;
+  if (!to->next) {
+    to->next = from->next;
+    to->prev = from->prev;
+  } else {
+    to->prev->next = from->next;
+    from->next->prev = to->prev;
+    to->prev = from->prev;
+  }
+  to->next->prev = to;
+  to->prev->next = to;
+  from->next = from->prev = NULL;
+}
+
+/* The struct of `type` whose tdl__list `member` is n (NULL stays NULL); n
+ * is evaluated once. */
+#define TDL__LIST_ENTRY(n, type, member)                                   \
+  __extension__({                                                        \
+    tdl__list *n_ = (n);                                                 \
+    n_ ? TDL__CONTAINER_OF(n_, type, member) : (type *)NULL;             \
+  })
+
+/* for (each node n of head): n may not be removed inside the body; see
+ * tdl__list_walk for a walk that tolerates any change. */
+#define TDL__LIST_FOREACH(n, head) for (tdl__list *n = (head)->next; n && n != (head); n = n->next)
+
+/*
+ * Call fn(n, ctx) for each node of head in order, where fn may remove any
+ * node (n included) or add nodes: a marker node on the caller's stack keeps
+ * the walk's place.  Nodes added behind the marker during the walk are
+ * visited too.
+ */
+static inline void tdl__list_walk(tdl__list *head, void (*fn)(tdl__list *n, void *ctx), void *ctx)
+{
+  tdl__list mark = {NULL, NULL};
+  for (tdl__list *n = head->next; n && n != head;) {
+    tdl__list_insert_after(n, &mark);
+    fn(n, ctx);
+    n = mark.next;
+    tdl__list_remove(&mark);
+  }
+}
+
+#endif /* TDL_BASE_LIST_H */

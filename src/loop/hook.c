@@ -1,0 +1,43 @@
+/* Hooks: callbacks run on every iteration, before and after the poll. */
+#include <string.h>
+
+#include "loop/loop_internal.h"
+
+void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data)
+{
+  memset(h, 0, sizeof *h);
+  h->cb = cb;
+  h->data = data;
+}
+
+int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind)
+{
+  TDL__CHECK_THREAD(loop);
+  if (kind != TDL_HOOK_BEFORE_POLL && kind != TDL_HOOK_AFTER_POLL)
+    return -EINVAL;
+  if (tdl__list_linked(&h->link))
+    tdl__list_remove(&h->link);
+  h->kind = kind;
+  tdl__list_push(&loop->hooks[kind], &h->link);
+  return 0;
+}
+
+int tdl_hook_stop(tdl_loop *loop, tdl_hook *h)
+{
+  TDL__CHECK_THREAD(loop);
+  if (tdl__list_linked(&h->link))
+    tdl__list_remove(&h->link);
+  return 0;
+}
+
+static void call_hook(tdl__list *n, void *loop)
+{
+  tdl_hook *h = TDL__CONTAINER_OF(n, tdl_hook, link);
+  h->cb(loop, h);
+}
+
+void tdl__hooks_run(tdl_loop *loop, int kind)
+{
+  /* A hook may stop itself or any other. */
+  tdl__list_walk(&loop->hooks[kind], call_hook, loop);
+}

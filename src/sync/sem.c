@@ -1,0 +1,74 @@
+/* The counting semaphore: permits go to the oldest waiter first. */
+#include "sync/waitq.h"
+
+int tdl_sem_init(tdl_sem *s, uint32_t value, uint32_t max)
+{
+  if (max == 0)
+    max = TDL_SEM_VALUE_MAX;
+  if (value > max)
+    return -EINVAL;
+  *s = (tdl_sem)TDL_SEM_INIT(value, max);
+  return 0;
+}
+
+/* One permit back: to the oldest live waiter, else to the count. */
+static int give(tdl_sem *s)
+{
+  tdl__waiter *w = tdl__waitq_take(&s->waiters);
+  if (w) {
+    tdl__waiter_grant(w);
+    return 0;
+  }
+  uint32_t max = s->max ? s->max : TDL_SEM_VALUE_MAX;
+  if (s->value >= max)
+    return -EOVERFLOW;
+  s->value++;
+  return 0;
+}
+
+int tdl_sem_acquire(tdl_sem *s, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  if (s->value > 0) { /* then nobody waits: permits go to waiters first */
+    s->value--;
+    return 0;
+  }
+  tdl__waiter w = {.f = f};
+  s->inside++;
+  int r = tdl__waitq_park(&s->waiters, &w, "sem", deadline);
+  s->inside--;
+  if (!w.granted) {
+    tdl__waitq_leave(&w);
+    return r;
+  }
+  if (f->cancelled) {
+    (void)give(s); /* cannot overflow: this permit was taken from s */
+    return -ECANCELED;
+  }
+  return 0;
+}
+
+int tdl_sem_try_acquire(tdl_sem *s)
+{
+  if (s->value == 0)
+    return -EAGAIN;
+  s->value--;
+  return 0;
+}
+
+int tdl_sem_release(tdl_sem *s) { return give(s); }
+
+uint32_t tdl_sem_value(const tdl_sem *s) { return s->value; }
+
+int tdl_sem_destroy(tdl_sem *s)
+{
+  if (!tdl__list_empty(&s->waiters) || s->inside)
+    return -EBUSY;
+  uint32_t max = s->max;
+  *s = (tdl_sem)TDL_SEM_INIT(0, max);
+  return 0;
+}

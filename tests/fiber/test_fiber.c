@@ -476,7 +476,7 @@ static void failing_calls_still_yield(void **state)
 
 /* ---- the loop's view ---- */
 
-static void *park_forever(void *arg)
+static void *park_until_cancelled(void *arg)
 {
   (void)arg;
   return (void *)(intptr_t)tdl_sleep(TDL_FOREVER);
@@ -486,7 +486,7 @@ static void deadlock_is_reported_and_loop_kept(void **state)
 {
   (void)state;
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, park_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &h, park_until_cancelled, NULL, NULL), 0);
   assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), -EDEADLK);
   assert_int_equal(tdl_loop_free(L), -EBUSY); /* the fiber still owns its stack */
   assert_int_equal(tdl_fiber_cancel(L, h), 0);
@@ -609,6 +609,59 @@ static void fiber_main(void **state)
   void *r = NULL;
   assert_int_equal(tdl_fiber_main(main_fn, (void *)21, &r), 0);
   assert_int_equal((intptr_t)r, 42);
+}
+
+static int unwound; /* fibers that saw their park end with -ECANCELED */
+
+static void *park_and_count(void *arg)
+{
+  (void)arg;
+  if (tdl_fiber_park(TDL_FOREVER) == -ECANCELED)
+    unwound++;
+  return NULL;
+}
+
+/* main spawns a fiber it never joins or detaches, and one that parks for
+ * good, then parks for good itself: -EDEADLK, and the loop with every stack
+ * is freed (valgrind and ASan see no leak). */
+static void *deadlocking_main(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = tdl_fiber_loop();
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, main_fn, NULL, NULL), 0);
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(loop, &h, park_and_count, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(loop, h), 0);
+  if (tdl_fiber_park(TDL_FOREVER) == -ECANCELED)
+    unwound++;
+  return (void *)1;
+}
+
+static void fiber_main_deadlock_frees_everything(void **state)
+{
+  (void)state;
+  unwound = 0;
+  void *r = NULL;
+  assert_int_equal(tdl_fiber_main(deadlocking_main, NULL, &r), -EDEADLK);
+  assert_null(r); /* only set on success */
+  assert_int_equal(unwound, 2);
+}
+
+static void *unjoined_main(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), NULL, main_fn, NULL, NULL), 0);
+  return (void *)7;
+}
+
+/* Finished fibers nobody joined are released at the end. */
+static void fiber_main_releases_unjoined(void **state)
+{
+  (void)state;
+  void *r = NULL;
+  assert_int_equal(tdl_fiber_main(unjoined_main, NULL, &r), 0);
+  assert_int_equal((intptr_t)r, 7);
 }
 
 /* ---- running out of memory ---- */
@@ -748,6 +801,8 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(dump_lists_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(free_with_fibers_is_refused, setup, teardown),
       cmocka_unit_test(fiber_main),
+      cmocka_unit_test(fiber_main_deadlock_frees_everything),
+      cmocka_unit_test(fiber_main_releases_unjoined),
       cmocka_unit_test(spawn_reports_enomem),
       cmocka_unit_test(overflow_names_the_fiber),
   };

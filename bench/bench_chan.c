@@ -64,10 +64,10 @@ int bench_chan_main(int argc, char **argv)
 
   bench_span s;
   bench_begin(&s);
-  rc = tdl_run(loop, TDL_RUN_DEFAULT);
+  rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
   if (rc < 0 || pp.seen != pp.hops) {
-    fprintf(stderr, "chan: FAILED: %ld hops of %ld (tdl_run %d)\n", pp.seen, pp.hops, rc);
+    fprintf(stderr, "chan: FAILED: %ld hops of %ld (tdl_loop_run %d)\n", pp.seen, pp.hops, rc);
     return 1;
   }
   bench_result("treadle", "chan", &s, "hops=%ld ns_per_hop=%.2f cpu_ns_per_hop=%.2f", pp.hops,

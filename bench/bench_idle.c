@@ -1,7 +1,7 @@
 /*
  * idle: F fibers, each blocked for good on a channel receive.
  * bytes_per_fiber = (VmRSS with all F blocked - VmRSS before spawning) * 1024 / F.
- * When every fiber is parked and nothing can wake them, tdl_run() returns
+ * When every fiber is parked and nothing can wake them, tdl_loop_run() returns
  * -EDEADLK: that is the moment to measure.  Closing the channel then lets
  * them all finish.
  */
@@ -48,11 +48,11 @@ int bench_idle_main(int argc, char **argv)
       bench_die("tdl_fiber_spawn (%ld of %ld): %s", i, n, tdl_strerror(rc));
     tdl_fiber_detach(loop, h);
   }
-  rc = tdl_run(loop, TDL_RUN_DEFAULT); /* returns when all are parked for good */
+  rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT); /* returns when all are parked for good */
   bench_end(&s);
   long after = bench_rss_kb();
   if (rc != -EDEADLK || blocked != n) {
-    fprintf(stderr, "idle: FAILED: %ld of %ld blocked (tdl_run %d)\n", blocked, n, rc);
+    fprintf(stderr, "idle: FAILED: %ld of %ld blocked (tdl_loop_run %d)\n", blocked, n, rc);
     return 1;
   }
   tdl_fiber_stats st;
@@ -61,7 +61,7 @@ int bench_idle_main(int argc, char **argv)
                (double)(after - before) * 1024.0 / (double)n, st.unguarded);
 
   tdl_chan_close(ch);
-  if ((rc = tdl_run(loop, TDL_RUN_DEFAULT)) != 0 || blocked != 0)
+  if ((rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT)) != 0 || blocked != 0)
     bench_die("idle: fibers did not finish (%d, %ld left)", rc, blocked);
   tdl_chan_free(ch);
   tdl_loop_free(loop);

@@ -106,7 +106,7 @@ static bool do_read(pipes_run *r, pipe_st *p)
   ssize_t n = read(p->rfd, &b, 1);
   if (n == 1) {
     if (++r->received == r->messages)
-      tdl_stop(r->loop);
+      tdl_loop_stop(r->loop);
     else
       pipe_free(r, p);
     return true;
@@ -171,24 +171,24 @@ static int run_callbacks(const char *style, bool watch, int npipes, long message
     if ((rc = tdl_io_start(r.loop, &p->rw, TDL_READ)) < 0)
       bench_die("tdl_io_start(read): %s", tdl_strerror(rc));
   }
-  if ((rc = tdl_run(r.loop, TDL_RUN_NOWAIT)) < 0)
-    bench_die("tdl_run: %s", tdl_strerror(rc));
+  if ((rc = tdl_loop_run(r.loop, TDL_LOOP_NOWAIT)) < 0)
+    bench_die("tdl_loop_run: %s", tdl_strerror(rc));
   r.spurious = 0;
 
   bench_span s;
   bench_begin(&s);
-  tdl_now_update(r.loop);
+  tdl_loop_now_update(r.loop);
   for (int i = 0; i < npipes; i++)
     pipe_free(&r, &r.p[i]);
-  rc = tdl_run(r.loop, TDL_RUN_DEFAULT);
+  rc = tdl_loop_run(r.loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
 
   if (rc < 0)
-    bench_die("tdl_run: %s", tdl_strerror(rc));
+    bench_die("tdl_loop_run: %s", tdl_strerror(rc));
   if (r.spurious)
     fprintf(stderr, "treadle-%s: %ld read callbacks found the pipe empty\n", style, r.spurious);
   if (r.received != messages || r.started != messages) {
-    fprintf(stderr, "treadle-%s: FAILED: %ld messages received, %ld started, %ld expected (tdl_run returned %d)\n",
+    fprintf(stderr, "treadle-%s: FAILED: %ld messages received, %ld started, %ld expected (tdl_loop_run returned %d)\n",
             style, r.received, r.started, messages, rc);
     return 1;
   }

@@ -69,18 +69,18 @@ int bench_pipes_fiber(int pipes, long messages, long delay_us)
 
   bench_span s;
   bench_begin(&s);
-  tdl_now_update(loop);
+  tdl_loop_now_update(loop);
   for (int i = 0; i < pipes; i++) {
     tdl_fiber_t h;
     if ((rc = tdl_fiber_spawn(loop, &h, pipe_fiber, &p[i], NULL)) < 0)
       bench_die("tdl_fiber_spawn: %s", tdl_strerror(rc));
     tdl_fiber_detach(loop, h);
   }
-  rc = tdl_run(loop, TDL_RUN_DEFAULT);
+  rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
 
   if (rc < 0 || r.failed || r.received != messages) {
-    fprintf(stderr, "treadle-fiber: FAILED: %ld received of %ld (tdl_run %d)\n", r.received, messages, rc);
+    fprintf(stderr, "treadle-fiber: FAILED: %ld received of %ld (tdl_loop_run %d)\n", r.received, messages, rc);
     return 1;
   }
   bench_result("treadle-fiber", "pipes", &s, "pipes=%d messages=%ld delay_us=%ld msgs_per_s=%.0f cpu_us_per_msg=%.4f",

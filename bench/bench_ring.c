@@ -100,7 +100,7 @@ int bench_ring_main(int argc, char **argv)
       bench_die("tdl_fiber_spawn: %s", tdl_strerror(rc));
   }
   /* Let every member reach its first wait before timing. */
-  tdl_run(r.loop, TDL_RUN_NOWAIT);
+  tdl_loop_run(r.loop, TDL_LOOP_NOWAIT);
 
   bench_span s;
   bench_begin(&s);
@@ -111,11 +111,11 @@ int bench_ring_main(int argc, char **argv)
     r.token = r.hops;
     tdl_fiber_unpark(r.loop, r.h[0]);
   }
-  rc = tdl_run(r.loop, TDL_RUN_DEFAULT);
+  rc = tdl_loop_run(r.loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
 
   if (rc < 0 || r.passed != r.hops) {
-    fprintf(stderr, "ring: FAILED: %ld hops of %ld (tdl_run %d)\n", r.passed, r.hops, rc);
+    fprintf(stderr, "ring: FAILED: %ld hops of %ld (tdl_loop_run %d)\n", r.passed, r.hops, rc);
     return 1;
   }
   char impl[32];

@@ -31,16 +31,16 @@ static char *const true_argv[] = {(char *)PROGRAM, NULL};
 static int run_treadle(void)
 {
   static const char *const argv[] = {PROGRAM, NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   tdl_process p;
-  int st, r = tdl_spawn(&p, &o);
+  int st, r = tdl_process_spawn(&p, &o);
   if (r < 0) {
-    fprintf(stderr, "spawn: tdl_spawn: %s\n", tdl_strerror(r));
+    fprintf(stderr, "spawn: tdl_process_spawn: %s\n", tdl_strerror(r));
     return -1;
   }
   r = tdl_process_wait(&p, TDL_FOREVER, &st);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   return r < 0 ? -1 : st;
 }
 

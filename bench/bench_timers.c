@@ -50,7 +50,7 @@ static int run_add_cancel(tdl_loop *loop, tdl_timer *t, long n)
   }
 
   bench_span all, add, cancel;
-  tdl_now_update(loop);
+  tdl_loop_now_update(loop);
   bench_begin(&all);
   bench_begin(&add);
   for (long i = 0; i < n; i++) {
@@ -89,17 +89,17 @@ static int run_fire(tdl_loop *loop, tdl_timer *t, long n)
 
   bench_span s;
   bench_begin(&s);
-  tdl_now_update(loop);
+  tdl_loop_now_update(loop);
   for (long i = 0; i < n; i++) {
     int rc = tdl_timer_start(loop, &t[i], delay[i], 0);
     if (rc < 0)
       bench_die("tdl_timer_start: %s", tdl_strerror(rc));
   }
-  int rc = tdl_run(loop, TDL_RUN_DEFAULT);
+  int rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
 
   if (rc != 0 || fired != n) {
-    fprintf(stderr, "timers: FAILED: %ld of %ld timers fired (tdl_run returned %d)\n", fired, n, rc);
+    fprintf(stderr, "timers: FAILED: %ld of %ld timers fired (tdl_loop_run returned %d)\n", fired, n, rc);
     return 1;
   }
   bench_result("treadle", "timers", &s, "timers=%ld mode=fire ns_per_timer=%.1f cpu_ns_per_timer=%.1f", n,

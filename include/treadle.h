@@ -11,11 +11,12 @@
  *   function prints, aborts or exits because of what a caller passed in.  A
  *   callback is never called when the call that registered it failed.
  *
- * Time.  tdl_time_t is a point on the loop's monotonic clock in nanoseconds.
- *   Deadlines are absolute points on that clock; TDL_FOREVER (-1) means no
- *   deadline.  Every blocking call takes a deadline.  Relative helpers
- *   (tdl_after()) turn a delay into a deadline using the loop's cached time, so
- *   arming a timeout costs no system call.
+ * Time.  tdl_time_t is a point on CLOCK_MONOTONIC in nanoseconds, the one
+ *   clock of treadle.  Deadlines are absolute points on it; TDL_FOREVER (-1)
+ *   means no deadline.  Every blocking call takes a deadline.  tdl_now() reads
+ *   it and tdl_after(delay) turns a delay into a deadline, anywhere; inside a
+ *   loop (a callback or a fiber) both use the loop's cached time, so arming a
+ *   timeout costs no system call.
  *
  * Threads.  A loop, and every watcher, timer and fiber on it, belongs to the
  *   thread that runs the loop.  The only calls that may be made from another
@@ -25,6 +26,14 @@
  * Memory.  Watchers, timers and other handles are structs that the caller owns
  *   and treadle links intrusively: nothing is allocated per timer or per
  *   watcher.  A handle must stay valid (not moved or freed) while it is started.
+ *
+ * Teardown.  One verb per kind of object: tdl_X_free() for what treadle
+ *   allocated (tdl_loop_new, tdl_chan_new), which frees it; tdl_X_destroy()
+ *   for what lives in the caller's memory (a tdl_mutex, a channel of
+ *   tdl_chan_init_mem, a tdl_process, ...), which gives back what it holds
+ *   and leaves the memory to the caller; tdl_X_stop() for a started handle.
+ *   A free or destroy that cannot be done now (the object is in use) fails
+ *   with -EBUSY and changes nothing.
  *
  * Names.  Public names start with tdl_ (TDL_ for macros); nothing else is
  *   exported.
@@ -46,7 +55,7 @@ extern "C" {
 #endif
 
 #define TDL_VERSION_MAJOR 0
-#define TDL_VERSION_MINOR 1
+#define TDL_VERSION_MINOR 2
 #define TDL_VERSION_PATCH 0
 
 /* A point on the loop's monotonic clock, in nanoseconds. */

@@ -31,6 +31,6 @@ int t_count_fds(void)
 int t_run_until(tdl_loop *loop, const int *flag, int iterations)
 {
   for (int i = 0; i < iterations && !*flag; i++)
-    assert_true(tdl_run(loop, TDL_RUN_ONCE) >= 0);
+    assert_true(tdl_loop_run(loop, TDL_LOOP_ONCE) >= 0);
   return *flag;
 }

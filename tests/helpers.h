@@ -19,7 +19,7 @@ void t_loop_free(tdl_loop *loop);
 void t_pipe(int fds[2]);
 /* Number of open fds of this process (from /proc/self/fd). */
 int t_count_fds(void);
-/* Run tdl_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
+/* Run tdl_loop_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
  * times; returns the flag. */
 int t_run_until(tdl_loop *loop, const int *flag, int iterations);
 

@@ -73,7 +73,7 @@ static int listen_on(const char *text, int *port)
   int e = tdl_addr_parse(&a, text);
   if (e < 0)
     return e;
-  int fd = tdl_listen(&a, 4096, 0);
+  int fd = tdl_net_listen(&a, 4096, 0);
   if (fd < 0)
     return fd;
   if ((e = tdl_net_local_addr(fd, &a)) < 0 || (e = tdl_addr_port(&a)) < 0) {
@@ -127,7 +127,7 @@ static const char hello_body[] = "Hello, World!";
  * clock: one comparison per response otherwise. */
 static void date_refresh(httpd_server *s)
 {
-  tdl_time_t now = tdl_now(s->loop);
+  tdl_time_t now = tdl_loop_now(s->loop);
   if (now < s->date_next)
     return;
   struct timespec ts;
@@ -157,7 +157,7 @@ static bool conn_flush(httpd_conn *c)
     return true;
   /* One send for the whole batch (net.h: MSG_NOSIGNAL, so a vanished client
    * is -EPIPE or -ECONNRESET here, never a SIGPIPE). */
-  int e = tdl_send_all(c->fd, c->out, c->out_len, NULL, tdl_after(c->srv->loop, c->srv->cfg.write_timeout));
+  int e = tdl_net_send_all(c->fd, c->out, c->out_len, NULL, tdl_after(c->srv->cfg.write_timeout));
   c->out_len = 0;
   return e == 0;
 }
@@ -221,7 +221,7 @@ static int read_head(httpd_conn *c, http_request *req)
   http_parser_init(&p, s->cfg.max_head);
   bool started = c->in_len > c->in_off;
   if (started)
-    c->req_deadline = tdl_after(s->loop, s->cfg.read_timeout);
+    c->req_deadline = tdl_after(s->cfg.read_timeout);
   for (;;) {
     if (started) {
       int r = http_parse_head(&p, c->in + c->in_off, c->in_len - c->in_off, req);
@@ -230,7 +230,7 @@ static int read_head(httpd_conn *c, http_request *req)
     } else if (s->stopping) {
       return QUIET_CLOSE; /* draining: no new requests */
     }
-    tdl_time_t deadline = started ? c->req_deadline : tdl_after(s->loop, s->cfg.idle_timeout);
+    tdl_time_t deadline = started ? c->req_deadline : tdl_after(s->cfg.idle_timeout);
     ssize_t n = conn_fill(c, deadline, !started);
     if (n == -ETIMEDOUT)
       return started ? -408 : QUIET_CLOSE;
@@ -238,7 +238,7 @@ static int read_head(httpd_conn *c, http_request *req)
       return QUIET_CLOSE;
     if (!started) {
       started = true;
-      c->req_deadline = tdl_after(s->loop, s->cfg.read_timeout);
+      c->req_deadline = tdl_after(s->cfg.read_timeout);
     }
   }
 }
@@ -331,7 +331,7 @@ static bool put_bytes(httpd_conn *c, const void *p, size_t n)
   if (!conn_reserve(c, n))
     return false;
   if (n > OUT_CAP) /* larger than the batch buffer itself (never for these routes) */
-    return tdl_send_all(c->fd, p, n, NULL, tdl_after(c->srv->loop, c->srv->cfg.write_timeout)) == 0;
+    return tdl_net_send_all(c->fd, p, n, NULL, tdl_after(c->srv->cfg.write_timeout)) == 0;
   memcpy(c->out + c->out_len, p, n);
   c->out_len += n;
   return true;
@@ -603,7 +603,7 @@ static bool serve(httpd_conn *c)
 static void linger_close(httpd_conn *c)
 {
   if (tdl_net_shutdown(c->fd, SHUT_WR) == 0) {
-    tdl_time_t deadline = tdl_after(c->srv->loop, LINGER_TIME);
+    tdl_time_t deadline = tdl_after(LINGER_TIME);
     size_t total = 0;
     char sink[4096];
     while (total < LINGER_BYTES) {
@@ -773,7 +773,7 @@ int httpd_run(httpd_server *s)
     cancel_conns(s, true);
     /* 3. After the grace period (or at a second signal), cancel what is
      *    left; each connection's blocking calls then fail and it closes. */
-    tdl_time_t deadline = tdl_after(s->loop, s->cfg.grace);
+    tdl_time_t deadline = tdl_after(s->cfg.grace);
     bool cut = false;
     while (s->nconns > 0) {
       if (cut) {

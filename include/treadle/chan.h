@@ -55,11 +55,14 @@ TDL_API int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity);
  * Errors: -EINVAL (as tdl_chan_new, or buf too small). */
 TDL_API int tdl_chan_init_mem(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len);
 
-/* Destroy a channel (from tdl_chan_new: also free it).  Fibers still waiting
- * on it wake with -EBADF and do not touch it again.  Buffered values are
- * dropped.  Returns 0. */
+/* Free a channel made by tdl_chan_new (NULL: nothing to do).  Fibers still
+ * waiting on it wake with -EBADF and do not touch it again.  Buffered values
+ * are dropped.  Returns 0, or -EINVAL (nothing done) for a channel made by
+ * tdl_chan_init_mem: destroy that one. */
 TDL_API int tdl_chan_free(tdl_chan *ch);
-TDL_API int tdl_chan_destroy(tdl_chan *ch); /* the _mem counterpart: frees nothing */
+/* The same for a channel made by tdl_chan_init_mem: its memory stays the
+ * caller's.  Returns 0, or -EINVAL for NULL or a channel of tdl_chan_new. */
+TDL_API int tdl_chan_destroy(tdl_chan *ch);
 
 /* Send the elem_size bytes at val.  Returns 0, -EPIPE (closed), -ETIMEDOUT,
  * -ECANCELED, -EBADF (channel destroyed while waiting), -EPERM.
@@ -95,16 +98,21 @@ typedef struct tdl_chan_op {
 /*
  * Wait until one of the n operations can happen, do exactly that one, and
  * return its index (its ops[i].result says 0 or -EPIPE).  When several are
- * ready, one is picked at random, so no clause starves.  Errors: -EINVAL (n
- * 0, an unknown op, or the same channel and direction twice); -ETIMEDOUT;
+ * ready, one is picked at random, so no clause starves.  A deadline already
+ * past still lets a ready clause run.  Errors: -EINVAL (ops NULL, n 0, an
+ * unknown op, or the same channel and direction twice); -ETIMEDOUT;
  * -ECANCELED; -EBADF (a channel was destroyed while waiting); -EPERM (outside
  * a fiber); -ENOMEM (more than 16 clauses and no memory for their wait
- * records).  With deadline 0 it never parks (a non-blocking select that works
- * outside fibers too: -ETIMEDOUT when nothing was ready).
+ * records).
  * Cost: O(n) to check; O(n) more to park and unpark; O(n^2) comparisons to
  * reject duplicated clauses.
  */
 TDL_API int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline);
+
+/* The non-blocking select: do one clause that can go now and return its
+ * index, or -EAGAIN when none can.  Works anywhere on the loop's thread (in
+ * callbacks too), like the other try_ calls.  Errors: -EINVAL as above. */
+TDL_API int tdl_chan_try_select(tdl_chan_op *ops, size_t n);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  * yields once.
  *
  * Blocking calls and deadlines: every blocking call takes an absolute
- * deadline on the loop's clock (TDL_FOREVER = none; tdl_after(loop, delay)
+ * deadline on the loop's clock (TDL_FOREVER = none; tdl_after(delay)
  * makes one, or use the *_for helpers).  A call whose deadline passes returns
  * -ETIMEDOUT and leaves the fd or object usable.  A call on a cancelled fiber
  * returns -ECANCELED.  A blocking call made outside a fiber (from main before
@@ -184,12 +184,7 @@ TDL_API ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct so
                              socklen_t *addrlen, tdl_time_t deadline);
 TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,
                            socklen_t addrlen, tdl_time_t deadline);
-/* The new fd is non-blocking and close-on-exec. */
-TDL_API int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
-/* Non-blocking connect, then wait for writability and read SO_ERROR.  After
- * -ETIMEDOUT or -ECANCELED the socket is left mid-handshake: close it (a
- * second connect on it would return -EALREADY). */
-TDL_API int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
+/* (Accepting and connecting are in net.h: tdl_net_accept, tdl_net_connect.) */
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling
  * thread).  Returns 0 or close()'s error. */

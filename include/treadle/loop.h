@@ -50,31 +50,31 @@ TDL_API int tdl_loop_free(tdl_loop *loop);
 /* The back end's name: "epoll" or "poll". */
 TDL_API const char *tdl_loop_backend(const tdl_loop *loop);
 
-typedef enum tdl_run_mode {
-  TDL_RUN_DEFAULT = 0, /* until nothing is started any more, or tdl_stop() */
-  TDL_RUN_ONCE,        /* one iteration, sleeping until something happens */
-  TDL_RUN_NOWAIT,      /* one iteration, without sleeping */
-} tdl_run_mode;
+typedef enum tdl_loop_mode {
+  TDL_LOOP_DEFAULT = 0, /* until nothing is started any more, or tdl_loop_stop() */
+  TDL_LOOP_ONCE,        /* one iteration, sleeping until something happens */
+  TDL_LOOP_NOWAIT,      /* one iteration, without sleeping */
+} tdl_loop_mode;
 
 /* Run the loop.  Returns 0 when nothing is started any more, 1 when it
- * returned with handles still started (tdl_stop(), or ONCE/NOWAIT), -EDEADLK
+ * returned with handles still started (tdl_loop_stop(), or ONCE/NOWAIT), -EDEADLK
  * when only parked fibers are left and nothing (fd, timer, wakeup, signal)
  * could ever wake them, or a negative error from the back end (-EINTR never
  * escapes: it is retried).
  * Not reentrant: calling it from one of the loop's own callbacks fails with
  * -EBUSY. */
-TDL_API int tdl_run(tdl_loop *loop, tdl_run_mode mode);
+TDL_API int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode);
 
-/* Make tdl_run() return after the current iteration.  Callable from inside a
- * callback; has no effect on a later tdl_run(). */
-TDL_API void tdl_stop(tdl_loop *loop);
+/* Make tdl_loop_run() return after the current iteration.  Callable from inside a
+ * callback; has no effect on a later tdl_loop_run(). */
+TDL_API void tdl_loop_stop(tdl_loop *loop);
 
-/* True while anything that keeps tdl_run(TDL_RUN_DEFAULT) going is started. */
+/* True while anything that keeps tdl_loop_run(TDL_LOOP_DEFAULT) going is started. */
 TDL_API bool tdl_loop_alive(const tdl_loop *loop);
 
 /* Embedding: an fd that becomes readable when the loop has work, for another
  * loop to watch, or -ENOTSUP for the poll back end.  When it is readable (or
- * tdl_loop_timeout() has passed), call tdl_run(loop, TDL_RUN_NOWAIT). */
+ * tdl_loop_timeout() has passed), call tdl_loop_run(loop, TDL_LOOP_NOWAIT). */
 TDL_API int tdl_loop_fd(const tdl_loop *loop);
 
 /* How long, in nanoseconds, the loop would sleep now: 0 when work is pending,
@@ -85,18 +85,30 @@ TDL_API tdl_time_t tdl_loop_timeout(tdl_loop *loop);
 /* Time                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* The loop's cached "now": read from CLOCK_MONOTONIC once per iteration (after
- * the back end returns), so reading it or arming a timer costs no system
- * call.  It may lag real time by the length of the callback that is running. */
-TDL_API tdl_time_t tdl_now(const tdl_loop *loop);
+/*
+ * Every time in treadle is a point on one clock, CLOCK_MONOTONIC in
+ * nanoseconds.  A loop caches it: read once per iteration (after the back
+ * end returns), so reading "now" or arming a timer in a callback or a fiber
+ * costs no system call.  The cached value may lag real time by the length of
+ * the callback that is running.
+ */
 
-/* Refresh the cached time from the clock and return it (a vDSO call, ~20 ns).
+/* Now: the cached time of the loop this thread is running (inside one of its
+ * callbacks or fibers), else a fresh reading of the clock (~20 ns, vDSO).
+ * Usable anywhere, with or without a loop. */
+TDL_API tdl_time_t tdl_now(void);
+
+/* now + delay as a deadline (tdl_now() as above), saturating at
+ * TDL_TIME_MAX; a negative delay gives now.  Usable anywhere. */
+TDL_API tdl_time_t tdl_after(tdl_time_t delay);
+
+/* A given loop's cached time (also before it runs, or from another of the
+ * thread's loops). */
+TDL_API tdl_time_t tdl_loop_now(const tdl_loop *loop);
+
+/* Refresh a loop's cached time from the clock and return it (~20 ns).
  * Useful after a long computation inside a callback. */
-TDL_API tdl_time_t tdl_now_update(tdl_loop *loop);
-
-/* now + delay as a deadline, saturating at TDL_TIME_MAX; a negative delay
- * gives now. */
-TDL_API tdl_time_t tdl_after(const tdl_loop *loop, tdl_time_t delay);
+TDL_API tdl_time_t tdl_loop_now_update(tdl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
 /* I/O watchers                                                              */
@@ -253,7 +265,7 @@ struct tdl_wakeup {
 
 TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
 /* Start / stop receiving wakeups (loop thread only).  A started wakeup keeps
- * tdl_run(TDL_RUN_DEFAULT) running.  Errors: -EMFILE/-ENFILE (the loop's
+ * tdl_loop_run(TDL_LOOP_DEFAULT) running.  Errors: -EMFILE/-ENFILE (the loop's
  * eventfd, created on first use). */
 TDL_API int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk);
 TDL_API int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk);

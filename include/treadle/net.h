@@ -17,7 +17,7 @@
  *  - No SIGPIPE: writes to a peer that has gone return -EPIPE (or
  *    -ECONNRESET); the process is never signalled.
  *
- * The calls that do not block (address helpers, tdl_listen, tdl_udp_bind,
+ * The calls that do not block (address helpers, tdl_net_listen, tdl_net_udp_bind,
  * options, shutdown) work anywhere, in fibers or not.
  *
  * Names resolve nowhere: addresses are literals (no DNS, no /etc/hosts).
@@ -120,7 +120,7 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
 /* Stream listeners and connections (TCP over IPv4/IPv6, Unix stream)        */
 /* ------------------------------------------------------------------------ */
 
-/* Flags for tdl_listen() and tdl_udp_bind().  A flag that does not apply to
+/* Flags for tdl_net_listen() and tdl_net_udp_bind().  A flag that does not apply to
  * the address's family is ignored, so a program can pass the same flags
  * whatever address its user configured. */
 #define TDL_NET_REUSEPORT 0x1u /* IP: SO_REUSEPORT (several sockets share the
@@ -128,7 +128,7 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
 #define TDL_NET_V6ONLY 0x2u    /* IPv6: IPV6_V6ONLY ("[::]" then takes no IPv4
                                   connections; Linux's default is both) */
 #define TDL_NET_UNLINK 0x4u    /* Unix path: replace a STALE socket file (see
-                                  tdl_listen) */
+                                  tdl_net_listen) */
 
 /*
  * A listening stream socket on a: non-blocking, close-on-exec; for IP,
@@ -153,7 +153,7 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
  * -EADDRNOTAVAIL, -EMFILE...; nothing is left open or created on failure.
  * Cost: 3-5 system calls (plus 2-3 for a stale Unix path).
  */
-TDL_API int tdl_listen(const tdl_addr *a, int backlog, unsigned flags);
+TDL_API int tdl_net_listen(const tdl_addr *a, int backlog, unsigned flags);
 
 /*
  * Accept a connection on listener lfd; return its fd (non-blocking,
@@ -192,7 +192,7 @@ TDL_API int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline);
 /*
  * The accept reserve: one fd on /dev/null, process-wide, held so that
  * tdl_net_accept can shed connections when the process is out of fds.
- * tdl_listen() and tdl_net_accept() open it on first use.  on = false closes
+ * tdl_net_listen() and tdl_net_accept() open it on first use.  on = false closes
  * it and stops them from reopening it (e.g. before counting fds); on = true
  * opens it (if not yet open) and lets them keep it.  Returns 0, or the error
  * of open(2) (-EMFILE...).  THREAD-SAFE.
@@ -237,15 +237,15 @@ TDL_API int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline);
  * -EBUSY; -EBADF, -ENOTSOCK...; -EINVAL (buf NULL with len > 0).
  * Cost: one send() per kernel buffer's worth.
  */
-TDL_API int tdl_send_all(int fd, const void *buf, size_t len, size_t *sent, tdl_time_t deadline);
+TDL_API int tdl_net_send_all(int fd, const void *buf, size_t len, size_t *sent, tdl_time_t deadline);
 
 /* The same for a gather list (e.g. headers and body in one system call):
  * sends every byte of iov[0..iovcnt) in order.  Uses sendmsg() with
  * MSG_NOSIGNAL (writev() would raise SIGPIPE).  *sent counts bytes across
  * the whole list.  The array itself is not modified.
- * Errors: as tdl_send_all; -EINVAL for iovcnt < 0, iov NULL with
+ * Errors: as tdl_net_send_all; -EINVAL for iovcnt < 0, iov NULL with
  * iovcnt > 0, or a total length that overflows. */
-TDL_API int tdl_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl_time_t deadline);
+TDL_API int tdl_net_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl_time_t deadline);
 
 /*
  * Receive exactly n bytes into buf.  *got (may be NULL) always receives the
@@ -257,7 +257,7 @@ TDL_API int tdl_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *s
  * -EPERM; -EBUSY; -EBADF...; -EINVAL (buf NULL with n > 0).
  * Cost: one read() per arrival; works on any fd (pipes too).
  */
-TDL_API int tdl_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_t deadline);
+TDL_API int tdl_net_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_t deadline);
 
 /*
  * Receive into buf until the bytes delim[0..delim_len) have arrived (they
@@ -274,7 +274,7 @@ TDL_API int tdl_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_
  * NULL or delim_len 0, buf NULL with cap > 0); -ENOTSOCK; -ECONNRESET,
  * -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY...
  */
-TDL_API ssize_t tdl_recv_until(int fd, void *buf, size_t cap, const void *delim, size_t delim_len,
+TDL_API ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *delim, size_t delim_len,
                                size_t *got, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
@@ -329,7 +329,7 @@ TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_
  * of tdl_reader_fill (-ENOBUFS excepted). */
 TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline);
 
-/* Exactly n bytes into dst, buffered bytes first.  As tdl_recv_exactly:
+/* Exactly n bytes into dst, buffered bytes first.  As tdl_net_recv_exactly:
  * returns 0, or -EPIPE for an early EOF, other errors as tdl_reader_read;
  * *got (may be NULL) always receives the count stored. */
 TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline);
@@ -339,17 +339,17 @@ TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *
 /* ------------------------------------------------------------------------ */
 
 /* A datagram socket bound to a (port 0: the kernel picks; read it back with
- * tdl_net_local_addr).  Flags as tdl_listen (TDL_NET_REUSEPORT,
+ * tdl_net_local_addr).  Flags as tdl_net_listen (TDL_NET_REUSEPORT,
  * TDL_NET_V6ONLY, TDL_NET_UNLINK).  Works outside fibers.  Returns the fd.
- * Errors: as tdl_listen. */
-TDL_API int tdl_udp_bind(const tdl_addr *a, unsigned flags);
+ * Errors: as tdl_net_listen. */
+TDL_API int tdl_net_udp_bind(const tdl_addr *a, unsigned flags);
 
 /* Send one datagram of len bytes to `to` (NULL: the connected peer).
  * Returns len.  Errors: -EMSGSIZE (too large for one datagram),
  * -ECONNREFUSED (an earlier datagram was refused), -ETIMEDOUT, -ECANCELED,
  * -EPERM, -EBUSY, -EINVAL (to given with len 0), -EDESTADDRREQ...
  * Cost: one sendto(). */
-TDL_API ssize_t tdl_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline);
+TDL_API ssize_t tdl_net_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline);
 
 /* Receive one datagram into buf; its sender goes to *from (may be NULL;
  * from->len is 0 when the sender has no address: an unbound Unix socket).
@@ -357,7 +357,7 @@ TDL_API ssize_t tdl_udp_send(int fd, const void *buf, size_t len, const tdl_addr
  * len bytes, the rest is lost, and the call returns -EMSGSIZE.
  * Errors: -EMSGSIZE, -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY, -ECONNREFUSED...
  * Cost: one recvfrom() when a datagram is waiting. */
-TDL_API ssize_t tdl_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline);
+TDL_API ssize_t tdl_net_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
 /* Shutdown and options (no blocking; usable anywhere)                       */

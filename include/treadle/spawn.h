@@ -13,11 +13,11 @@
  * WHO REAPS (no zombie is ever left behind by treadle):
  *  - tdl_process_wait() reaps the child when it has exited;
  *  - a child watcher (tdl_process_watch) reaps it before calling back;
- *  - tdl_process_release() on a child that nobody has reaped yet kills it
+ *  - tdl_process_destroy() on a child that nobody has reaped yet kills it
  *    with SIGKILL and reaps it (it blocks for the few microseconds the kernel
  *    takes to tear it down).  To let a program outlive your handle, make it
  *    daemonize itself, or keep the handle and wait for it later;
- *  - a failed tdl_spawn() has reaped whatever child it started.
+ *  - a failed tdl_process_spawn() has reaped whatever child it started.
  *  A fiber whose wait is cancelled or times out leaves the child to whoever
  *  releases the handle, by the same rule.
  *  The library reaps by pid (waitpid) only, never with waitpid(-1): code
@@ -51,7 +51,7 @@ extern "C" {
 
 /* What one of the child's fds 0, 1, 2 is connected to. */
 typedef enum tdl_stdio_mode {
-  TDL_STDIO_DEFAULT = 0, /* tdl_spawn: inherit; tdl_run_capture: see there */
+  TDL_STDIO_DEFAULT = 0, /* tdl_process_spawn: inherit; tdl_process_run: see there */
   TDL_STDIO_INHERIT,     /* the parent's fd of the same number */
   TDL_STDIO_NULL,        /* /dev/null, opened read-write */
   TDL_STDIO_PIPE,        /* a new pipe; the parent's end is returned in
@@ -68,13 +68,13 @@ typedef struct tdl_stdio {
   int fd; /* for TDL_STDIO_FD */
 } tdl_stdio;
 
-/* Flags of tdl_spawn_options.flags. */
-#define TDL_SPAWN_SETSID 0x1u       /* the child starts a new session (setsid) */
-#define TDL_SPAWN_SETPGID 0x2u      /* the child joins process group `pgid`
+/* Flags of tdl_process_options.flags. */
+#define TDL_PROCESS_SETSID 0x1u       /* the child starts a new session (setsid) */
+#define TDL_PROCESS_SETPGID 0x2u      /* the child joins process group `pgid`
                                        (0: a new group led by the child) */
-#define TDL_SPAWN_KEEP_SIGMASK 0x4u /* the child keeps the calling thread's
+#define TDL_PROCESS_KEEP_SIGMASK 0x4u /* the child keeps the calling thread's
                                        signal mask (default: empty mask) */
-#define TDL_SPAWN_KEEP_SIGPIPE 0x8u /* keep SIGPIPE ignored in the child if it
+#define TDL_PROCESS_KEEP_SIGPIPE 0x8u /* keep SIGPIPE ignored in the child if it
                                        is ignored here (default: SIG_DFL) */
 
 /*
@@ -83,7 +83,7 @@ typedef struct tdl_stdio {
  * Nothing is kept after the call returns: strings and arrays need only live
  * until then.
  */
-typedef struct tdl_spawn_options {
+typedef struct tdl_process_options {
   /* The argument vector, NULL-terminated; argv[0] is the program unless
    * `file` is set.  Passed to the program as is: no shell, no splitting. */
   const char *const *argv;
@@ -110,8 +110,8 @@ typedef struct tdl_spawn_options {
   /* stdio[0], [1], [2]: the child's stdin, stdout, stderr. */
   tdl_stdio stdio[3];
   unsigned flags; /* TDL_SPAWN_* */
-  int pgid;       /* with TDL_SPAWN_SETPGID */
-} tdl_spawn_options;
+  int pgid;       /* with TDL_PROCESS_SETPGID */
+} tdl_process_options;
 
 /* ------------------------------------------------------------------------ */
 /* Processes                                                                 */
@@ -121,12 +121,12 @@ typedef struct tdl_process tdl_process;
 typedef void (*tdl_process_cb)(tdl_loop *loop, tdl_process *p, int status);
 
 /*
- * A started child.  Caller-owned: tdl_spawn() fills it in.  The public fields
+ * A started child.  Caller-owned: tdl_process_spawn() fills it in.  The public fields
  * may be read; stdin_fd/stdout_fd/stderr_fd may also be taken (close the fd
  * yourself and set the field to -1).  Everything else is private.
  */
 struct tdl_process {
-  void *data;    /* the caller's; tdl_spawn() leaves it alone */
+  void *data;    /* the caller's; tdl_process_spawn() leaves it alone */
   int pid;       /* the child's pid; 0 when there is no child */
   int pidfd;     /* the child's pidfd (close-on-exec), or -1 */
   int stdin_fd;  /* parent ends of TDL_STDIO_PIPE streams, else -1 */
@@ -150,13 +150,13 @@ struct tdl_process {
 /*
  * Start a program.  p is filled in (all fields but `data`; it must not hold a
  * child: release that first); on failure p holds no child (pid 0, fds -1) and
- * tdl_process_release(p) is harmless.
+ * tdl_process_destroy(p) is harmless.
  *
  * The child: its fds 0-2 as asked; every other fd closed (close_range, or a
  * walk of /proc/self/fd); every signal that has a handler here reset to
- * SIG_DFL, SIGPIPE reset to SIG_DFL (unless TDL_SPAWN_KEEP_SIGPIPE), other
+ * SIG_DFL, SIGPIPE reset to SIG_DFL (unless TDL_PROCESS_KEEP_SIGPIPE), other
  * ignored signals left ignored (as nohup expects); the signal mask empty
- * (or the caller's with TDL_SPAWN_KEEP_SIGMASK); then setsid/setpgid, the
+ * (or the caller's with TDL_PROCESS_KEEP_SIGMASK); then setsid/setpgid, the
  * working directory, and execve.  All signals are blocked in the calling
  * thread across the clone, so no handler of the parent ever runs in the
  * child.  Safe to call from several threads at once.
@@ -185,7 +185,7 @@ struct tdl_process {
  * per signal (64) to inspect dispositions, one per reset, and a few for the
  * fds; waiting and releasing add 2 (wait4, close of the pidfd).
  */
-TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o);
+TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o);
 
 /*
  * Decoding a status.  A status is a waitpid()-style int (the W* macros of
@@ -211,7 +211,7 @@ static inline bool tdl_core_dumped(int status) { return (status & 0x80) != 0; }
  * backoff of 1 to 20 ms).
  * Errors: -ETIMEDOUT (the child is still running and still yours);
  * -ECANCELED (from a cancelled fiber: likewise, the child is still yours and
- * tdl_process_release() reaps it);
+ * tdl_process_destroy() reaps it);
  * -EINVAL (p NULL or holds no child); -EBUSY (a watcher is started on p);
  * -ECHILD (someone else reaped the child: see WHO REAPS).
  */
@@ -250,34 +250,34 @@ TDL_API void tdl_process_unwatch(tdl_process *p);
  * (SIGKILL) and reap it.  Afterwards p holds no child.  Never fails; harmless
  * on a released or never-spawned (zeroed) p, or NULL.
  */
-TDL_API void tdl_process_release(tdl_process *p);
+TDL_API void tdl_process_destroy(tdl_process *p);
 
 /* ------------------------------------------------------------------------ */
 /* Run and capture: the popen replacement that cannot be injected or hang    */
 /* ------------------------------------------------------------------------ */
 
-/* Flags of tdl_run_options.flags. */
-#define TDL_RUN_KILL_ON_LIMIT 0x1u /* SIGKILL the child as soon as a captured
+/* Flags of tdl_process_run_options.flags. */
+#define TDL_PROCESS_RUN_KILL_ON_LIMIT 0x1u /* SIGKILL the child as soon as a captured
                                       stream passes `limit` (default: keep
                                       reading and discard the rest) */
 
-typedef struct tdl_run_options {
-  /* argv is taken from tdl_run_capture's argument; the rest applies.  stdio:
+typedef struct tdl_process_run_options {
+  /* argv is taken from tdl_process_run's argument; the rest applies.  stdio:
    *  [0] DEFAULT: a pipe fed with `input` if input is not NULL, else
    *      /dev/null; any other mode is used as given (-EINVAL with input
    *      non-NULL, and PIPE is refused: use input);
    *  [1], [2] DEFAULT or PIPE: captured; any other mode as given (then that
    *      stream is not captured).
-   * With TDL_SPAWN_SETSID or TDL_SPAWN_SETPGID (pgid 0), the deadline's
+   * With TDL_PROCESS_SETSID or TDL_PROCESS_SETPGID (pgid 0), the deadline's
    * signals go to the child's whole process group. */
-  tdl_spawn_options spawn;
+  tdl_process_options spawn;
   /* Between SIGTERM at the deadline and SIGKILL: 0 means 1 s; negative means
    * SIGKILL at the deadline without SIGTERM. */
   tdl_time_t kill_grace;
   unsigned flags; /* TDL_RUN_* */
-} tdl_run_options;
+} tdl_process_run_options;
 
-typedef struct tdl_run_result {
+typedef struct tdl_process_run_result {
   int status;         /* how the child ended (tdl_exited() ...) */
   char *out, *err;    /* captured stdout/stderr, NUL-terminated (malloc'd;
                          "" when empty; NULL when that stream was not
@@ -286,38 +286,38 @@ typedef struct tdl_run_result {
   bool out_truncated; /* the child wrote more than `limit` bytes to it */
   bool err_truncated;
   bool timed_out;     /* the deadline passed: the child was signalled */
-  bool limit_killed;  /* killed by TDL_RUN_KILL_ON_LIMIT */
+  bool limit_killed;  /* killed by TDL_PROCESS_RUN_KILL_ON_LIMIT */
   size_t in_written;  /* bytes of input the child's stdin accepted (less than
                          input_len if it closed stdin or exited early) */
-} tdl_run_result;
+} tdl_process_run_result;
 
 /*
- * Run argv (see tdl_spawn_options.argv), write `input` (input_len bytes; NULL
+ * Run argv (see tdl_process_options.argv), write `input` (input_len bytes; NULL
  * for none) to its stdin and close it, capture stdout and stderr (both drained
  * at once, so neither pipe can fill and deadlock the child; at most `limit`
  * bytes of each are kept and the rest is read and discarded, or the child is
- * killed with TDL_RUN_KILL_ON_LIMIT), and wait until it exits.  At the
+ * killed with TDL_PROCESS_RUN_KILL_ON_LIMIT), and wait until it exits.  At the
  * deadline the child gets SIGTERM, and SIGKILL after opts->kill_grace.  Once
  * the child has exited, what is already in the pipes is read and the call
  * returns: a grandchild that keeps a pipe open cannot hold it up.  SIGPIPE
  * raised by writing to a child that stopped reading is kept from the caller.
  * opts may be NULL.
  *
- * *result is always initialised; call tdl_run_result_free() after every call.
+ * *result is always initialised; call tdl_process_run_result_destroy() after every call.
  * Returns 0 when the child exited before the deadline (whatever its status),
  * -ETIMEDOUT when the deadline passed (the child has been killed and reaped,
  * result->timed_out is set and result holds its status and the output read
- * so far), or an error with no child left and result empty: tdl_spawn's
+ * so far), or an error with no child left and result empty: tdl_process_spawn's
  * errors, -EINVAL (argv or result NULL, a bad stdio choice), -ENOMEM.
  *
  * Outside a fiber the calling thread blocks in poll(); when fibers exist, a
  * fiber-aware form will park only the fiber.
  */
-TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts, const void *input,
-                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_run_result *result);
+TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
+                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_process_run_result *result);
 
-/* Free what a tdl_run_result holds and zero it.  NULL is accepted. */
-TDL_API void tdl_run_result_free(tdl_run_result *result);
+/* Free what a tdl_process_run_result holds and zero it.  NULL is accepted. */
+TDL_API void tdl_process_run_result_destroy(tdl_process_run_result *result);
 
 #ifdef __cplusplus
 }

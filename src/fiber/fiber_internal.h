@@ -160,6 +160,13 @@ static inline void tdl__cleanup_del(tdl__cleanup *c)
 /* Run h->destroy(s, h) when s is destroyed. */
 static inline void tdl__sched_hook_add(tdl__sched *s, tdl__sched_hook *h) { tdl__list_push(&s->hooks, &h->link); }
 
+/* Fiber I/O for net.h's accept and connect (which add the policies).
+ * accept: the new fd is non-blocking and close-on-exec.  connect: a
+ * non-blocking connect, then a wait for writability and SO_ERROR; after
+ * -ETIMEDOUT or -ECANCELED the socket is left mid-handshake. */
+int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
+int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
+
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);
 

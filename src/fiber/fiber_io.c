@@ -287,12 +287,12 @@ static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t 
   return nfd;
 }
 
-int tdl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
+int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
   FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept")
 }
 
-int tdl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
+int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
@@ -367,5 +367,5 @@ int tdl_sleep_for(tdl_time_t delay)
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
-  return tdl_sleep(tdl_after(f->sched->loop, delay));
+  return tdl_sleep(tdl_after(delay));
 }

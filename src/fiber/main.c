@@ -39,13 +39,13 @@ int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result)
     return e;
   }
   tdl_fiber_detach(loop, h);
-  e = tdl_run(loop, TDL_RUN_DEFAULT);
+  e = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   if (e == -EDEADLK) {
     /* Parked for good: cancel them so that they unwind and give back their
      * stacks.  A fiber that will not end (it ignores the cancel and keeps
      * waiting) still keeps the loop: it is then leaked with its fibers. */
     cancel_all(loop);
-    if (tdl_run(loop, TDL_RUN_DEFAULT) != 0)
+    if (tdl_loop_run(loop, TDL_LOOP_DEFAULT) != 0)
       return -EDEADLK;
   } else if (e < 0) {
     return e;

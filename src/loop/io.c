@@ -16,6 +16,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loop/loop_internal.h"
 
@@ -240,14 +241,20 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
   return 0;
 }
 
+/* w's fd record, if w made the fd's current registration; else NULL. */
+static tdl__fd *owned_record(tdl_loop *loop, const tdl_io *w)
+{
+  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds || !owns(loop, w->fd, w))
+    return NULL;
+  return &loop->fds[w->fd];
+}
+
 void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   TDL__CHECK_THREAD_VOID(loop);
-  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds)
+  tdl__fd *r = owned_record(loop, w);
+  if (!r)
     return;
-  if (!owns(loop, w->fd, w))
-    return;
-  tdl__fd *r = &loop->fds[w->fd];
   r->ready &= (uint8_t)~(events & (TDL_READ | TDL_WRITE));
   if (r->w == w) {
     if (!reportable(w, r))
@@ -259,12 +266,27 @@ void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
 void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   TDL__CHECK_THREAD_VOID(loop);
-  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds)
+  tdl__fd *r = owned_record(loop, w);
+  if (!r)
     return;
-  if (!owns(loop, w->fd, w))
-    return;
-  tdl__fd *r = &loop->fds[w->fd];
   r->ready |= (uint8_t)(events & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
   if (r->w == w && !(r->flags & TDL__FD_QUEUED) && reportable(w, r))
     queue_fd(loop, r, w->fd);
+}
+
+int tdl__io_open_internal(tdl_loop *loop, tdl_io *w, int fd, tdl_io_cb cb)
+{
+  tdl_io_init(w, fd, cb, NULL);
+  w->state |= TDL__IO_INTERNAL;
+  int e = tdl_io_start(loop, w, TDL_READ);
+  if (e < 0)
+    close(fd);
+  return e;
+}
+
+void tdl__io_close_internal(tdl_loop *loop, tdl_io *w)
+{
+  tdl_io_stop(loop, w);
+  tdl__fd_forget(loop, w->fd);
+  close(w->fd);
 }

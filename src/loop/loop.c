@@ -11,7 +11,7 @@
  *   5. refresh the cached time; after-poll hooks
  *   6. run the watchers that became pending
  *   7. fire due timers
- * TDL_RUN_ONCE and TDL_RUN_NOWAIT run exactly one iteration, so a timer armed
+ * TDL_LOOP_ONCE and TDL_LOOP_NOWAIT run exactly one iteration, so a timer armed
  * from a callback never fires within the same call.
  */
 #include <stdlib.h>
@@ -97,7 +97,7 @@ const char *tdl_loop_backend(const tdl_loop *loop) { return loop->be->name; }
 
 int tdl_loop_fd(const tdl_loop *loop) { return loop->be->pollable_fd(loop); }
 
-void tdl_stop(tdl_loop *loop) { loop->stop_flag = 1; }
+void tdl_loop_stop(tdl_loop *loop) { loop->stop_flag = 1; }
 
 static bool has_work(tdl_loop *loop)
 {
@@ -117,16 +117,18 @@ tdl_time_t tdl_loop_timeout(tdl_loop *loop)
 
 /* ---- running ---- */
 
-int tdl_run(tdl_loop *loop, tdl_run_mode mode)
+int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
 {
   TDL__CHECK_THREAD(loop);
   if (loop->running)
     return -EBUSY;
-  if (mode != TDL_RUN_DEFAULT && mode != TDL_RUN_ONCE && mode != TDL_RUN_NOWAIT)
+  if (mode != TDL_LOOP_DEFAULT && mode != TDL_LOOP_ONCE && mode != TDL_LOOP_NOWAIT)
     return -EINVAL;
   loop->running = 1;
   loop->stop_flag = 0;
   loop->now = tdl__clock_now();
+  tdl_loop *outer = tdl__tl_loop; /* a callback of another loop may run this one */
+  tdl__tl_loop = loop;
   int err = 0;
   for (;;) {
     tdl__defer_run(loop);
@@ -135,10 +137,10 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
     tdl__hooks_run(loop, TDL_HOOK_BEFORE_POLL);
 
     bool alive = tdl_loop_alive(loop);
-    if (mode == TDL_RUN_DEFAULT && (loop->stop_flag || !alive))
+    if (mode == TDL_LOOP_DEFAULT && (loop->stop_flag || !alive))
       break;
     tdl_time_t timeout = 0;
-    if (mode != TDL_RUN_NOWAIT && alive && !loop->stop_flag)
+    if (mode != TDL_LOOP_NOWAIT && alive && !loop->stop_flag)
       timeout = tdl_loop_timeout(loop);
     if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0) {
       /* Only parked fibers keep the loop alive, and nothing is left that
@@ -156,9 +158,10 @@ int tdl_run(tdl_loop *loop, tdl_run_mode mode)
       break;
     tdl__io_run_pending(loop);
     tdl__timers_run(loop);
-    if (mode != TDL_RUN_DEFAULT)
+    if (mode != TDL_LOOP_DEFAULT)
       break;
   }
+  tdl__tl_loop = outer;
   loop->running = 0;
   loop->stop_flag = 0;
   if (err < 0)

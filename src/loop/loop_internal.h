@@ -160,7 +160,7 @@ struct tdl_loop {
   tdl__list defers;   /* queued tdl_defer, oldest first */
   tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */
 
-  uint32_t active;   /* started handles that keep tdl_run going (not timers) */
+  uint32_t active;   /* started handles that keep tdl_loop_run going (not timers) */
   uint32_t io_started; /* started watchers, internal ones included */
   int running;
   int stop_flag;
@@ -215,6 +215,16 @@ void tdl__io_run_pending(tdl_loop *loop);
 static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
 /* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
 int tdl__fd_reserve(tdl_loop *loop, int fd);
+
+/* The loop this thread is running (inside tdl_loop_run), or NULL. */
+extern _Thread_local tdl_loop *tdl__tl_loop __attribute__((tls_model("initial-exec")));
+
+/* The loop's own fds (eventfd, signalfd): w watches fd for TDL_READ without
+ * keeping the loop alive.  On failure fd is closed.  Returns 0 or the error
+ * of tdl_io_start. */
+int tdl__io_open_internal(tdl_loop *loop, tdl_io *w, int fd, tdl_io_cb cb);
+/* Stop w, forget its fd and close it. */
+void tdl__io_close_internal(tdl_loop *loop, tdl_io *w);
 
 /* defer.c, hook.c: run what is queued / started. */
 void tdl__defer_run(tdl_loop *loop);

@@ -64,13 +64,9 @@ static int update_fd(tdl_loop *loop)
   int fd = signalfd(-1, &loop->sig_mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0)
     return -errno;
-  tdl_io_init(&loop->sig_io, fd, on_signalfd, NULL);
-  loop->sig_io.state |= TDL__IO_INTERNAL;
-  int e = tdl_io_start(loop, &loop->sig_io, TDL_READ);
-  if (e < 0) {
-    close(fd);
+  int e = tdl__io_open_internal(loop, &loop->sig_io, fd, on_signalfd);
+  if (e < 0)
     return e;
-  }
   loop->sig_fd = fd;
   return 0;
 }
@@ -150,10 +146,7 @@ int tdl_signal_stop(tdl_loop *loop, tdl_signal *s)
 
 void tdl__signal_close(tdl_loop *loop)
 {
-  if (loop->sig_fd < 0)
-    return;
-  tdl_io_stop(loop, &loop->sig_io);
-  tdl__fd_forget(loop, loop->sig_fd);
-  close(loop->sig_fd);
+  if (loop->sig_fd >= 0)
+    tdl__io_close_internal(loop, &loop->sig_io);
   loop->sig_fd = -1;
 }

@@ -1,19 +1,21 @@
-/* The loop's cached time and deadlines made from it. */
+/* The loop's cached time, and deadlines made from it. */
 #include "loop/loop_internal.h"
 
-tdl_time_t tdl_now(const tdl_loop *loop) { return loop->now; }
+/* initial-exec: read by every tdl_now()/tdl_after(); see tdl__tl_sched. */
+_Thread_local tdl_loop *tdl__tl_loop __attribute__((tls_model("initial-exec")));
 
-tdl_time_t tdl_now_update(tdl_loop *loop)
+tdl_time_t tdl_now(void)
+{
+  tdl_loop *loop = tdl__tl_loop;
+  return loop ? loop->now : tdl__clock_now();
+}
+
+tdl_time_t tdl_after(tdl_time_t delay) { return tdl__time_add(tdl_now(), delay); }
+
+tdl_time_t tdl_loop_now(const tdl_loop *loop) { return loop->now; }
+
+tdl_time_t tdl_loop_now_update(tdl_loop *loop)
 {
   loop->now = tdl__clock_now();
   return loop->now;
-}
-
-tdl_time_t tdl_after(const tdl_loop *loop, tdl_time_t delay)
-{
-  if (delay <= 0)
-    return loop->now;
-  if (delay > TDL_TIME_MAX - loop->now)
-    return TDL_TIME_MAX;
-  return loop->now + delay;
 }

@@ -7,8 +7,8 @@
  *    comparison, touching only memory that the previous arm touched.
  *  - Cancelling turns the timer's entry into a tombstone (its pointer becomes
  *    NULL): O(1), touching only the timer and its slot.  Nothing is moved.
- *  - Before the loop needs the earliest deadline, tdl__timers_order() makes the
- *    array a heap again: a few appended entries are sifted up one by one; a
+ *  - Before the loop needs the earliest deadline, order() makes the array a
+ *    heap again: a few appended entries are sifted up one by one; a
  *    large batch is folded in with Floyd's bottom-up heap construction (O(n)),
  *    and tombstones are swept out when they outnumber the live entries.
  * So a timer that is armed and cancelled within one loop iteration is never
@@ -272,12 +272,7 @@ int tdl_timer_start_at(tdl_loop *loop, tdl_timer *t, tdl_time_t deadline, tdl_ti
 int tdl_timer_start(tdl_loop *loop, tdl_timer *t, tdl_time_t delay, tdl_time_t repeat)
 {
   TDL__CHECK_THREAD(loop);
-  tdl_time_t now = loop->now, at;
-  if (delay <= 0)
-    at = now;
-  else
-    at = delay > TDL_TIME_MAX - now ? TDL_TIME_MAX : now + delay;
-  return start(loop, t, at, repeat);
+  return start(loop, t, tdl__time_add(loop->now, delay), repeat);
 }
 
 int tdl_timer_stop(tdl_loop *loop, tdl_timer *t)
@@ -412,15 +407,10 @@ void tdl__timers_run(tdl_loop *loop)
     if (t->repeat) {
       /* Re-arm before the callback, so that it may stop or restart the timer;
        * periods missed while the loop was busy are skipped, not replayed. */
-      tdl_time_t r = t->repeat, next;
-      if (t->at > TDL_TIME_MAX - r) {
-        next = TDL_TIME_MAX;
-      } else {
-        next = t->at + r;
-        if (next <= now) {
-          tdl_time_t missed = (now - next) / r + 1;
-          next = missed > (TDL_TIME_MAX - next) / r ? TDL_TIME_MAX : next + missed * r;
-        }
+      tdl_time_t r = t->repeat, next = tdl__time_add(t->at, r);
+      if (next <= now) {
+        tdl_time_t missed = (now - next) / r + 1;
+        next = missed > (TDL_TIME_MAX - next) / r ? TDL_TIME_MAX : next + missed * r;
       }
       if (ts->n < ts->cap || grow(ts) == 0)
         arm(ts, t, next);

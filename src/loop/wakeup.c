@@ -51,13 +51,9 @@ int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (fd < 0)
       return -errno;
-    tdl_io_init(&loop->wake_io, fd, on_eventfd, NULL);
-    loop->wake_io.state |= TDL__IO_INTERNAL;
-    int e = tdl_io_start(loop, &loop->wake_io, TDL_READ);
-    if (e < 0) {
-      close(fd);
+    int e = tdl__io_open_internal(loop, &loop->wake_io, fd, on_eventfd);
+    if (e < 0)
       return e;
-    }
     loop->wake_fd = fd;
   }
   wk->loop = loop;
@@ -99,10 +95,7 @@ int tdl_wakeup_send(tdl_wakeup *wk)
 
 void tdl__wakeup_close(tdl_loop *loop)
 {
-  if (loop->wake_fd < 0)
-    return;
-  tdl_io_stop(loop, &loop->wake_io);
-  tdl__fd_forget(loop, loop->wake_fd);
-  close(loop->wake_fd);
+  if (loop->wake_fd >= 0)
+    tdl__io_close_internal(loop, &loop->wake_io);
   loop->wake_fd = -1;
 }

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/base.h"
+#include "fiber/fiber_internal.h"
 
 #define SUN_OFF offsetof(struct sockaddr_un, sun_path)
 #define NET_FLAGS (TDL_NET_REUSEPORT | TDL_NET_V6ONLY | TDL_NET_UNLINK)
@@ -125,11 +125,10 @@ enum { RESERVE_AUTO, RESERVE_ON, RESERVE_OFF };
 static atomic_int g_reserve = -1;  /* the /dev/null fd, or -1 */
 static atomic_int g_reserve_mode = RESERVE_AUTO;
 static _Atomic uint64_t g_exhausted, g_shed;
-/* Back-off of this thread's accepts while fds are exhausted (0: none yet). */
-static _Thread_local tdl_time_t t_backoff;
-
 #define BACKOFF_MIN (10 * TDL_MSEC)
 #define BACKOFF_MAX (160 * TDL_MSEC)
+/* Back-off of this thread's accepts while fds are exhausted. */
+static _Thread_local tdl__backoff t_backoff = {BACKOFF_MIN, BACKOFF_MAX};
 #define SHED_MAX 64
 
 static int reserve_open(void)
@@ -205,19 +204,13 @@ static void shed(int lfd)
  * Returns 0 or -ECANCELED. */
 static int backoff(tdl_time_t deadline)
 {
-  tdl_time_t b = t_backoff ? t_backoff * 2 : BACKOFF_MIN;
-  if (b > BACKOFF_MAX)
-    b = BACKOFF_MAX;
-  t_backoff = b;
-  tdl_time_t until = tdl_after(tdl_fiber_loop(), b);
-  if (deadline != TDL_FOREVER && deadline < until)
-    until = deadline;
-  return tdl_sleep(until);
+  tdl_time_t pause = tdl__backoff_step(&t_backoff);
+  return tdl_sleep(tdl__deadline_min(deadline, tdl_after(pause)));
 }
 
 /* ---- listen, accept, connect ---- */
 
-int tdl_listen(const tdl_addr *a, int backlog, unsigned flags)
+int tdl_net_listen(const tdl_addr *a, int backlog, unsigned flags)
 {
   int fd = bound_socket(a, SOCK_STREAM, flags);
   if (fd < 0)
@@ -243,11 +236,11 @@ int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline)
   reserve_ensure();
   for (;;) {
     socklen_t len = sizeof peer->u;
-    int fd = tdl_accept(lfd, peer ? &peer->u.sa : NULL, peer ? &len : NULL, deadline);
+    int fd = tdl__fiber_accept(lfd, peer ? &peer->u.sa : NULL, peer ? &len : NULL, deadline);
     if (fd >= 0) {
       if (peer)
         peer->len = len;
-      t_backoff = 0;
+      t_backoff.next = BACKOFF_MIN;
       return fd;
     }
     switch (-fd) {
@@ -299,24 +292,19 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
   int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return -errno;
-  tdl_time_t pause = TDL_MSEC;
+  tdl__backoff pause = {TDL_MSEC, 50 * TDL_MSEC};
   for (;;) {
-    e = tdl_connect(fd, &a->u.sa, a->len, deadline);
+    e = tdl__fiber_connect(fd, &a->u.sa, a->len, deadline);
     if (e != -EAGAIN || fam != AF_UNIX)
       break;
     /* A Unix listener with a full backlog: the kernel will not queue a
      * non-blocking connect, and nothing signals room; poll with back-off. */
-    if (deadline != TDL_FOREVER && tdl_now(loop) >= deadline) {
+    if (deadline != TDL_FOREVER && tdl_loop_now(loop) >= deadline) {
       e = -ETIMEDOUT;
       break;
     }
-    tdl_time_t until = tdl_after(loop, pause);
-    if (deadline != TDL_FOREVER && deadline < until)
-      until = deadline;
-    if ((e = tdl_sleep(until)) < 0)
+    if ((e = tdl_sleep(tdl__deadline_min(deadline, tdl_after(tdl__backoff_step(&pause))))) < 0)
       break;
-    if (pause < 50 * TDL_MSEC)
-      pause *= 2;
   }
   if (e == 0 && fam != AF_UNIX && self_connected(fd, a))
     e = -ECONNREFUSED;
@@ -346,16 +334,16 @@ int tdl_net_peer_addr(int fd, tdl_addr *out) { return socket_name(fd, out, getpe
 
 /* ---- datagrams ---- */
 
-int tdl_udp_bind(const tdl_addr *a, unsigned flags) { return bound_socket(a, SOCK_DGRAM, flags); }
+int tdl_net_udp_bind(const tdl_addr *a, unsigned flags) { return bound_socket(a, SOCK_DGRAM, flags); }
 
-ssize_t tdl_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline)
+ssize_t tdl_net_udp_send(int fd, const void *buf, size_t len, const tdl_addr *to, tdl_time_t deadline)
 {
   if (to && (to->len == 0 || to->len > sizeof to->u))
     return -EINVAL;
   return tdl_sendto(fd, buf, len, 0, to ? &to->u.sa : NULL, to ? to->len : 0, deadline);
 }
 
-ssize_t tdl_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline)
+ssize_t tdl_net_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, tdl_time_t deadline)
 {
   socklen_t alen = sizeof from->u;
   if (from)

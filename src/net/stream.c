@@ -22,33 +22,51 @@ static int fiber_ok(void)
 
 /* ---- sending ---- */
 
-int tdl_send_all(int fd, const void *buf, size_t len, size_t *sent, tdl_time_t deadline)
+/* One transfer of up to len bytes at buf: > 0 bytes moved, 0 at the end of
+ * the stream, or a negative error. */
+typedef ssize_t (*step_fn)(void *ctx, void *buf, size_t len, tdl_time_t deadline);
+
+/* The one "exactly n bytes" loop: step until n bytes have moved; *done (may
+ * be NULL) always gets the count.  An end of stream before n is -EPIPE. */
+static int exactly(step_fn step, void *ctx, void *buf, size_t n, size_t *done, tdl_time_t deadline)
 {
-  const char *p = buf;
-  size_t done = 0;
+  char *p = buf;
+  size_t have = 0;
   int e = 0;
-  if (sent)
-    *sent = 0;
-  if (!buf && len)
+  if (done)
+    *done = 0;
+  if (!buf && n)
     return -EINVAL;
-  if (len == 0)
+  if (n == 0)
     return fiber_ok();
-  while (done < len) {
-    ssize_t n = tdl_send(fd, p + done, len - done, 0, deadline);
-    if (n <= 0) {
-      e = n < 0 ? (int)n : -EPIPE; /* send() of len > 0 never returns 0 on a stream */
+  while (have < n) {
+    ssize_t k = step(ctx, p + have, n - have, deadline);
+    if (k <= 0) {
+      e = k < 0 ? (int)k : -EPIPE;
       break;
     }
-    done += (size_t)n;
+    have += (size_t)k;
   }
-  if (sent)
-    *sent = done;
+  if (done)
+    *done = have;
   return e;
+}
+
+static ssize_t send_step(void *fd, void *buf, size_t len, tdl_time_t deadline)
+{
+  /* send() of len > 0 never returns 0 on a stream: exactly's -EPIPE is
+   * never reached from here. */
+  return tdl_send(*(int *)fd, buf, len, 0, deadline);
+}
+
+int tdl_net_send_all(int fd, const void *buf, size_t len, size_t *sent, tdl_time_t deadline)
+{
+  return exactly(send_step, &fd, (void *)buf, len, sent, deadline);
 }
 
 #define WINDOW 64 /* iovecs per sendmsg() */
 
-int tdl_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl_time_t deadline)
+int tdl_net_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl_time_t deadline)
 {
   if (sent)
     *sent = 0;
@@ -127,31 +145,17 @@ int tdl_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent, tdl
 
 /* ---- receiving ---- */
 
-int tdl_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_t deadline)
+static ssize_t read_step(void *fd, void *buf, size_t len, tdl_time_t deadline)
 {
-  char *p = buf;
-  size_t have = 0;
-  int e = 0;
-  if (got)
-    *got = 0;
-  if (!buf && n)
-    return -EINVAL;
-  if (n == 0)
-    return fiber_ok();
-  while (have < n) {
-    ssize_t r = tdl_read(fd, p + have, n - have, deadline);
-    if (r <= 0) {
-      e = r < 0 ? (int)r : -EPIPE;
-      break;
-    }
-    have += (size_t)r;
-  }
-  if (got)
-    *got = have;
-  return e;
+  return tdl_read(*(int *)fd, buf, len, deadline);
 }
 
-ssize_t tdl_recv_until(int fd, void *buf, size_t cap, const void *delim, size_t delim_len, size_t *got,
+int tdl_net_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_time_t deadline)
+{
+  return exactly(read_step, &fd, buf, n, got, deadline);
+}
+
+ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *delim, size_t delim_len, size_t *got,
                        tdl_time_t deadline)
 {
   unsigned char *b = buf;
@@ -296,26 +300,12 @@ ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadlin
   return (ssize_t)k;
 }
 
+static ssize_t reader_step(void *r, void *buf, size_t len, tdl_time_t deadline)
+{
+  return tdl_reader_read(r, buf, len, deadline);
+}
+
 int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline)
 {
-  char *p = dst;
-  size_t have = 0;
-  int e = 0;
-  if (got)
-    *got = 0;
-  if (!dst && n)
-    return -EINVAL;
-  if (n == 0)
-    return fiber_ok();
-  while (have < n) {
-    ssize_t k = tdl_reader_read(r, p + have, n - have, deadline);
-    if (k <= 0) {
-      e = k < 0 ? (int)k : -EPIPE;
-      break;
-    }
-    have += (size_t)k;
-  }
-  if (got)
-    *got = have;
-  return e;
+  return exactly(reader_step, r, dst, n, got, deadline);
 }

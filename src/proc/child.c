@@ -1,5 +1,5 @@
 /*
- * The child side of tdl_spawn: from clone(CLONE_VM|CLONE_VFORK) to execve.
+ * The child side of tdl_process_spawn: from clone(CLONE_VM|CLONE_VFORK) to execve.
  *
  * This runs on a private stack in the parent's address space while the parent
  * is suspended, so it may only make system calls: no malloc, no stdio, no
@@ -48,7 +48,7 @@ static void reset_signals(unsigned flags)
     uintptr_t h = old[0];
     if (h == (uintptr_t)SIG_DFL)
       continue;
-    if (h == (uintptr_t)SIG_IGN && (sig != SIGPIPE || (flags & TDL_SPAWN_KEEP_SIGPIPE)))
+    if (h == (uintptr_t)SIG_IGN && (sig != SIGPIPE || (flags & TDL_PROCESS_KEEP_SIGPIPE)))
       continue;
     unsigned long dfl[4] = {0, 0, 0, 0};
     syscall(SYS_rt_sigaction, sig, dfl, NULL, TDL__KSIGSET_SIZE);
@@ -132,9 +132,9 @@ int tdl__spawn_child(void *arg)
 
   reset_signals(a->flags);
 
-  if ((a->flags & TDL_SPAWN_SETSID) && syscall(SYS_setsid) < 0)
+  if ((a->flags & TDL_PROCESS_SETSID) && syscall(SYS_setsid) < 0)
     return fail(err_fd, errno);
-  if ((a->flags & TDL_SPAWN_SETPGID) && syscall(SYS_setpgid, 0, a->pgid) < 0)
+  if ((a->flags & TDL_PROCESS_SETPGID) && syscall(SYS_setpgid, 0, a->pgid) < 0)
     return fail(err_fd, errno);
 
   /* A source among 0-2 that is not its own target could be overwritten by an

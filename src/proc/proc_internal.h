@@ -1,10 +1,10 @@
 /*
  * Spawn's private interfaces:
- *   spawn.c        tdl_spawn: checks, PATH search, environment, fds, the clone
+ *   spawn.c        tdl_process_spawn: checks, PATH search, environment, fds, the clone
  *   spawn_child.c  what the child runs between clone and execve
  *   spawn_wait.c   wait, kill, release
  *   spawn_watch.c  the loop's child watcher (the only part that needs a loop)
- *   spawn_run.c    tdl_run_capture
+ *   spawn_run.c    tdl_process_run
  */
 #ifndef TDL_SPAWN_INT_H
 #define TDL_SPAWN_INT_H
@@ -47,7 +47,7 @@ int tdl__spawn_child(void *arg);
 /* Test hooks (hidden; the tests link the static library):
  * TDL__DEBUG_NO_CLOSE_RANGE makes the child act as if close_range() were
  * missing, TDL__DEBUG_NO_PROC as if /proc were not mounted too, and
- * TDL__DEBUG_NO_PIDFD makes tdl_spawn act as if the kernel had no pidfds. */
+ * TDL__DEBUG_NO_PIDFD makes tdl_process_spawn act as if the kernel had no pidfds. */
 #define TDL__DEBUG_NO_CLOSE_RANGE 0x1
 #define TDL__DEBUG_NO_PROC 0x2
 #define TDL__DEBUG_NO_PIDFD 0x4

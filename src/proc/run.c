@@ -1,5 +1,5 @@
 /*
- * tdl_run_capture: spawn, feed stdin, drain stdout and stderr together, and
+ * tdl_process_run: spawn, feed stdin, drain stdout and stderr together, and
  * enforce the deadline, all from one poll() loop on the pipes and the pidfd.
  */
 #include <errno.h>
@@ -170,12 +170,12 @@ static void sigpipe_restore(sigpipe_guard *g)
   pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-static int setup(const char *const *argv, const tdl_run_options *opts, const void *input,
-                 tdl_spawn_options *so, run *x)
+static int setup(const char *const *argv, const tdl_process_run_options *opts, const void *input,
+                 tdl_process_options *so, run *x)
 {
-  *so = opts ? opts->spawn : (tdl_spawn_options){0};
+  *so = opts ? opts->spawn : (tdl_process_options){0};
   so->argv = argv;
-  if (opts && (opts->flags & ~TDL_RUN_KILL_ON_LIMIT))
+  if (opts && (opts->flags & ~TDL_PROCESS_RUN_KILL_ON_LIMIT))
     return -EINVAL;
   tdl_stdio *s = so->stdio;
   if (input) {
@@ -193,12 +193,12 @@ static int setup(const char *const *argv, const tdl_run_options *opts, const voi
   }
   x->out.on = s[1].mode == TDL_STDIO_PIPE;
   x->err.on = s[2].mode == TDL_STDIO_PIPE;
-  x->group = (so->flags & TDL_SPAWN_SETSID) || ((so->flags & TDL_SPAWN_SETPGID) && so->pgid == 0);
+  x->group = (so->flags & TDL_PROCESS_SETSID) || ((so->flags & TDL_PROCESS_SETPGID) && so->pgid == 0);
   return 0;
 }
 
-TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts, const void *input,
-                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_run_result *result)
+TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
+                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_process_run_result *result)
 {
   if (!result)
     return -EINVAL;
@@ -212,17 +212,17 @@ TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts
   x.input = input;
   x.input_len = input ? input_len : 0;
   x.limit = limit;
-  tdl_spawn_options so;
+  tdl_process_options so;
   int r = setup(argv, opts, input, &so, &x);
   if (r < 0)
     return r;
   tdl_time_t grace = opts && opts->kill_grace ? opts->kill_grace : DEFAULT_GRACE;
-  bool kill_on_limit = opts && (opts->flags & TDL_RUN_KILL_ON_LIMIT);
+  bool kill_on_limit = opts && (opts->flags & TDL_PROCESS_RUN_KILL_ON_LIMIT);
 
   sigpipe_guard guard = {.active = false};
   if (x.input_len > 0)
     sigpipe_block(&guard);
-  if ((r = tdl_spawn(&x.p, &so)) < 0) {
+  if ((r = tdl_process_spawn(&x.p, &so)) < 0) {
     sigpipe_restore(&guard);
     return r;
   }
@@ -324,8 +324,8 @@ TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts
       r = -ETIMEDOUT;
   }
   if (r < 0 && r != -ETIMEDOUT && r != -ECHILD)
-    tdl_run_result_free(result);
-  tdl_process_release(&x.p); /* kills and reaps if we broke out early */
+    tdl_process_run_result_destroy(result);
+  tdl_process_destroy(&x.p); /* kills and reaps if we broke out early */
   close_fd(&x.out.fd);
   close_fd(&x.err.fd);
   free(x.out.buf);
@@ -335,7 +335,7 @@ TDL_API int tdl_run_capture(const char *const *argv, const tdl_run_options *opts
   return r;
 }
 
-TDL_API void tdl_run_result_free(tdl_run_result *result)
+TDL_API void tdl_process_run_result_destroy(tdl_process_run_result *result)
 {
   if (!result)
     return;

@@ -1,5 +1,5 @@
 /*
- * tdl_spawn, the parent's side: everything that may allocate, search or fail
+ * tdl_process_spawn, the parent's side: everything that may allocate, search or fail
  * cheaply is done here, before the child exists, so that the child (see
  * spawn_child.c) only rearranges fds and calls execve.
  */
@@ -76,7 +76,7 @@ static size_t name_len(const char *entry)
   return eq ? (size_t)(eq - entry) : strlen(entry);
 }
 
-static int check_env_lists(const tdl_spawn_options *o)
+static int check_env_lists(const tdl_process_options *o)
 {
   for (const char *const *e = o->env_set; e && *e; e++)
     if (!strchr(*e, '=') || **e == '=')
@@ -105,7 +105,7 @@ static bool listed(const char *const *list, const char *entry, bool list_has_val
 
 /* The child's environment.  Only the edited case allocates (*owned); the
  * strings themselves are never copied. */
-static int build_env(const tdl_spawn_options *o, char *const **envp, char ***owned)
+static int build_env(const tdl_process_options *o, char *const **envp, char ***owned)
 {
   char *const *base = o->env ? (char *const *)o->env : environ;
   *owned = NULL;
@@ -198,7 +198,7 @@ static int resolve(const char *file, const char *path_env, const char *cwd, char
   return err;
 }
 
-/* ---- tdl_spawn ------------------------------------------------------------------- */
+/* ---- tdl_process_spawn ------------------------------------------------------------------- */
 
 static void close_fd(int *fd)
 {
@@ -208,7 +208,7 @@ static void close_fd(int *fd)
   }
 }
 
-static int check_options(const tdl_spawn_options *o)
+static int check_options(const tdl_process_options *o)
 {
   if (!o->argv || !o->argv[0])
     return -EINVAL;
@@ -219,8 +219,8 @@ static int check_options(const tdl_spawn_options *o)
     if (o->argv[o->argc])
       return -EINVAL;
   }
-  if (o->flags & ~(unsigned)(TDL_SPAWN_SETSID | TDL_SPAWN_SETPGID | TDL_SPAWN_KEEP_SIGMASK |
-                             TDL_SPAWN_KEEP_SIGPIPE))
+  if (o->flags & ~(unsigned)(TDL_PROCESS_SETSID | TDL_PROCESS_SETPGID | TDL_PROCESS_KEEP_SIGMASK |
+                             TDL_PROCESS_KEEP_SIGPIPE))
     return -EINVAL;
   for (int i = 0; i < 3; i++) {
     tdl_stdio_mode m = o->stdio[i].mode;
@@ -236,7 +236,7 @@ static int check_options(const tdl_spawn_options *o)
  * straight to pidfd_open. */
 static atomic_int clone_pidfd_refused;
 
-TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o)
+TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
 {
   if (!p)
     return -EINVAL;
@@ -337,7 +337,7 @@ TDL_API int tdl_spawn(tdl_process *p, const tdl_spawn_options *o)
   memset(&all, 0xff, sizeof all); /* sigfillset() leaves libc's two out */
   sigemptyset(&old);
   syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, TDL__KSIGSET_SIZE);
-  if (o->flags & TDL_SPAWN_KEEP_SIGMASK)
+  if (o->flags & TDL_PROCESS_KEEP_SIGMASK)
     a.mask = old;
   else
     sigemptyset(&a.mask);

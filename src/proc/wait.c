@@ -126,7 +126,7 @@ TDL_API void tdl_process_unwatch(tdl_process *p)
 /* Only the calling fiber waits: it parks on the pidfd (readable once the
  * child has exited), or without a pidfd sleeps between waitpid(WNOHANG)
  * checks.  A timed-out or cancelled wait leaves the child running and
- * unreaped: it stays the handle's, and tdl_process_release() reaps it. */
+ * unreaped: it stays the handle's, and tdl_process_destroy() reaps it. */
 static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status)
 {
   int r;
@@ -136,9 +136,9 @@ static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status)
     if (p->pidfd >= 0) {
       e = tdl_wait_fd(p->pidfd, TDL_READ, deadline);
     } else {
-      tdl_time_t until = tdl_after(tdl_fiber_loop(), nap);
+      tdl_time_t until = tdl_after(nap);
       e = tdl_sleep(deadline != TDL_FOREVER && deadline < until ? deadline : until);
-      if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl_now(tdl_fiber_loop()) &&
+      if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl_loop_now(tdl_fiber_loop()) &&
           (r = tdl__process_reap(p, 0)) == 0)
         e = -ETIMEDOUT;
       if (nap < 20 * TDL_MSEC)
@@ -162,7 +162,7 @@ static void close_tdl(int *fd)
   }
 }
 
-TDL_API void tdl_process_release(tdl_process *p)
+TDL_API void tdl_process_destroy(tdl_process *p)
 {
   if (!p)
     return;

@@ -87,12 +87,19 @@ static void evict_all(tdl__list *q)
     tdl__wake(w->f, -EBADF);
 }
 
-int tdl_chan_destroy(tdl_chan *ch)
+static void destroy(tdl_chan *ch)
 {
   evict_all(&ch->recvq);
   evict_all(&ch->sendq);
   ch->closed = 1;
   ch->len = 0;
+}
+
+int tdl_chan_destroy(tdl_chan *ch)
+{
+  if (!ch || ch->owned)
+    return -EINVAL;
+  destroy(ch);
   return 0;
 }
 
@@ -100,9 +107,10 @@ int tdl_chan_free(tdl_chan *ch)
 {
   if (!ch)
     return 0;
-  tdl_chan_destroy(ch);
-  if (ch->owned)
-    free(ch);
+  if (!ch->owned)
+    return -EINVAL;
+  destroy(ch);
+  free(ch);
   return 0;
 }
 
@@ -223,9 +231,9 @@ static uint32_t pick(uint32_t n)
 
 enum { SELECT_ON_STACK = 16 };
 
-int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
+static int check_ops(const tdl_chan_op *ops, size_t n)
 {
-  if (n == 0 || n > UINT32_MAX)
+  if (!ops || n == 0 || n > UINT32_MAX)
     return -EINVAL;
   for (size_t i = 0; i < n; i++) {
     if (ops[i].op != TDL_CHAN_RECV && ops[i].op != TDL_CHAN_SEND)
@@ -234,11 +242,13 @@ int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
       if (ops[i].ch && ops[j].ch == ops[i].ch && ops[j].op == ops[i].op)
         return -EINVAL;
   }
-  tdl__fiber *f = tdl__self();
-  if (f && f->cancelled)
-    return -ECANCELED;
+  return 0;
+}
 
-  /* Look for a clause that can go now, from a random starting point. */
+/* Do one clause that can go now, looking from a random starting point;
+ * its index, or -EAGAIN. */
+static int try_any(tdl_chan_op *ops, size_t n)
+{
   size_t start = pick((uint32_t)n);
   for (size_t k = 0; k < n; k++) {
     size_t i = start + k < n ? start + k : start + k - n;
@@ -251,8 +261,28 @@ int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
       return (int)i;
     }
   }
+  return -EAGAIN;
+}
+
+int tdl_chan_try_select(tdl_chan_op *ops, size_t n)
+{
+  int e = check_ops(ops, n);
+  return e < 0 ? e : try_any(ops, n);
+}
+
+int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
+{
+  int e = check_ops(ops, n);
+  if (e < 0)
+    return e;
+  tdl__fiber *f = tdl__self();
   if (!f)
-    return deadline == 0 ? -ETIMEDOUT : -EPERM;
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  int r = try_any(ops, n);
+  if (r != -EAGAIN)
+    return r;
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
     return -ETIMEDOUT;
 
@@ -268,7 +298,7 @@ int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
     if (ops[i].ch)
       tdl__waitq_push(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
   }
-  int r = tdl__park(f, "select", -1, deadline);
+  r = tdl__park(f, "select", -1, deadline);
   for (size_t i = 0; i < n; i++)
     tdl__waitq_leave(&w[i]);
   if (w != local)

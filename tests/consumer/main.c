@@ -17,7 +17,7 @@ int main(void)
   tdl_timer t;
   tdl_timer_init(&t, fired, &done);
   tdl_timer_start(loop, &t, TDL_MSEC, 0);
-  tdl_run(loop, TDL_RUN_DEFAULT);
+  tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   tdl_loop_free(loop);
   printf("consumer: %s\n", done ? "ok" : "timer did not fire");
   return done ? 0 : 1;

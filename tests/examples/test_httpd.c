@@ -117,7 +117,7 @@ static void run_with_server(const httpd_config *cfg, tdl_fiber_fn client, void *
   assert_int_equal(tdl_fiber_spawn(L, &cf, client, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, sf), 0);
   assert_int_equal(tdl_fiber_detach(L, cf), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(run_result, 0);
   assert_int_equal(S.nconns, 0);
   httpd_destroy(&S);
@@ -154,7 +154,7 @@ static client *cli_open(void)
   client *c = calloc(1, sizeof *c);
   assert_non_null(c);
   tdl_addr a = server_addr();
-  c->fd = tdl_net_connect(&a, tdl_after(L, IO_DEADLINE));
+  c->fd = tdl_net_connect(&a, tdl_after(IO_DEADLINE));
   assert_true(c->fd >= 0);
   return c;
 }
@@ -167,7 +167,7 @@ static void cli_close(client *c)
 
 static void cli_send(client *c, const char *s, size_t n)
 {
-  assert_int_equal(tdl_send_all(c->fd, s, n, NULL, tdl_after(L, IO_DEADLINE)), 0);
+  assert_int_equal(tdl_net_send_all(c->fd, s, n, NULL, tdl_after(IO_DEADLINE)), 0);
 }
 
 static void cli_sends(client *c, const char *s) { cli_send(c, s, strlen(s)); }
@@ -186,7 +186,7 @@ static ssize_t cli_fill(client *c, tdl_time_t deadline)
  * connection ended before a whole one arrived. */
 static bool cli_resp(client *c, resp *r, bool head_only)
 {
-  tdl_time_t deadline = tdl_after(L, IO_DEADLINE);
+  tdl_time_t deadline = tdl_after(IO_DEADLINE);
   memset(r, 0, sizeof *r);
   char *end;
   while (!(end = memmem(c->buf, c->len, "\r\n\r\n", 4)))
@@ -383,13 +383,13 @@ static void *keep_alive_client(void *arg)
   /* Connection: close is honoured */
   assert_int_equal(cli_get(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", &r), 200);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
   cli_close(c);
   /* HTTP/1.0: closes unless asked to keep alive */
   c = cli_open();
   assert_int_equal(cli_get(c, "GET / HTTP/1.0\r\n\r\n", &r), 200);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
   cli_close(c);
   c = cli_open();
   assert_int_equal(cli_get(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r), 200);
@@ -422,7 +422,7 @@ static void *pipelining_client(void *arg)
   /* The answers come back batched: give the server a moment, then a single
    * read finds all six. */
   tdl_sleep_for(100 * TDL_MSEC);
-  assert_true(cli_fill(c, tdl_after(L, IO_DEADLINE)) > 0);
+  assert_true(cli_fill(c, tdl_after(IO_DEADLINE)) > 0);
   assert_int_equal(S.served - before, 6);
   int count = 0;
   for (char *p = c->buf; (p = memmem(p, c->len - (size_t)(p - c->buf), "HTTP/1.1 ", 9)); p++)
@@ -474,7 +474,7 @@ static void *chunked_client(void *arg)
   assert_int_equal(r.status, 404); /* the body's end was found exactly */
   /* Expect: 100-continue gets the interim answer before the body is sent */
   cli_sends(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
-  tdl_time_t deadline = tdl_after(L, IO_DEADLINE);
+  tdl_time_t deadline = tdl_after(IO_DEADLINE);
   while (!memmem(c->buf, c->len, "\r\n\r\n", 4))
     assert_true(cli_fill(c, deadline) > 0);
   assert_int_equal(strncmp(c->buf, "HTTP/1.1 100 Continue\r\n\r\n", 25), 0);
@@ -487,7 +487,7 @@ static void *chunked_client(void *arg)
   c = cli_open();
   assert_int_equal(cli_get(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", &r), 400);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
   cli_close(c);
   /* a chunked body over the limit: 413 */
   c = cli_open();
@@ -540,7 +540,7 @@ static void *bad_input_client(void *arg)
     assert_true(cli_resp(c, &r, false));
     assert_int_equal(r.status, 400);
     assert_true(r.conn_close);
-    assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+    assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
     cli_close(c);
   }
   assert_int_equal(get_once("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
@@ -556,7 +556,7 @@ static void *bad_input_client(void *arg)
   assert_true(cli_resp(c, &r, false));
   assert_int_equal(r.status, 431);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
   cli_close(c);
   /* an oversized request line: 414 */
   c = cli_open();
@@ -570,7 +570,7 @@ static void *bad_input_client(void *arg)
   c = cli_open();
   assert_int_equal(cli_get(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10000000\r\n\r\n", &r), 413);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
   cli_close(c);
   /* a body just under the limit is fine */
   c = cli_open();
@@ -603,13 +603,13 @@ static void *slowloris_client(void *arg)
   (void)arg;
   const char *req = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n\r\n";
   client *c = cli_open();
-  tdl_time_t start = tdl_now(L);
+  tdl_time_t start = tdl_loop_now(L);
   bool closed = false;
   for (size_t i = 0; req[i] && !closed; i++) {
-    if (tdl_send(c->fd, req + i, 1, 0, tdl_after(L, IO_DEADLINE)) != 1)
+    if (tdl_send(c->fd, req + i, 1, 0, tdl_after(IO_DEADLINE)) != 1)
       closed = true; /* reset: the server is gone */
     /* wait 50 ms for the next byte, noticing the server's answer meanwhile */
-    tdl_time_t next = tdl_after(L, 50 * TDL_MSEC);
+    tdl_time_t next = tdl_after(50 * TDL_MSEC);
     while (!closed) {
       ssize_t n = cli_fill(c, next);
       if (n == -ETIMEDOUT)
@@ -618,7 +618,7 @@ static void *slowloris_client(void *arg)
         closed = true;
     }
   }
-  tdl_time_t took = tdl_now(L) - start;
+  tdl_time_t took = tdl_loop_now(L) - start;
   assert_true(closed);
   /* the 300 ms deadline, far short of the 3 s the request would take */
   assert_true(took >= 250 * TDL_MSEC);
@@ -646,9 +646,9 @@ static void *idle_client(void *arg)
   client *c = cli_open();
   resp r;
   assert_int_equal(cli_get(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
-  tdl_time_t start = tdl_now(L);
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
-  tdl_time_t took = tdl_now(L) - start;
+  tdl_time_t start = tdl_loop_now(L);
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
+  tdl_time_t took = tdl_loop_now(L) - start;
   assert_true(took >= 150 * TDL_MSEC && took < 3 * TDL_SEC);
   assert_int_equal(c->len, 0); /* closed quietly: nothing was in flight */
   cli_close(c);
@@ -674,7 +674,7 @@ static void *vanish_client(void *arg)
     int small = 4096;
     setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     cli_sends(c, "GET /static/big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
-    assert_true(cli_fill(c, tdl_after(L, IO_DEADLINE)) > 0);
+    assert_true(cli_fill(c, tdl_after(IO_DEADLINE)) > 0);
     assert_int_equal(strncmp(c->buf, "HTTP/1.1 200 ", 13), 0);
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg); /* close = RST */
@@ -692,7 +692,7 @@ static void *vanish_client(void *arg)
   assert_int_equal(S.nconns, 1); /* every vanished client's connection was closed */
   /* and the whole file still arrives intact for a client that stays */
   cli_sends(c, "GET /static/big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
-  tdl_time_t deadline = tdl_after(L, IO_DEADLINE);
+  tdl_time_t deadline = tdl_after(IO_DEADLINE);
   size_t got = 0;
   bool ok = true;
   char *end;
@@ -740,16 +740,16 @@ static void *shutdown_client(void *arg)
   raise(SIGTERM); /* delivered through the loop's signalfd */
 
   /* A is closed at once, without an answer */
-  assert_true(cli_sees_close(a, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(a, tdl_after(IO_DEADLINE)));
   cli_close(a);
   /* no new connections */
   tdl_sleep_for(20 * TDL_MSEC);
   tdl_addr sa = server_addr();
-  assert_int_equal(tdl_net_connect(&sa, tdl_after(L, IO_DEADLINE)), -ECONNREFUSED);
+  assert_int_equal(tdl_net_connect(&sa, tdl_after(IO_DEADLINE)), -ECONNREFUSED);
   /* B's request completes, answered with Connection: close */
   assert_int_equal(cli_get(b, "\r\n", &r), 200);
   assert_true(r.conn_close);
-  assert_true(cli_sees_close(b, tdl_after(L, IO_DEADLINE)));
+  assert_true(cli_sees_close(b, tdl_after(IO_DEADLINE)));
   cli_close(b);
   return NULL;
 }
@@ -769,10 +769,10 @@ static void *grace_client(void *arg)
   client *c = cli_open();
   cli_sends(c, "GET / HTTP/1.1\r\n");
   tdl_sleep_for(20 * TDL_MSEC);
-  tdl_time_t start = tdl_now(L);
+  tdl_time_t start = tdl_loop_now(L);
   shutdown_server();
-  assert_true(cli_sees_close(c, tdl_after(L, IO_DEADLINE)));
-  tdl_time_t took = tdl_now(L) - start;
+  assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
+  tdl_time_t took = tdl_loop_now(L) - start;
   assert_true(took >= 150 * TDL_MSEC && took < 3 * TDL_SEC);
   cli_close(c);
   return NULL;

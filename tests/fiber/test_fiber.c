@@ -46,7 +46,7 @@ static void spawn_and_join(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &h[1], joiner, h, NULL), 0);
   assert_true(h[0] != 0 && h[0] != h[1]);
   assert_int_equal(tdl_fiber_detach(L, h[1]), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void fifo_and_yield(void **state)
@@ -58,7 +58,7 @@ static void fifo_and_yield(void **state)
     assert_int_equal(tdl_fiber_spawn(L, &h, log_twice, (void *)(intptr_t)i, NULL), 0);
     assert_int_equal(tdl_fiber_detach(L, h), 0);
   }
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   int want[] = {1, 2, 3, 101, 102, 103};
   assert_int_equal(order_n, 6);
   for (int i = 0; i < 6; i++)
@@ -88,7 +88,7 @@ static void *join_misuse(void *arg)
   /* A join that times out leaves the fiber joinable. */
   tdl_fiber_t s;
   assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &s, sleeper, NULL, NULL), 0);
-  assert_int_equal(tdl_fiber_join(s, tdl_after(tdl_fiber_loop(), TDL_MSEC), NULL), -ETIMEDOUT);
+  assert_int_equal(tdl_fiber_join(s, tdl_after(TDL_MSEC), NULL), -ETIMEDOUT);
   void *r = (void *)1;
   assert_int_equal(tdl_fiber_join(s, TDL_FOREVER, &r), 0);
   assert_null(r); /* tdl_sleep returned 0 */
@@ -102,7 +102,7 @@ static void join_errors(void **state)
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, join_misuse, NULL, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_fiber_detach(L, h), -ESRCH); /* finished and released */
 }
 
@@ -135,7 +135,7 @@ static void only_one_joiner(void **state)
   tdl_fiber_t c;
   assert_int_equal(tdl_fiber_spawn(L, &c, collect, js, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, c), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void bad_spawn_arguments(void **state)
@@ -156,7 +156,7 @@ static void bad_spawn_arguments(void **state)
   o.name = "a name much longer than the twenty-three bytes kept";
   assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_fiber_yield(), -EPERM);
   assert_int_equal(tdl_fiber_self(), 0);
   tdl_fiber_exit(NULL); /* outside a fiber: does nothing */
@@ -193,7 +193,7 @@ static void cancel_wakes_a_parked_fiber(void **state)
   tdl_fiber_t c;
   assert_int_equal(tdl_fiber_spawn(L, &c, canceller, &t, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, c), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], -ECANCELED);
   assert_int_equal(rc[1], -ECANCELED);
   assert_int_equal(rc[2], 1);
@@ -215,7 +215,7 @@ static void cancel_a_runnable_fiber(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &t, spin_then_block, rc, NULL), 0);
   assert_int_equal(tdl_fiber_cancel(L, t), 0); /* from outside any fiber */
   assert_int_equal(tdl_fiber_detach(L, t), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], -ECANCELED);
 }
 
@@ -227,7 +227,7 @@ static void *parker(void *arg)
   int *rc = arg;
   rc[0] = tdl_fiber_park(TDL_FOREVER);                                  /* woken */
   rc[1] = tdl_fiber_park(TDL_FOREVER);                                  /* permit given before */
-  rc[2] = tdl_fiber_park(tdl_after(tdl_fiber_loop(), TDL_MSEC));       /* nobody: times out */
+  rc[2] = tdl_fiber_park(tdl_after(TDL_MSEC));       /* nobody: times out */
   rc[3] = tdl_sleep_for(2 * TDL_MSEC);                                  /* unpark must not end a sleep */
   return NULL;
 }
@@ -254,7 +254,7 @@ static void park_and_unpark(void **state)
   tdl_fiber_t u;
   assert_int_equal(tdl_fiber_spawn(L, &u, unparker, NULL, NULL), 0);
   tdl_fiber_detach(L, u);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], 0);
   assert_int_equal(rc[1], 0);
   assert_int_equal(rc[2], -ETIMEDOUT);
@@ -278,7 +278,7 @@ static void *reader(void *arg)
   assert_int_equal(c, 'a');
   /* A deadline that passes (the writer waits for our go): -ETIMEDOUT, and
    * the fd still works after. */
-  assert_int_equal(tdl_read(P[0], &c, 1, tdl_after(loop, 2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_read(P[0], &c, 1, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(tdl_fiber_unpark(loop, writer_h), 0);
   assert_int_equal(tdl_read(P[0], &c, 1, TDL_FOREVER), 1);
   assert_int_equal(c, 'b');
@@ -306,7 +306,7 @@ static void read_and_write_park_the_fiber(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &writer_h, writer, NULL, NULL), 0);
   tdl_fiber_detach(L, r);
   tdl_fiber_detach(L, writer_h);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
   tdl_close(P[1]);
 }
@@ -317,7 +317,7 @@ static void *fill_and_block(void *arg)
   static char big[1 << 16];
   ssize_t total = 0, n;
   /* A blocking pipe is made non-blocking: this must not hang the thread. */
-  while ((n = tdl_write(P[1], big, sizeof big, tdl_after(tdl_fiber_loop(), 5 * TDL_MSEC))) > 0)
+  while ((n = tdl_write(P[1], big, sizeof big, tdl_after(5 * TDL_MSEC))) > 0)
     total += n;
   assert_int_equal(n, -ETIMEDOUT);
   assert_true(total > 0);
@@ -332,7 +332,7 @@ static void blocking_fds_are_made_nonblocking(void **state)
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, fill_and_block, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
   tdl_close(P[1]);
 }
@@ -362,7 +362,7 @@ static void bad_fds_in_fibers(void **state)
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, bad_fd_user, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void *wait_then_report(void *arg)
@@ -394,7 +394,7 @@ static void close_wakes_waiters(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &b, closer, rc, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], -EBADF);
   assert_int_equal(rc[1], -EBUSY);
   tdl_close(P[1]);
@@ -403,7 +403,6 @@ static void close_wakes_waiters(void **state)
 static void *wait_after_foreign_eagain(void *arg)
 {
   (void)arg;
-  tdl_loop *loop = tdl_fiber_loop();
   char buf[4096];
   memset(buf, 'x', sizeof buf);
   /* Register the write end with the loop first (so writability is cached),
@@ -413,14 +412,14 @@ static void *wait_after_foreign_eagain(void *arg)
     ;
   assert_int_equal(errno, EAGAIN);
   /* Full: the wait must really wait, not report the stale "writable". */
-  assert_int_equal(tdl_wait_fd(P[1], TDL_WRITE, tdl_after(loop, 2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_wait_fd(P[1], TDL_WRITE, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   while (read(P[0], buf, sizeof buf) > 0)
     ;
-  int ev = tdl_wait_fd(P[1], TDL_WRITE, tdl_after(loop, TDL_SEC));
+  int ev = tdl_wait_fd(P[1], TDL_WRITE, tdl_after(TDL_SEC));
   assert_true(ev > 0 && (ev & TDL_WRITE));
   /* Readable data that is already there is reported at once. */
   assert_int_equal(write(P[1], "y", 1), 1);
-  ev = tdl_wait_fd(P[0], TDL_READ, tdl_after(loop, TDL_SEC));
+  ev = tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC));
   assert_true(ev > 0 && (ev & TDL_READ));
   return NULL;
 }
@@ -432,7 +431,7 @@ static void wait_fd_after_a_foreign_eagain(void **state)
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, wait_after_foreign_eagain, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
   tdl_close(P[1]);
 }
@@ -470,7 +469,7 @@ static void failing_calls_still_yield(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &b, mark_ran, NULL, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(dirfd);
 }
 
@@ -487,10 +486,10 @@ static void deadlock_is_reported_and_loop_kept(void **state)
   (void)state;
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, park_until_cancelled, NULL, NULL), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), -EDEADLK);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), -EDEADLK);
   assert_int_equal(tdl_loop_free(L), -EBUSY); /* the fiber still owns its stack */
   assert_int_equal(tdl_fiber_cancel(L, h), 0);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   /* Finished but not joined: still not releasable by the loop alone. */
   assert_int_equal(tdl_fiber_detach(L, h), 0);
 }
@@ -509,7 +508,7 @@ static void a_hundred_thousand_fibers(void **state)
   tdl_fiber_stats st;
   tdl_fiber_stats_get(L, &st);
   assert_int_equal(st.live, N);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_fiber_stats_get(L, &st);
   assert_int_equal(st.live, 0);
 }
@@ -544,7 +543,7 @@ static void fiber_local_storage(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &b, fls_user, (void *)0x77, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(fls_dtor_calls, 2);
 }
 
@@ -587,7 +586,7 @@ static void dump_lists_fibers(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &b, dumper, NULL, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void free_with_fibers_is_refused(void **state)
@@ -596,7 +595,7 @@ static void free_with_fibers_is_refused(void **state)
   tdl_fiber_t h;
   assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, NULL), 0);
   assert_int_equal(tdl_loop_free(L), -EBUSY);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(L), -EBUSY); /* finished, not joined */
   assert_int_equal(tdl_fiber_detach(L, h), 0);
 }
@@ -706,7 +705,7 @@ static void spawn_reports_enomem(void **state)
     if (e != -ENOMEM)
       _exit(14);
     /* Nothing was lost: the ones that fit run and the loop frees. */
-    if (tdl_run(loop, TDL_RUN_DEFAULT) != 0 || tdl_loop_free(loop) != 0)
+    if (tdl_loop_run(loop, TDL_LOOP_DEFAULT) != 0 || tdl_loop_free(loop) != 0)
       _exit(15);
     _exit(n > 0 ? 0 : 16);
   }
@@ -772,7 +771,7 @@ static int overflow_child(void)
     return 10;
   tdl_fiber_t h;
   tdl_fiber_spawn(loop, &h, overflow, NULL, &(tdl_fiber_options){.name = "deep-diver"});
-  tdl_run(loop, TDL_RUN_DEFAULT);
+  tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   return 0; /* not reached */
 }
 

@@ -40,20 +40,20 @@ static void read_reports_each_arrival_once(void **state)
   tdl_io w;
   tdl_io_init(&w, p[0], count_cb, &c);
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(c.calls, 0);
 
   assert_int_equal(write(p[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   assert_true(c.last & TDL_READ);
   drain(p[0]);
   /* Drained and nothing new: not reported again. */
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(c.calls, 1);
 
   assert_int_equal(write(p[1], "y", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 2);
 
   assert_int_equal(tdl_io_stop(loop, &w), 0);
@@ -74,10 +74,10 @@ static void arrival_while_stopped_is_remembered(void **state)
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
   assert_int_equal(tdl_io_stop(loop, &w), 0);
   assert_int_equal(write(p[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 0); /* nothing started */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 0); /* nothing started */
   assert_int_equal(c.calls, 0);
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   tdl_io_stop(loop, &w);
   t_loop_free(loop);
@@ -96,7 +96,7 @@ static void write_is_a_state_until_blocked(void **state)
   tdl_io_init(&w, p[1], count_cb, &c);
   assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
   for (int i = 0; i < 3; i++)
-    assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_true(c.calls >= 2); /* called again while it stays writable */
   assert_true(c.last & TDL_WRITE);
 
@@ -109,11 +109,11 @@ static void write_is_a_state_until_blocked(void **state)
   tdl_io_blocked(loop, &w, TDL_WRITE);
   c.calls = 0;
   for (int i = 0; i < 3; i++)
-    assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(c.calls, 0);
 
   drain(p[0]);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   tdl_io_stop(loop, &w);
   t_loop_free(loop);
@@ -139,7 +139,7 @@ static void bad_fds_are_refused(void **state)
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), -EBADF);
   assert_false(tdl_io_active(&w));
   assert_false(tdl_loop_alive(loop));
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 0);
   assert_int_equal(c.calls, 0);
   t_loop_free(loop); /* nothing registered: frees fine */
 }
@@ -201,7 +201,7 @@ static void one_watcher_per_fd(void **state)
   b.data = &c;
   assert_int_equal(tdl_io_start(loop, &b, TDL_READ), 0);
   assert_int_equal(write(p[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   tdl_io_stop(loop, &b);
   t_loop_free(loop);
@@ -291,7 +291,7 @@ static void stopping_a_pending_watcher_cancels_its_event(int free_other)
   assert_int_equal(tdl_io_start(loop, wb, TDL_READ), 0);
   assert_int_equal(write(a[1], "x", 1), 1);
   assert_int_equal(write(b[1], "x", 1), 1);
-  tdl_run(loop, TDL_RUN_ONCE);
+  tdl_loop_run(loop, TDL_LOOP_ONCE);
   assert_true(pr.self_calls + pr.other_calls >= 1);
   if (pr.self_calls == 1)
     assert_int_equal(pr.other_calls, 0);
@@ -331,7 +331,7 @@ static void callback_frees_itself(void **state)
   tdl_io_init(w, p[0], self_cb, &pr);
   assert_int_equal(tdl_io_start(loop, w, TDL_READ | TDL_WRITE), 0);
   assert_int_equal(write(p[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(pr.self_calls, 1);
   t_loop_free(loop);
   close(p[0]);
@@ -349,11 +349,11 @@ static void callback_restarts_itself(void **state)
   tdl_io_init(&w, p[0], self_cb, &pr);
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
   assert_int_equal(write(p[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(pr.self_calls, 1);
   drain(p[0]);
   /* The arrival was consumed before the callback: a restart does not replay it. */
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(pr.self_calls, 1);
   assert_true(tdl_io_active(&w));
   tdl_io_stop(loop, &w);
@@ -373,7 +373,7 @@ static void feed_asks_to_be_called_again(void **state)
   tdl_io_init(&w, p[0], count_cb, &c);
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
   tdl_io_feed(loop, &w, TDL_READ);
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(c.calls, 1);
   assert_true(c.last & TDL_READ);
   tdl_io_stop(loop, &w);
@@ -393,7 +393,7 @@ static void hangup_and_error_are_reported(void **state)
   tdl_io_init(&rw, p[0], count_cb, &r);
   assert_int_equal(tdl_io_start(loop, &rw, TDL_READ), 0);
   close(p[1]); /* writer gone: the reader sees EOF, with HUP */
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(r.calls, 1);
   assert_true(r.last & TDL_READ);
   assert_true(r.last & TDL_HUP);
@@ -404,7 +404,7 @@ static void hangup_and_error_are_reported(void **state)
   tdl_io_init(&ww, p[1], count_cb, &wr);
   close(p[0]); /* reader gone: the writer sees an error (EPIPE) */
   assert_int_equal(tdl_io_start(loop, &ww, TDL_WRITE), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_true(wr.calls >= 1);
   assert_true(wr.all & TDL_ERR);
   tdl_io_stop(loop, &ww);
@@ -425,7 +425,7 @@ static void closing_a_watched_fd(void **state)
   int num = p[0];
   close(p[0]); /* closed while started: documented, must not crash */
   for (int i = 0; i < 3; i++)
-    assert_true(tdl_run(loop, TDL_RUN_NOWAIT) >= 0);
+    assert_true(tdl_loop_run(loop, TDL_LOOP_NOWAIT) >= 0);
   /* epoll: never called; poll: called (once) with TDL_ERR. */
   assert_true(c.calls <= 1);
   if (c.calls)
@@ -445,7 +445,7 @@ static void closing_a_watched_fd(void **state)
   tdl_io_init(&w, rfd, count_cb, &c2);
   assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
   assert_int_equal(write(q[1], "x", 1), 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c2.calls, 1);
   tdl_io_stop(loop, &w);
   t_loop_free(loop);
@@ -477,7 +477,7 @@ static void many_pipes(void **state)
     assert_int_equal(write(p[i][1], "x", 1), 1);
   int seen = 0;
   for (int k = 0; k < 50 && seen < N / 2; k++) {
-    tdl_run(loop, TDL_RUN_ONCE);
+    tdl_loop_run(loop, TDL_LOOP_ONCE);
     seen = 0;
     for (int i = 0; i < N; i++)
       seen += c[i].calls;
@@ -529,7 +529,7 @@ static void tables_grow_under_a_running_batch(void **state)
     assert_int_equal(write(G.old[i][1], "x", 1), 1);
   }
   for (int k = 0; k < 20; k++)
-    tdl_run(loop, TDL_RUN_NOWAIT);
+    tdl_loop_run(loop, TDL_LOOP_NOWAIT);
   assert_int_equal(G.grown, GROW_OLD);
   for (int i = 0; i < GROW_OLD; i++)
     assert_int_equal(G.cold[i].calls, 1);
@@ -585,7 +585,7 @@ static void stop_start_churn_from_a_callback(void **state)
   assert_int_equal(tdl_io_start(loop, &wb, TDL_WRITE), 0);
   assert_int_equal(write(a[1], "x", 1), 1);
   for (int k = 0; k < 3; k++)
-    assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(c.calls, 1);
   /* A started write watcher runs on every iteration: once in each of three. */
   assert_int_equal(cb_other.calls, 3);
@@ -621,7 +621,7 @@ static void nothing_pending_after_start_then_stop_or_blocked(void **state)
 
   /* Once the kernel has said so, writability is cached. */
   assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   assert_int_equal(tdl_io_stop(loop, &w), 0);
 
@@ -635,7 +635,7 @@ static void nothing_pending_after_start_then_stop_or_blocked(void **state)
   tdl_io_blocked(loop, &w, TDL_WRITE);
   assert_true(tdl_loop_timeout(loop) > 0);
   /* The kernel still says writable: it is reported again. */
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 2);
   assert_true(c.last & TDL_WRITE);
 
@@ -660,7 +660,7 @@ static void free_with_active_watcher_is_refused(void **state)
   assert_int_equal(write(p[1], "x", 1), 1);
   counter c = {0};
   w.data = &c;
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(c.calls, 1);
   tdl_io_stop(loop, &w);
   t_loop_free(loop);

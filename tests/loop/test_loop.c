@@ -16,17 +16,17 @@ static void nothing_started_returns_at_once(void **state)
   (void)state;
   tdl_loop *loop = t_loop_new();
   assert_false(tdl_loop_alive(loop));
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 0); /* does not sleep forever */
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 0);
-  assert_int_equal(tdl_run(loop, (tdl_run_mode)42), -EINVAL);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 0); /* does not sleep forever */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 0);
+  assert_int_equal(tdl_loop_run(loop, (tdl_loop_mode)42), -EINVAL);
   t_loop_free(loop);
 }
 
 static void stop_cb(tdl_loop *loop, tdl_timer *t)
 {
   (*(int *)t->data)++;
-  tdl_stop(loop);
+  tdl_loop_stop(loop);
 }
 
 static void stop_from_callback(void **state)
@@ -38,9 +38,9 @@ static void stop_from_callback(void **state)
   tdl_timer_init(&t, stop_cb, &n);
   tdl_timer_init(&keep, stop_cb, &n);
   assert_int_equal(tdl_timer_start(loop, &t, 0, TDL_MSEC), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 1); /* stopped, still alive */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 1); /* stopped, still alive */
   assert_int_equal(n, 1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 1); /* a stop does not stick */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 1); /* a stop does not stick */
   assert_int_equal(n, 2);
   tdl_timer_stop(loop, &t);
   t_loop_free(loop);
@@ -48,7 +48,7 @@ static void stop_from_callback(void **state)
 
 static void reenter_cb(tdl_loop *loop, tdl_timer *t)
 {
-  *(int *)t->data = tdl_run(loop, TDL_RUN_NOWAIT);
+  *(int *)t->data = tdl_loop_run(loop, TDL_LOOP_NOWAIT);
 }
 
 static void run_is_not_reentrant(void **state)
@@ -59,7 +59,7 @@ static void run_is_not_reentrant(void **state)
   tdl_timer t;
   tdl_timer_init(&t, reenter_cb, &rc);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc, -EBUSY);
   t_loop_free(loop);
 }
@@ -99,11 +99,11 @@ static void deferred_callbacks(void **state)
   assert_int_equal(tdl_defer_cancel(loop, &b), 0);
   assert_true(tdl_loop_alive(loop));
   assert_int_equal(tdl_loop_timeout(loop), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1); /* `later` still queued */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1); /* `later` still queued */
   assert_int_equal(defer_n, 2);
   assert_int_equal(defer_log[0], 1);
   assert_int_equal(defer_log[1], 3);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(defer_n, 3);
   assert_int_equal(defer_log[2], 4);
   t_loop_free(loop);
@@ -146,7 +146,7 @@ static void hooks_run_around_poll(void **state)
   tdl_timer t;
   tdl_timer_init(&t, tick, &ticks);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 100 * TDL_USEC), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(ticks, 5);
   assert_int_equal(before_calls, 3);
   assert_true(after_calls >= 5);
@@ -186,7 +186,7 @@ static void pollable_fd_for_embedding(void **state)
   assert_int_equal(poll(&pf, 1, 0), 0); /* nothing yet */
   assert_int_equal(write(p[1], "x", 1), 1);
   assert_int_equal(poll(&pf, 1, 1000), 1); /* the outer loop sees work */
-  assert_int_equal(tdl_run(loop, TDL_RUN_NOWAIT), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(calls, 1);
   tdl_io_stop(loop, &w);
   t_loop_free(loop);
@@ -261,7 +261,7 @@ static void *worker_main(void *arg)
   tdl_wakeup_init(&w->wk, wake_cb, w);
   assert_int_equal(tdl_wakeup_start(w->loop, &w->wk), 0);
   __atomic_store_n(&w->ready, 1, __ATOMIC_SEQ_CST);
-  assert_int_equal(tdl_run(w->loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(w->loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(w->loop), 0);
   return NULL;
 }
@@ -331,7 +331,7 @@ static void signals_are_delivered_and_mask_restored(void **state)
   assert_int_equal(tdl_signal_start(loop, &b, SIGUSR1), 0);
   assert_true(blocked(SIGUSR1));
   raise(SIGUSR1);
-  assert_int_equal(tdl_run(loop, TDL_RUN_ONCE), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
   assert_int_equal(sig_calls[0], 1);
   assert_int_equal(sig_calls[1], 1);
   tdl_signal_stop(loop, &a);

@@ -24,11 +24,11 @@
 static void run_fiber(tdl_fiber_fn fn, void *arg)
 {
   go(fn, arg);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
-static tdl_time_t soon(tdl_time_t delay) { return tdl_after(tdl_fiber_loop(), delay); }
-static tdl_time_t now_ns(void) { return tdl_now_update(tdl_fiber_loop()); }
+static tdl_time_t soon(tdl_time_t delay) { return tdl_after(delay); }
+static tdl_time_t now_ns(void) { return tdl_loop_now_update(tdl_fiber_loop()); }
 
 static tdl_addr parse(const char *s)
 {
@@ -41,7 +41,7 @@ static tdl_addr parse(const char *s)
 static int listen_on(const char *s, unsigned flags, tdl_addr *bound)
 {
   tdl_addr a = parse(s);
-  int fd = tdl_listen(&a, 64, flags);
+  int fd = tdl_net_listen(&a, 64, flags);
   assert_true(fd >= 0);
   if (bound)
     assert_int_equal(tdl_net_local_addr(fd, bound), 0);
@@ -214,23 +214,23 @@ static void listen_errors(void **state)
 {
   (void)state;
   tdl_addr a = parse("127.0.0.1:0"), empty = {0};
-  assert_int_equal(tdl_listen(NULL, 0, 0), -EINVAL);
-  assert_int_equal(tdl_listen(&empty, 0, 0), -EINVAL);
-  assert_int_equal(tdl_listen(&a, 0, 0x100), -EINVAL);
+  assert_int_equal(tdl_net_listen(NULL, 0, 0), -EINVAL);
+  assert_int_equal(tdl_net_listen(&empty, 0, 0), -EINVAL);
+  assert_int_equal(tdl_net_listen(&a, 0, 0x100), -EINVAL);
   tdl_addr odd = {0};
   odd.u.sa.sa_family = AF_APPLETALK;
   odd.len = sizeof odd.u.ss;
-  assert_int_equal(tdl_listen(&odd, 0, 0), -EAFNOSUPPORT);
+  assert_int_equal(tdl_net_listen(&odd, 0, 0), -EAFNOSUPPORT);
 
   /* Port in use; SO_REUSEPORT lets two listeners share one. */
   tdl_addr bound;
   int l1 = listen_on("127.0.0.1:0", 0, &bound);
   int before = t_count_fds();
-  assert_int_equal(tdl_listen(&bound, 0, 0), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&bound, 0, 0), -EADDRINUSE);
   assert_int_equal(t_count_fds(), before); /* nothing left open */
   assert_int_equal(tdl_close(l1), 0);
   int r1 = listen_on("127.0.0.1:0", TDL_NET_REUSEPORT, &bound);
-  int r2 = tdl_listen(&bound, 0, TDL_NET_REUSEPORT | TDL_NET_UNLINK /* ignored for IP */);
+  int r2 = tdl_net_listen(&bound, 0, TDL_NET_REUSEPORT | TDL_NET_UNLINK /* ignored for IP */);
   assert_true(r2 >= 0);
   /* Non-blocking, close-on-exec. */
   assert_true(fcntl(r2, F_GETFL) & O_NONBLOCK);
@@ -260,8 +260,8 @@ static void *echo_server(void *arg)
   if (peer.u.sa.sa_family != AF_UNIX)
     assert_true(tdl_addr_equal(&peer, &theirs));
   char buf[5];
-  assert_int_equal(tdl_recv_exactly(s, buf, 5, NULL, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_send_all(s, buf, 5, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(s, buf, 5, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(s, buf, 5, NULL, soon(LONG_WAIT)), 0);
   e->served = 1;
   assert_int_equal(tdl_close(s), 0);
   return NULL;
@@ -276,11 +276,11 @@ static void *echo_client(void *arg)
   assert_true(fcntl(c, F_GETFL) & O_NONBLOCK);
   assert_true(fcntl(c, F_GETFD) & FD_CLOEXEC);
   size_t sent = 99;
-  assert_int_equal(tdl_send_all(c, "hello", 5, &sent, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(c, "hello", 5, &sent, soon(LONG_WAIT)), 0);
   assert_int_equal(sent, 5);
   char buf[5];
   size_t got = 99;
-  assert_int_equal(tdl_recv_exactly(c, buf, 5, &got, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(c, buf, 5, &got, soon(LONG_WAIT)), 0);
   assert_int_equal(got, 5);
   assert_memory_equal(buf, "hello", 5);
   assert_int_equal(tdl_close(c), 0);
@@ -306,7 +306,7 @@ static void tcp_ipv6_loopback_echo(void **state)
 {
   (void)state;
   tdl_addr a = parse("[::1]:0");
-  int fd = tdl_listen(&a, 0, TDL_NET_V6ONLY);
+  int fd = tdl_net_listen(&a, 0, TDL_NET_V6ONLY);
   if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL)
     skip(); /* no IPv6 here */
   assert_true(fd >= 0);
@@ -341,15 +341,15 @@ static void unix_path_socket(void **state)
 
   tdl_addr a = parse(where);
   /* A live listener's path is never taken over, with or without the flag. */
-  assert_int_equal(tdl_listen(&a, 0, 0), -EADDRINUSE);
-  assert_int_equal(tdl_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&a, 0, 0), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
   assert_int_equal(tdl_close(e.lfd), 0);
   /* The file stays after close: still refused without the flag... */
   struct stat st;
   assert_int_equal(lstat(path, &st), 0);
-  assert_int_equal(tdl_listen(&a, 0, 0), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&a, 0, 0), -EADDRINUSE);
   /* ...and replaced with it, since nobody listens there. */
-  int fd = tdl_listen(&a, 0, TDL_NET_UNLINK);
+  int fd = tdl_net_listen(&a, 0, TDL_NET_UNLINK);
   assert_true(fd >= 0);
   assert_int_equal(tdl_close(fd), 0);
   assert_int_equal(unlink(path), 0);
@@ -358,7 +358,7 @@ static void unix_path_socket(void **state)
   int f = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
   assert_true(f >= 0);
   close(f);
-  assert_int_equal(tdl_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
   assert_int_equal(lstat(path, &st), 0);
   assert_true(S_ISREG(st.st_mode));
   unlink(path);
@@ -374,12 +374,12 @@ static void unix_abstract_socket(void **state)
   e.lfd = listen_on(where, 0, &e.to);
   fmt_is(&e.to, where);
   tdl_addr a = parse(where);
-  assert_int_equal(tdl_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
+  assert_int_equal(tdl_net_listen(&a, 0, TDL_NET_UNLINK), -EADDRINUSE);
   run_fiber(echo_client, &e);
   assert_int_equal(e.served, 1);
   assert_int_equal(tdl_close(e.lfd), 0);
   /* The name went with the socket. */
-  int fd = tdl_listen(&a, 0, 0);
+  int fd = tdl_net_listen(&a, 0, 0);
   assert_true(fd >= 0);
   tdl_close(fd);
 }
@@ -406,7 +406,7 @@ static void *refused_body(void *arg)
   make_tmpdir();
   snprintf(where, sizeof where, "unix:%s/stale", tmpdir);
   u = parse(where);
-  int l = tdl_listen(&u, 0, 0);
+  int l = tdl_net_listen(&u, 0, 0);
   assert_true(l >= 0);
   tdl_close(l);
   assert_int_equal(tdl_net_connect(&u, soon(LONG_WAIT)), -ECONNREFUSED);
@@ -546,29 +546,29 @@ static void *early_eof_body(void *arg)
 {
   conn_ctx *k = arg;
   pair(k->lfd, &k->to, &k->c, &k->s);
-  assert_int_equal(tdl_send_all(k->s, "12345", 5, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, "12345", 5, NULL, soon(LONG_WAIT)), 0);
   assert_int_equal(tdl_close(k->s), 0);
   char buf[10];
   size_t got = 99;
-  assert_int_equal(tdl_recv_exactly(k->c, buf, 10, &got, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_net_recv_exactly(k->c, buf, 10, &got, soon(LONG_WAIT)), -EPIPE);
   assert_int_equal(got, 5);
   assert_memory_equal(buf, "12345", 5);
   /* A close between messages: -EPIPE with nothing read. */
   got = 99;
-  assert_int_equal(tdl_recv_exactly(k->c, buf, 1, &got, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_net_recv_exactly(k->c, buf, 1, &got, soon(LONG_WAIT)), -EPIPE);
   assert_int_equal(got, 0);
-  assert_int_equal(tdl_recv_exactly(k->c, NULL, 1, &got, soon(LONG_WAIT)), -EINVAL);
-  assert_int_equal(tdl_recv_exactly(k->c, buf, 0, &got, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(k->c, NULL, 1, &got, soon(LONG_WAIT)), -EINVAL);
+  assert_int_equal(tdl_net_recv_exactly(k->c, buf, 0, &got, soon(LONG_WAIT)), 0);
   tdl_close(k->c);
 
   /* A reset instead of an orderly close. */
   pair(k->lfd, &k->to, &k->c, &k->s);
-  assert_int_equal(tdl_send_all(k->s, "abc", 3, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, "abc", 3, NULL, soon(LONG_WAIT)), 0);
   struct linger lg = {1, 0};
   assert_int_equal(setsockopt(k->s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
   tdl_close(k->s);
   got = 99;
-  int e = tdl_recv_exactly(k->c, buf, 10, &got, soon(LONG_WAIT));
+  int e = tdl_net_recv_exactly(k->c, buf, 10, &got, soon(LONG_WAIT));
   assert_int_equal(e, -ECONNRESET);
   assert_true(got <= 3);
   tdl_close(k->c);
@@ -588,9 +588,9 @@ static void *dribble(void *arg)
 {
   /* Send "ab\r", pause, "\nrest", pause, close. */
   conn_ctx *k = arg;
-  assert_int_equal(tdl_send_all(k->s, "ab\r", 3, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, "ab\r", 3, NULL, soon(LONG_WAIT)), 0);
   tdl_sleep_for(20 * TDL_MSEC);
-  assert_int_equal(tdl_send_all(k->s, "\nrest", 5, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, "\nrest", 5, NULL, soon(LONG_WAIT)), 0);
   tdl_sleep_for(20 * TDL_MSEC);
   tdl_net_shutdown(k->s, SHUT_WR);
   return NULL;
@@ -604,34 +604,34 @@ static void *recv_until_body(void *arg)
   char buf[64];
   size_t got = 99;
   /* The delimiter arrives split across two segments. */
-  assert_int_equal(tdl_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), 4);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), 4);
   assert_int_equal(got, 4);
   assert_memory_equal(buf, "ab\r\n", 4);
   /* Nothing past the delimiter was taken: "rest" is still in the socket. */
   char rest[4];
-  assert_int_equal(tdl_recv_exactly(k->c, rest, 4, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(k->c, rest, 4, NULL, soon(LONG_WAIT)), 0);
   assert_memory_equal(rest, "rest", 4);
   /* EOF before a delimiter. */
-  assert_int_equal(tdl_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), -EPIPE);
   assert_int_equal(got, 0);
   tdl_close(k->c);
   tdl_close(k->s);
 
   /* The limit: cap bytes without the delimiter. */
   pair(k->lfd, &k->to, &k->c, &k->s);
-  assert_int_equal(tdl_send_all(k->s, "0123456789\r\n", 12, NULL, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_recv_until(k->c, buf, 8, "\r\n", 2, &got, soon(LONG_WAIT)), -EMSGSIZE);
+  assert_int_equal(tdl_net_send_all(k->s, "0123456789\r\n", 12, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, 8, "\r\n", 2, &got, soon(LONG_WAIT)), -EMSGSIZE);
   assert_int_equal(got, 8);
   assert_memory_equal(buf, "01234567", 8);
   /* The rest is where it was; a delimiter ending exactly at cap fits. */
-  assert_int_equal(tdl_recv_until(k->c, buf, 4, "\r\n", 2, &got, soon(LONG_WAIT)), 4);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, 4, "\r\n", 2, &got, soon(LONG_WAIT)), 4);
   assert_memory_equal(buf, "89\r\n", 4);
   /* Bad arguments. */
-  assert_int_equal(tdl_recv_until(k->c, buf, 4, NULL, 2, &got, 0), -EINVAL);
-  assert_int_equal(tdl_recv_until(k->c, buf, 4, "x", 0, &got, 0), -EINVAL);
-  assert_int_equal(tdl_recv_until(k->c, NULL, 4, "x", 1, &got, 0), -EINVAL);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, 4, NULL, 2, &got, 0), -EINVAL);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, 4, "x", 0, &got, 0), -EINVAL);
+  assert_int_equal(tdl_net_recv_until(k->c, NULL, 4, "x", 1, &got, 0), -EINVAL);
   /* Nothing comes before the deadline. */
-  assert_int_equal(tdl_recv_until(k->c, buf, 4, "x", 1, &got, soon(10 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, 4, "x", 1, &got, soon(10 * TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(got, 0);
   tdl_close(k->c);
   tdl_close(k->s);
@@ -639,7 +639,7 @@ static void *recv_until_body(void *arg)
   int p[2];
   t_pipe(p);
   assert_int_equal(write(p[1], "x\n", 2), 2);
-  assert_int_equal(tdl_recv_until(p[0], buf, 4, "\n", 1, &got, soon(LONG_WAIT)), -ENOTSOCK);
+  assert_int_equal(tdl_net_recv_until(p[0], buf, 4, "\n", 1, &got, soon(LONG_WAIT)), -ENOTSOCK);
   tdl_close(p[0]);
   tdl_close(p[1]);
   return NULL;
@@ -727,7 +727,7 @@ static void *sendv_body(void *arg)
   bulk_ctx b = {.fd = k->c, .want = BULK};
   go(bulk_reader, &b);
   size_t sent = 0;
-  assert_int_equal(tdl_send_allv(k->s, iov, n, &sent, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_allv(k->s, iov, n, &sent, soon(LONG_WAIT)), 0);
   assert_int_equal(sent, BULK);
   tdl_close(k->s);
   while (b.got < b.want && b.err == 0)
@@ -736,12 +736,12 @@ static void *sendv_body(void *arg)
   assert_int_equal(b.got, BULK);
 
   /* Bad lists. */
-  assert_int_equal(tdl_send_allv(k->s, NULL, 1, &sent, 0), -EINVAL);
-  assert_int_equal(tdl_send_allv(k->s, iov, -1, &sent, 0), -EINVAL);
+  assert_int_equal(tdl_net_send_allv(k->s, NULL, 1, &sent, 0), -EINVAL);
+  assert_int_equal(tdl_net_send_allv(k->s, iov, -1, &sent, 0), -EINVAL);
   struct iovec bad[2] = {{d, SIZE_MAX}, {d, 2}};
-  assert_int_equal(tdl_send_allv(k->s, bad, 2, &sent, 0), -EINVAL);
+  assert_int_equal(tdl_net_send_allv(k->s, bad, 2, &sent, 0), -EINVAL);
   struct iovec nul = {NULL, 3};
-  assert_int_equal(tdl_send_allv(k->s, &nul, 1, &sent, 0), -EINVAL);
+  assert_int_equal(tdl_net_send_allv(k->s, &nul, 1, &sent, 0), -EINVAL);
   assert_int_equal(sent, 0);
   free(d);
   return NULL;
@@ -780,9 +780,9 @@ static void *vanish_body(void *arg)
   for (int round = 0; round < 64 && e == 0; round++) {
     if (v->use_v) {
       struct iovec iov[2] = {{d, BULK / 2}, {d + BULK / 2, BULK / 2}};
-      e = tdl_send_allv(s, iov, 2, &sent, soon(LONG_WAIT));
+      e = tdl_net_send_allv(s, iov, 2, &sent, soon(LONG_WAIT));
     } else {
-      e = tdl_send_all(s, d, BULK, &sent, soon(LONG_WAIT));
+      e = tdl_net_send_all(s, d, BULK, &sent, soon(LONG_WAIT));
     }
     assert_true(sent <= BULK);
     assert_true(e < 0 || sent == BULK);
@@ -792,7 +792,7 @@ static void *vanish_body(void *arg)
   assert_true(e == -EPIPE || e == -ECONNRESET);
   assert_true(total >= 65536);
   /* And again on the dead connection. */
-  e = tdl_send_all(s, d, 1, &sent, soon(LONG_WAIT));
+  e = tdl_net_send_all(s, d, 1, &sent, soon(LONG_WAIT));
   assert_true(e == -EPIPE || e == -ECONNRESET);
   assert_int_equal(sent, 0);
   tdl_close(s);
@@ -827,11 +827,11 @@ static void *pipelined_writer(void *arg)
 {
   int fd = *(int *)arg;
   /* Two requests in one write, then a third split oddly. */
-  assert_int_equal(tdl_send_all(fd, "GET /a\r\n\r\nGET /b\r\n\r\nGE", 22, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(fd, "GET /a\r\n\r\nGET /b\r\n\r\nGE", 22, NULL, soon(LONG_WAIT)), 0);
   tdl_sleep_for(10 * TDL_MSEC);
-  assert_int_equal(tdl_send_all(fd, "T /c\r\n\r", 7, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(fd, "T /c\r\n\r", 7, NULL, soon(LONG_WAIT)), 0);
   tdl_sleep_for(10 * TDL_MSEC);
-  assert_int_equal(tdl_send_all(fd, "\nBODY0123456789", 15, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(fd, "\nBODY0123456789", 15, NULL, soon(LONG_WAIT)), 0);
   tdl_net_shutdown(fd, SHUT_WR);
   return NULL;
 }
@@ -870,7 +870,7 @@ static void *reader_body(void *arg)
   pair(k->lfd, &k->to, &k->c, &k->s);
   char big[100];
   memset(big, 'x', sizeof big);
-  assert_int_equal(tdl_send_all(k->s, big, sizeof big, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, big, sizeof big, NULL, soon(LONG_WAIT)), 0);
   tdl_reader_init(&r, k->c, mem, sizeof mem);
   assert_int_equal(tdl_reader_until(&r, "\r\n", 2, soon(LONG_WAIT)), -EMSGSIZE);
   assert_int_equal(tdl_reader_len(&r), sizeof mem);
@@ -920,7 +920,7 @@ static void *udp_body(void *arg)
 {
   const char *where = arg;
   tdl_addr a = parse(where), aa, ba;
-  int x = tdl_udp_bind(&a, 0), y = tdl_udp_bind(&a, 0);
+  int x = tdl_net_udp_bind(&a, 0), y = tdl_net_udp_bind(&a, 0);
   if (x == -EAFNOSUPPORT || x == -EADDRNOTAVAIL)
     return (void *)1;
   assert_true(x >= 0);
@@ -930,29 +930,29 @@ static void *udp_body(void *arg)
     char w2[96];
     snprintf(w2, sizeof w2, "%s-b", where);
     tdl_addr b = parse(w2);
-    y = tdl_udp_bind(&b, 0);
+    y = tdl_net_udp_bind(&b, 0);
   }
   assert_true(y >= 0);
   assert_int_equal(tdl_net_local_addr(x, &aa), 0);
   assert_int_equal(tdl_net_local_addr(y, &ba), 0);
-  assert_int_equal(tdl_udp_send(x, "ping", 4, &ba, soon(LONG_WAIT)), 4);
+  assert_int_equal(tdl_net_udp_send(x, "ping", 4, &ba, soon(LONG_WAIT)), 4);
   char buf[16];
   tdl_addr from;
-  assert_int_equal(tdl_udp_recv(y, buf, sizeof buf, &from, soon(LONG_WAIT)), 4);
+  assert_int_equal(tdl_net_udp_recv(y, buf, sizeof buf, &from, soon(LONG_WAIT)), 4);
   assert_memory_equal(buf, "ping", 4);
   assert_true(tdl_addr_equal(&from, &aa));
   /* Reply to where it came from. */
-  assert_int_equal(tdl_udp_send(y, "pong!", 5, &from, soon(LONG_WAIT)), 5);
-  assert_int_equal(tdl_udp_recv(x, buf, sizeof buf, NULL, soon(LONG_WAIT)), 5);
+  assert_int_equal(tdl_net_udp_send(y, "pong!", 5, &from, soon(LONG_WAIT)), 5);
+  assert_int_equal(tdl_net_udp_recv(x, buf, sizeof buf, NULL, soon(LONG_WAIT)), 5);
   assert_memory_equal(buf, "pong!", 5);
   /* A datagram longer than the buffer: cut and reported. */
-  assert_int_equal(tdl_udp_send(x, "0123456789", 10, &ba, soon(LONG_WAIT)), 10);
-  assert_int_equal(tdl_udp_recv(y, buf, 4, &from, soon(LONG_WAIT)), -EMSGSIZE);
+  assert_int_equal(tdl_net_udp_send(x, "0123456789", 10, &ba, soon(LONG_WAIT)), 10);
+  assert_int_equal(tdl_net_udp_recv(y, buf, 4, &from, soon(LONG_WAIT)), -EMSGSIZE);
   assert_memory_equal(buf, "0123", 4);
   /* The rest was dropped with it. */
-  assert_int_equal(tdl_udp_recv(y, buf, sizeof buf, &from, soon(10 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_net_udp_recv(y, buf, sizeof buf, &from, soon(10 * TDL_MSEC)), -ETIMEDOUT);
   tdl_addr empty = {0};
-  assert_int_equal(tdl_udp_send(x, "x", 1, &empty, 0), -EINVAL);
+  assert_int_equal(tdl_net_udp_send(x, "x", 1, &empty, 0), -EINVAL);
   tdl_close(x);
   tdl_close(y);
   return NULL;
@@ -961,7 +961,7 @@ static void *udp_body(void *arg)
 static void udp_roundtrip(const char *where)
 {
   go(udp_body, (void *)where);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void udp_ipv4(void **state)
@@ -993,18 +993,18 @@ static void *shutdown_body(void *arg)
   conn_ctx *k = arg;
   pair(k->lfd, &k->to, &k->c, &k->s);
   assert_int_equal(tdl_net_shutdown(k->c, 42), -EINVAL);
-  assert_int_equal(tdl_send_all(k->c, "req", 3, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->c, "req", 3, NULL, soon(LONG_WAIT)), 0);
   assert_int_equal(tdl_net_shutdown(k->c, SHUT_WR), 0);
   char buf[8];
   size_t got;
-  assert_int_equal(tdl_recv_exactly(k->s, buf, 3, &got, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_recv_exactly(k->s, buf, 1, &got, soon(LONG_WAIT)), -EPIPE); /* EOF */
+  assert_int_equal(tdl_net_recv_exactly(k->s, buf, 3, &got, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(k->s, buf, 1, &got, soon(LONG_WAIT)), -EPIPE); /* EOF */
   /* The half-closed client still reads. */
-  assert_int_equal(tdl_send_all(k->s, "resp", 4, NULL, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_recv_exactly(k->c, buf, 4, &got, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_send_all(k->s, "resp", 4, NULL, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_net_recv_exactly(k->c, buf, 4, &got, soon(LONG_WAIT)), 0);
   assert_memory_equal(buf, "resp", 4);
   /* Writing after SHUT_WR: EPIPE, no signal. */
-  assert_int_equal(tdl_send_all(k->c, "x", 1, NULL, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_net_send_all(k->c, "x", 1, NULL, soon(LONG_WAIT)), -EPIPE);
   tdl_close(k->c);
   tdl_close(k->s);
   int p[2];
@@ -1099,24 +1099,24 @@ static void outside_a_fiber(void **state)
   assert_int_equal(tdl_net_local_addr(lfd, &bound), 0);
   assert_int_equal(tdl_net_connect(&bound, TDL_FOREVER), -EPERM);
   assert_int_equal(t_count_fds(), before); /* no socket was made */
-  assert_int_equal(tdl_send_all(lfd, "x", 1, &n, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_send_all(lfd, "x", 1, &n, TDL_FOREVER), -EPERM);
   assert_int_equal(n, 0);
   struct iovec iov = {"x", 1};
-  assert_int_equal(tdl_send_allv(lfd, &iov, 1, &n, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_recv_exactly(lfd, buf, 4, &n, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_recv_until(lfd, buf, 4, "\n", 1, &n, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_send_allv(lfd, &iov, 1, &n, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_recv_exactly(lfd, buf, 4, &n, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_recv_until(lfd, buf, 4, "\n", 1, &n, TDL_FOREVER), -EPERM);
   tdl_reader r;
   tdl_reader_init(&r, lfd, buf, sizeof buf);
   assert_int_equal(tdl_reader_fill(&r, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_until(&r, "\n", 1, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_read(&r, buf, 1, TDL_FOREVER), -EPERM);
-  int u = tdl_udp_bind(&(tdl_addr){0}, 0);
+  int u = tdl_net_udp_bind(&(tdl_addr){0}, 0);
   assert_int_equal(u, -EINVAL);
   tdl_addr ua = parse("127.0.0.1:0");
-  u = tdl_udp_bind(&ua, 0);
+  u = tdl_net_udp_bind(&ua, 0);
   assert_true(u >= 0);
-  assert_int_equal(tdl_udp_send(u, "x", 1, &bound, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_udp_recv(u, buf, 4, NULL, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_udp_send(u, "x", 1, &bound, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_net_udp_recv(u, buf, 4, NULL, TDL_FOREVER), -EPERM);
   tdl_close(u);
   tdl_close(lfd);
 }
@@ -1142,10 +1142,10 @@ static void *blocked(void *arg)
     c->result = tdl_net_accept(c->lfd, NULL, TDL_FOREVER);
     break;
   case C_RECV_EXACTLY:
-    c->result = tdl_recv_exactly(c->fd, buf, sizeof buf, NULL, TDL_FOREVER);
+    c->result = tdl_net_recv_exactly(c->fd, buf, sizeof buf, NULL, TDL_FOREVER);
     break;
   case C_RECV_UNTIL:
-    c->result = (int)tdl_recv_until(c->fd, buf, sizeof buf, "\n", 1, NULL, TDL_FOREVER);
+    c->result = (int)tdl_net_recv_until(c->fd, buf, sizeof buf, "\n", 1, NULL, TDL_FOREVER);
     break;
   case C_READER:
     tdl_reader_init(&r, c->fd, buf, sizeof buf);
@@ -1157,7 +1157,7 @@ static void *blocked(void *arg)
     break;
   case C_SEND_ALL: {
     unsigned char *d = calloc(1, BULK);
-    c->result = tdl_send_all(c->fd, d, BULK, NULL, TDL_FOREVER);
+    c->result = tdl_net_send_all(c->fd, d, BULK, NULL, TDL_FOREVER);
     free(d);
     break;
   }
@@ -1165,7 +1165,7 @@ static void *blocked(void *arg)
   /* Sticky: every later blocking call fails too. */
   assert_int_equal(tdl_net_accept(c->lfd, NULL, TDL_FOREVER), -ECANCELED);
   assert_int_equal(tdl_net_connect(&c->to, TDL_FOREVER), -ECANCELED);
-  assert_int_equal(tdl_send_all(c->fd, "x", 1, NULL, TDL_FOREVER), -ECANCELED);
+  assert_int_equal(tdl_net_send_all(c->fd, "x", 1, NULL, TDL_FOREVER), -ECANCELED);
   return NULL;
 }
 
@@ -1216,7 +1216,7 @@ static void cancel_blocked(int what)
     }
   }
   go(canceller, &c);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   if (c.fd >= 0)
     tdl_close(c.fd);
   if (c.lfd >= 0)

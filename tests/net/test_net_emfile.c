@@ -7,7 +7,7 @@
  * while accept fails) burns a whole core; tdl_net_accept must stay near
  * idle.  Then the child frees its fds and must accept and serve again.
  *
- * TDL_NET_EMFILE_CONTROL=1 also runs the naive loop (tdl_accept, retry on
+ * TDL_NET_EMFILE_CONTROL=1 also runs the naive loop (tdl__fiber_accept, retry on
  * any error) through the same harness, to show what the measurement reads
  * for a spinning listener. */
 #include <errno.h>
@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
+#include "fiber/fiber_internal.h" /* tdl__fiber_accept: the naive loop */
 #include "helpers.h"
 
 enum { MODE_RESERVE, MODE_NO_RESERVE, MODE_NAIVE };
@@ -54,7 +55,7 @@ static void *acceptor(void *arg)
   for (;;) {
     int fd;
     if (c->mode == MODE_NAIVE) {
-      fd = tdl_accept(c->lfd, NULL, NULL, TDL_FOREVER);
+      fd = tdl__fiber_accept(c->lfd, NULL, NULL, TDL_FOREVER);
       if (fd == -ECANCELED)
         return NULL;
       if (fd == -EMFILE || fd == -ENFILE) {
@@ -81,7 +82,7 @@ static void *acceptor(void *arg)
       continue;
     }
     /* Serve: connections left over from the flood may already be gone. */
-    if (tdl_send_all(fd, "ok\n", 3, NULL, tdl_after(tdl_fiber_loop(), TDL_SEC)) == 0)
+    if (tdl_net_send_all(fd, "ok\n", 3, NULL, tdl_after(TDL_SEC)) == 0)
       c->rep.served++;
     tdl_close(fd);
   }
@@ -92,7 +93,7 @@ static void *controller(void *arg)
   child *c = arg;
   for (;;) {
     char cmd;
-    ssize_t n = tdl_read(c->ctl, &cmd, 1, tdl_after(tdl_fiber_loop(), 30 * TDL_SEC));
+    ssize_t n = tdl_read(c->ctl, &cmd, 1, tdl_after(30 * TDL_SEC));
     if (n != 1 || cmd == 'Q')
       break;
     if (cmd == 'F') {
@@ -261,7 +262,7 @@ static measure run_scenario(int mode, report *rep)
   tdl_addr any, to;
   assert_int_equal(tdl_addr_parse(&any, "127.0.0.1:0"), 0);
   assert_int_equal(tdl_net_accept_reserve(true), 0);
-  int lfd = tdl_listen(&any, 0, 0);
+  int lfd = tdl_net_listen(&any, 0, 0);
   assert_true(lfd >= 0);
   assert_int_equal(tdl_net_local_addr(lfd, &to), 0);
   int ctl[2], st[2];

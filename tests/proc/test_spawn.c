@@ -1,4 +1,4 @@
-/* tdl_spawn, tdl_process_wait/kill/release (src/spawn.c, spawn_child.c,
+/* tdl_process_spawn, tdl_process_wait/kill/release (src/spawn.c, spawn_child.c,
  * spawn_wait.c).  Every test checks afterwards that no fd leaked and that no
  * child, running or zombie, is left. */
 #include <stdarg.h>
@@ -68,16 +68,16 @@ static const char **helper_argv(const char *mode, ...)
 }
 
 /* Spawn with stdout captured, wait, return stdout; *status gets the status. */
-static char *run_out(tdl_spawn_options *o, int *status)
+static char *run_out(tdl_process_options *o, int *status)
 {
   tdl_process p;
   o->stdio[1].mode = TDL_STDIO_PIPE;
-  int r = tdl_spawn(&p, o);
+  int r = tdl_process_spawn(&p, o);
   assert_int_equal(r, 0);
   char *out = read_to_eof(p.stdout_fd);
   int st = -1;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   if (status)
     *status = st;
   return out;
@@ -85,18 +85,18 @@ static char *run_out(tdl_spawn_options *o, int *status)
 
 static char *run_helper(int *status, const char *mode, const char *a1, const char *a2)
 {
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv(mode, a1, a2, (const char *)NULL);
   return run_out(&o, status);
 }
 
-static int spawn_err(tdl_spawn_options *o)
+static int spawn_err(tdl_process_options *o)
 {
   tdl_process p;
   p.data = (void *)&p;
-  int r = tdl_spawn(&p, o);
+  int r = tdl_process_spawn(&p, o);
   if (r == 0) {
-    tdl_process_release(&p);
+    tdl_process_destroy(&p);
     return 0;
   }
   /* A failed spawn leaves no child and no fd; release is harmless. */
@@ -106,13 +106,13 @@ static int spawn_err(tdl_spawn_options *o)
   assert_int_equal(p.stdout_fd, -1);
   assert_int_equal(p.stderr_fd, -1);
   assert_ptr_equal(p.data, &p);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   return r;
 }
 
 static int spawn_argv_err(const char *const *argv)
 {
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   return spawn_err(&o);
 }
@@ -141,10 +141,10 @@ static void test_true_via_path(void **state)
 {
   (void)state;
   const char *argv[] = {"true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_true(p.pid > 0);
   assert_true(p.pidfd >= 0);
   assert_true(fcntl(p.pidfd, F_GETFD) & FD_CLOEXEC);
@@ -158,11 +158,11 @@ static void test_true_via_path(void **state)
   assert_int_equal(tdl_process_wait(&p, 0, &st), 0);
   assert_int_equal(st, 0);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_int_equal(p.pid, 0);
   assert_int_equal(p.pidfd, -1);
   assert_int_equal(tdl_process_wait(&p, 0, &st), -EINVAL);
-  tdl_process_release(&p); /* twice is harmless */
+  tdl_process_destroy(&p); /* twice is harmless */
 }
 
 static void test_exit_code(void **state)
@@ -179,7 +179,7 @@ static void test_exit_code(void **state)
 static void test_args_reach_program_verbatim(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("args", "a b", "", "$(touch /tmp/tdl-pwned)", "'\"; ls", "*", (const char *)NULL);
   int st;
   char *out = run_out(&o, &st);
@@ -193,7 +193,7 @@ static void test_file_overrides_argv0(void **state)
 {
   (void)state;
   const char *argv[] = {"not-a-program", "--child", "args", "x", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.file = self_exe;
   o.argc = 4;
@@ -205,10 +205,10 @@ static void test_file_overrides_argv0(void **state)
 static void test_kill_and_signal_status(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("sleep", (const char *)NULL);
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_int_equal(tdl_process_kill(&p, 0), 0);
   assert_int_equal(tdl_process_kill(&p, -1), -EINVAL);
   assert_int_equal(tdl_process_kill(&p, 1000), -EINVAL);
@@ -219,33 +219,33 @@ static void test_kill_and_signal_status(void **state)
   assert_false(tdl_exited(st));
   assert_int_equal(tdl_term_signal(st), SIGTERM);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 }
 
 static void test_kill_exited_unreaped(void **state)
 {
   (void)state;
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   struct pollfd pfd = {p.pidfd, POLLIN, 0};
   assert_int_equal(poll(&pfd, 1, 10000), 1); /* exited, still a zombie */
   assert_int_equal(tdl_process_kill(&p, SIGKILL), 0);
   int st;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
   assert_int_equal(st, 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 }
 
 static void test_wait_deadline(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("sleep", (const char *)NULL);
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   int st = 12345;
   /* A past deadline only looks. */
   assert_int_equal(tdl_process_wait(&p, 0, &st), -ETIMEDOUT);
@@ -258,20 +258,20 @@ static void test_wait_deadline(void **state)
   assert_int_equal(tdl_process_kill(&p, SIGKILL), 0);
   assert_int_equal(tdl_process_wait(&p, mono_now() + 10 * TDL_SEC, &st), 0);
   assert_int_equal(tdl_term_signal(st), SIGKILL);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 }
 
 static void test_release_kills_and_reaps(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("sleep", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_PIPE;
   o.stdio[1].mode = TDL_STDIO_PIPE;
   o.stdio[2].mode = TDL_STDIO_PIPE;
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
-  tdl_process_release(&p); /* teardown checks: no zombie, no fd */
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
+  tdl_process_destroy(&p); /* teardown checks: no zombie, no fd */
   assert_int_equal(p.stdout_fd, -1);
 }
 
@@ -279,10 +279,10 @@ static void test_no_pidfd_fallback(void **state)
 {
   (void)state;
   tdl__spawn_debug = TDL__DEBUG_NO_PIDFD;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("sleep", (const char *)NULL);
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_int_equal(p.pidfd, -1);
   int st;
   tdl_time_t t0 = mono_now();
@@ -291,32 +291,32 @@ static void test_no_pidfd_fallback(void **state)
   assert_int_equal(tdl_process_kill(&p, SIGUSR1), 0);
   assert_int_equal(tdl_process_wait(&p, mono_now() + 10 * TDL_SEC, &st), 0);
   assert_int_equal(tdl_term_signal(st), SIGUSR1);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 
   o.argv = helper_argv("exit", "3", (const char *)NULL);
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
   assert_int_equal(tdl_exit_code(st), 3);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   o.argv = helper_argv("sleep", (const char *)NULL);
-  assert_int_equal(tdl_spawn(&p, &o), 0);
-  tdl_process_release(&p);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
+  tdl_process_destroy(&p);
 }
 
 static void test_status_stolen(void **state)
 {
   (void)state;
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   int st;
   assert_int_equal(waitpid(p.pid, &st, 0), p.pid); /* someone else reaps */
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), -ECHILD);
   assert_int_equal(tdl_process_wait(&p, 0, &st), -ECHILD);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 }
 
 /* ---- environment and working directory ---------------------------------------------- */
@@ -326,7 +326,7 @@ static void test_env_inherit_replace_edit(void **state)
   (void)state;
   setenv("TDL_T_A", "inherited", 1);
   setenv("TDL_T_B", "gone", 1);
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("env", "TDL_T_A", "TDL_T_B", "TDL_T_C", (const char *)NULL);
   char *out = run_out(&o, NULL);
   assert_string_equal(out, "TDL_T_A=inherited\nTDL_T_B=gone\nTDL_T_C unset\n");
@@ -355,7 +355,7 @@ static void test_path_of_child_env(void **state)
   (void)state;
   const char *argv[] = {"true", NULL};
   const char *env[] = {"PATH=/nonexistent-dir", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.env = env;
   assert_int_equal(spawn_err(&o), -ENOENT);
@@ -372,7 +372,7 @@ static void test_path_of_child_env(void **state)
 static void test_cwd(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("cwd", (const char *)NULL);
   o.cwd = "/";
   char *out = run_out(&o, NULL);
@@ -394,9 +394,9 @@ static void test_invalid_arguments(void **state)
 {
   (void)state;
   tdl_process p;
-  tdl_spawn_options o = {0};
-  assert_int_equal(tdl_spawn(NULL, &o), -EINVAL);
-  assert_int_equal(tdl_spawn(&p, NULL), -EINVAL);
+  tdl_process_options o = {0};
+  assert_int_equal(tdl_process_spawn(NULL, &o), -EINVAL);
+  assert_int_equal(tdl_process_spawn(&p, NULL), -EINVAL);
   assert_int_equal(spawn_err(&o), -EINVAL); /* argv NULL */
   const char *empty[] = {NULL};
   assert_int_equal(spawn_argv_err(empty), -EINVAL);
@@ -474,7 +474,7 @@ static void test_exec_errors(void **state)
   snprintf(path, sizeof path, "PATH=%s:/bin", tmpdir);
   const char *set[] = {path, NULL};
   const char *a8[] = {"tdl-nx", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = a8;
   o.env_set = set;
   assert_int_equal(spawn_err(&o), -EACCES);
@@ -497,7 +497,7 @@ static void test_bad_cwd(void **state)
 {
   (void)state;
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.cwd = "/nonexistent-dir/sub";
   assert_int_equal(spawn_err(&o), -ENOENT);
@@ -517,19 +517,19 @@ static void check_fds_closed(int debug)
   int leak3 = fcntl(leak1, F_DUPFD, 100);
   assert_true(leak1 >= 3 && leak2 >= 3 && leak3 >= 100);
   tdl__spawn_debug = debug;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("fds", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_PIPE;
   o.stdio[2].mode = TDL_STDIO_NULL;
   tdl_process p;
   o.stdio[1].mode = TDL_STDIO_PIPE;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   tdl__spawn_debug = 0;
   char *out = read_to_eof(p.stdout_fd);
   int st;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
   assert_int_equal(st, 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   /* Only 0, 1, 2 (valgrind keeps its own fds above 1000). */
   char *save, *tok;
   for (tok = strtok_r(out, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
@@ -563,13 +563,13 @@ static void test_fds_closed_brute_force(void **state)
 static void test_pipe_ends(void **state)
 {
   (void)state;
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("flags", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_PIPE;
   o.stdio[2].mode = TDL_STDIO_PIPE;
   o.stdio[1].mode = TDL_STDIO_PIPE;
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   int fds[3] = {p.stdin_fd, p.stdout_fd, p.stderr_fd};
   for (int i = 0; i < 3; i++) {
     assert_true(fds[i] >= 0);
@@ -585,7 +585,7 @@ static void test_pipe_ends(void **state)
   close(p.stderr_fd);
   p.stderr_fd = -1;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
 }
 
 static void test_stdio_null_fd_merge(void **state)
@@ -593,24 +593,24 @@ static void test_stdio_null_fd_merge(void **state)
   (void)state;
   int pfd[2];
   assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("cat", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_NULL; /* EOF at once */
   o.stdio[1].mode = TDL_STDIO_FD;
   o.stdio[1].fd = pfd[1];
   tdl_process p;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   /* The caller's fd is untouched: still open, still close-on-exec. */
   assert_true(fcntl(pfd[1], F_GETFD) & FD_CLOEXEC);
 
   o.argv = helper_argv("tag", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_DEFAULT;
   o.stdio[2].mode = TDL_STDIO_STDOUT;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   close(pfd[1]);
   fcntl(pfd[0], F_SETFL, O_NONBLOCK);
   char *out = read_to_eof(pfd[0]);
@@ -648,15 +648,15 @@ static void swap_stdout_stderr(void)
   CHECK(dup2(a[1], 1) == 1 && dup2(b[1], 2) == 2);
   close(a[1]);
   close(b[1]);
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("tag", (const char *)NULL);
   o.stdio[1] = (tdl_stdio){TDL_STDIO_FD, 2};
   o.stdio[2] = (tdl_stdio){TDL_STDIO_FD, 1};
   tdl_process p;
-  CHECK(tdl_spawn(&p, &o) == 0);
+  CHECK(tdl_process_spawn(&p, &o) == 0);
   int st;
   CHECK(tdl_process_wait(&p, TDL_FOREVER, &st) == 0 && st == 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   close(1);
   close(2);
   char buf[16] = {0};
@@ -676,13 +676,13 @@ static void parent_without_stdio(void)
   close(1);
   close(2);
   /* Pipes and the error pipe now get numbers 0-2 in the parent. */
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("cat", (const char *)NULL);
   o.stdio[0].mode = TDL_STDIO_PIPE;
   o.stdio[1].mode = TDL_STDIO_PIPE;
   o.stdio[2].mode = TDL_STDIO_PIPE;
   tdl_process p;
-  CHECK(tdl_spawn(&p, &o) == 0);
+  CHECK(tdl_process_spawn(&p, &o) == 0);
   CHECK(write(p.stdin_fd, "ping", 4) == 4);
   close(p.stdin_fd);
   p.stdin_fd = -1;
@@ -691,11 +691,11 @@ static void parent_without_stdio(void)
   free(out);
   int st;
   CHECK(tdl_process_wait(&p, TDL_FOREVER, &st) == 0 && st == 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   /* And an exec error still reaches us. */
   const char *bad[] = {"/nonexistent", NULL};
   o.argv = bad;
-  CHECK(tdl_spawn(&p, &o) == -ENOENT);
+  CHECK(tdl_process_spawn(&p, &o) == -ENOENT);
 }
 
 static void test_parent_without_stdio(void **state)
@@ -711,7 +711,7 @@ static void on_usr1(int sig) { (void)sig; }
 /* "SigBlk:\t0000000000000002\nSigIgn:\t..." -> the two masks. */
 static void sig_masks(unsigned flags, unsigned long long *blk, unsigned long long *ign)
 {
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("sig", (const char *)NULL);
   o.flags = flags;
   char *out = run_out(&o, NULL);
@@ -747,7 +747,7 @@ static void test_signals_reset(void **state)
   assert_false(ign & BIT(SIGPIPE));       /* except SIGPIPE */
   assert_false(ign & BIT(SIGUSR1));
 
-  sig_masks(TDL_SPAWN_KEEP_SIGMASK | TDL_SPAWN_KEEP_SIGPIPE, &blk, &ign);
+  sig_masks(TDL_PROCESS_KEEP_SIGMASK | TDL_PROCESS_KEEP_SIGPIPE, &blk, &ign);
   assert_true(blk & BIT(SIGINT));
   assert_true(ign & BIT(SIGPIPE));
 
@@ -765,7 +765,7 @@ static void test_signals_reset(void **state)
 
 static void ids(unsigned flags, int pgid, int *pid, int *pg, int *sid)
 {
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = helper_argv("ids", (const char *)NULL);
   o.flags = flags;
   o.pgid = pgid;
@@ -781,17 +781,17 @@ static void test_pgid_and_session(void **state)
   ids(0, 0, &pid, &pg, &sid);
   assert_int_equal(pg, getpgid(0));
   assert_int_equal(sid, getsid(0));
-  ids(TDL_SPAWN_SETPGID, 0, &pid, &pg, &sid);
+  ids(TDL_PROCESS_SETPGID, 0, &pid, &pg, &sid);
   assert_int_equal(pg, pid);
   assert_int_equal(sid, getsid(0));
-  ids(TDL_SPAWN_SETSID, 0, &pid, &pg, &sid);
+  ids(TDL_PROCESS_SETSID, 0, &pid, &pg, &sid);
   assert_int_equal(sid, pid);
   assert_int_equal(pg, pid);
   /* Joining a group in another session is refused: the error comes back. */
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
-  o.flags = TDL_SPAWN_SETSID | TDL_SPAWN_SETPGID;
+  o.flags = TDL_PROCESS_SETSID | TDL_PROCESS_SETPGID;
   o.pgid = getpgid(0);
   assert_int_equal(spawn_err(&o), -EPERM);
 }
@@ -801,7 +801,7 @@ static void test_pgid_and_session(void **state)
 static void out_of_fds(void)
 {
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.stdio[0].mode = TDL_STDIO_PIPE;
   o.stdio[1].mode = TDL_STDIO_PIPE;
@@ -828,12 +828,12 @@ static void out_of_fds(void)
     rl.rlim_max = old.rlim_max;
     CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
     tdl_process p;
-    int r = tdl_spawn(&p, &o);
+    int r = tdl_process_spawn(&p, &o);
     CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
     if (r == 0) {
       ok++;
       CHECK(tdl_process_wait(&p, TDL_FOREVER, NULL) == 0);
-      tdl_process_release(&p);
+      tdl_process_destroy(&p);
     } else {
       CHECK(r == -EMFILE);
       CHECK(p.pid == 0 && p.stdin_fd == -1 && p.stdout_fd == -1);
@@ -842,7 +842,7 @@ static void out_of_fds(void)
     CHECK(count_fds() == base);
     CHECK(no_children());
   }
-  CHECK(emfile >= 7); /* each fd tdl_spawn needs was, in turn, the missing one */
+  CHECK(emfile >= 7); /* each fd tdl_process_spawn needs was, in turn, the missing one */
   CHECK(ok >= 1);
 }
 
@@ -870,12 +870,12 @@ static void out_of_processes(void)
   struct rlimit rl = {0, 0};
   CHECK(setrlimit(RLIMIT_NPROC, &rl) == 0);
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.stdio[1].mode = TDL_STDIO_PIPE;
   int base = count_fds();
   tdl_process p;
-  int r = tdl_spawn(&p, &o);
+  int r = tdl_process_spawn(&p, &o);
   CHECK(r == -EAGAIN);
   CHECK(p.pid == 0 && p.stdout_fd == -1 && p.pidfd == -1);
   CHECK(count_fds() == base);
@@ -897,17 +897,17 @@ static void *spawn_many(void *arg)
 {
   (void)arg;
   const char *argv[] = {"/bin/true", NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
   o.stdio[1].mode = TDL_STDIO_PIPE;
   for (int i = 0; i < 25; i++) {
     tdl_process p;
-    if (tdl_spawn(&p, &o) != 0)
+    if (tdl_process_spawn(&p, &o) != 0)
       return (void *)1;
     int st = -1;
     if (tdl_process_wait(&p, TDL_FOREVER, &st) != 0 || st != 0)
       return (void *)2;
-    tdl_process_release(&p);
+    tdl_process_destroy(&p);
   }
   return NULL;
 }

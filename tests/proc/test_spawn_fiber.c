@@ -43,10 +43,10 @@ static void go(tdl_fiber_fn fn, void *arg, tdl_fiber_t *out)
 
 static int spawn_argv(tdl_process *p, const char *const *argv)
 {
-  tdl_spawn_options o;
+  tdl_process_options o;
   memset(&o, 0, sizeof o);
   o.argv = argv;
-  return tdl_spawn(p, &o);
+  return tdl_process_spawn(p, &o);
 }
 
 /* The child exits only once another fiber has written to its stdin: if the
@@ -69,18 +69,18 @@ static void *wait_for_exit(void *arg)
   (void)arg;
   tdl_process p;
   static const char *const argv[] = {"sh", "-c", "read x; exit 7", NULL};
-  tdl_spawn_options o;
+  tdl_process_options o;
   memset(&o, 0, sizeof o);
   o.argv = argv;
   o.stdio[0].mode = TDL_STDIO_PIPE;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   child_stdin = p.stdin_fd;
   int st = 0;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
   assert_int_equal(ticks, 1);
   assert_true(tdl_exited(st));
   assert_int_equal(tdl_exit_code(st), 7);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   child_stdin = -1;
   return NULL;
 }
@@ -91,7 +91,7 @@ static void only_the_fiber_waits(void **state)
   child_stdin = -1;
   go(feed_child, NULL, NULL);
   go(wait_for_exit, NULL, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static void *timeout_then_release(void *arg)
@@ -100,10 +100,9 @@ static void *timeout_then_release(void *arg)
   tdl_process p;
   static const char *const argv[] = {"sleep", "10", NULL};
   assert_int_equal(spawn_argv(&p, argv), 0);
-  tdl_loop *loop = tdl_fiber_loop();
-  assert_int_equal(tdl_process_wait(&p, tdl_after(loop, 5 * TDL_MSEC), NULL), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, tdl_after(5 * TDL_MSEC), NULL), -ETIMEDOUT);
   assert_int_equal(tdl_process_kill(&p, 0), 0); /* still running, still ours */
-  tdl_process_release(&p);                       /* kills and reaps it */
+  tdl_process_destroy(&p);                       /* kills and reaps it */
   return NULL;
 }
 
@@ -111,7 +110,7 @@ static void deadline_leaves_child_to_release(void **state)
 {
   (void)state;
   go(timeout_then_release, NULL, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 static int cancel_rc;
@@ -119,7 +118,7 @@ static void *cancelled_waiter(void *arg)
 {
   tdl_process *p = arg;
   cancel_rc = tdl_process_wait(p, TDL_FOREVER, NULL);
-  tdl_process_release(p);
+  tdl_process_destroy(p);
   return NULL;
 }
 
@@ -141,7 +140,7 @@ static void cancelled_wait_leaves_no_zombie(void **state)
   go(cancelled_waiter, &p, &victim);
   assert_int_equal(tdl_fiber_detach(L, victim), 0);
   go(canceller, &victim, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(cancel_rc, -ECANCELED);
 }
 
@@ -150,11 +149,11 @@ static void *read_child_output(void *arg)
   (void)arg;
   tdl_process p;
   static const char *const argv[] = {"sh", "-c", "sleep 0.02; echo hello from the child", NULL};
-  tdl_spawn_options o;
+  tdl_process_options o;
   memset(&o, 0, sizeof o);
   o.argv = argv;
   o.stdio[1].mode = TDL_STDIO_PIPE;
-  assert_int_equal(tdl_spawn(&p, &o), 0);
+  assert_int_equal(tdl_process_spawn(&p, &o), 0);
   char buf[128] = {0};
   size_t got = 0;
   ssize_t n;
@@ -165,7 +164,7 @@ static void *read_child_output(void *arg)
   int st;
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
   assert_int_equal(tdl_exit_code(st), 0);
-  tdl_process_release(&p); /* closes the pipe end with tdl_close */
+  tdl_process_destroy(&p); /* closes the pipe end with tdl_close */
   return NULL;
 }
 
@@ -174,9 +173,9 @@ static void fiber_io_on_child_pipes(void **state)
   (void)state;
   /* Twice: the second child's fds reuse the numbers the first one had. */
   go(read_child_output, NULL, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   go(read_child_output, NULL, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 int main(void)

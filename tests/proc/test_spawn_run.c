@@ -1,4 +1,4 @@
-/* tdl_run_capture (src/spawn_run.c).  Every test checks afterwards that no fd
+/* tdl_process_run (src/spawn_run.c).  Every test checks afterwards that no fd
  * leaked and that no child, running or zombie, is left. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,29 +29,29 @@ static tdl_time_t in_ms(long ms) { return mono_now() + ms * TDL_MSEC; }
 static void test_capture_both(void **state)
 {
   (void)state;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(10000), &res), 0);
   assert_true(tdl_exited(res.status));
   assert_int_equal(tdl_exit_code(res.status), 0);
   assert_string_equal(res.out, "out");
   assert_int_equal(res.out_len, 3);
   assert_string_equal(res.err, "err");
   assert_false(res.out_truncated || res.err_truncated || res.timed_out || res.limit_killed);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   assert_null(res.out);
-  tdl_run_result_free(&res);
-  tdl_run_result_free(NULL);
+  tdl_process_run_result_destroy(&res);
+  tdl_process_run_result_destroy(NULL);
 }
 
 static void test_exit_status_and_empty_output(void **state)
 {
   (void)state;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("exit", "7", NULL), NULL, NULL, 0, 1024, TDL_FOREVER, &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("exit", "7", NULL), NULL, NULL, 0, 1024, TDL_FOREVER, &res), 0);
   assert_int_equal(tdl_exit_code(res.status), 7);
   assert_string_equal(res.out, "");
   assert_string_equal(res.err, "");
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 /* 4 MiB in and out through cat: input and output are moved at once, or
@@ -64,50 +64,50 @@ static void test_input_roundtrip(void **state)
   assert_non_null(in);
   for (size_t i = 0; i < n; i++)
     in[i] = (char)('a' + i % 26);
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, in_ms(60000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, in_ms(60000), &res), 0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.in_written, n);
   assert_int_equal(res.out_len, n);
   assert_memory_equal(res.out, in, n);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   free(in);
 }
 
 static void test_empty_input_is_eof(void **state)
 {
   (void)state;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(10000), &res), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   /* No input: stdin is /dev/null, never the caller's. */
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_string_equal(res.out, "");
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 /* Both streams well past a pipe's 64 KiB: drained together, no deadlock. */
 static void test_both_streams_large(void **state)
 {
   (void)state;
-  tdl_run_result res;
+  tdl_process_run_result res;
   assert_int_equal(
-      tdl_run_capture(helper("spew", "1000000", "700000"), NULL, NULL, 0, SIZE_MAX, in_ms(60000), &res), 0);
+      tdl_process_run(helper("spew", "1000000", "700000"), NULL, NULL, 0, SIZE_MAX, in_ms(60000), &res), 0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.out_len, 1000000);
   assert_int_equal(res.err_len, 700000);
   assert_int_equal(res.out[999999], 'o');
   assert_int_equal(res.err[0], 'e');
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_limit_discards(void **state)
 {
   (void)state;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("spew", "1000000", "10"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("spew", "1000000", "10"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
   assert_int_equal(res.status, 0); /* ran to the end: the rest was read and dropped */
   assert_int_equal(res.out_len, 1000);
   assert_int_equal(strlen(res.out), 1000);
@@ -115,52 +115,52 @@ static void test_limit_discards(void **state)
   assert_int_equal(res.err_len, 10);
   assert_false(res.err_truncated);
   assert_false(res.limit_killed);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   /* Exactly the limit is not truncation. */
-  assert_int_equal(tdl_run_capture(helper("spew", "1000", "0"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(helper("spew", "1000", "0"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
   assert_int_equal(res.out_len, 1000);
   assert_false(res.out_truncated);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   /* A zero limit keeps nothing. */
-  assert_int_equal(tdl_run_capture(helper("spew", "10", "0"), NULL, NULL, 0, 0, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(helper("spew", "10", "0"), NULL, NULL, 0, 0, in_ms(60000), &res), 0);
   assert_int_equal(res.out_len, 0);
   assert_true(res.out_truncated);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_limit_kills(void **state)
 {
   (void)state;
-  tdl_run_options o = {0};
-  o.flags = TDL_RUN_KILL_ON_LIMIT;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("yes", NULL, NULL), &o, NULL, 0, 100000, in_ms(60000), &res), 0);
+  tdl_process_run_options o = {0};
+  o.flags = TDL_PROCESS_RUN_KILL_ON_LIMIT;
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("yes", NULL, NULL), &o, NULL, 0, 100000, in_ms(60000), &res), 0);
   assert_true(res.limit_killed);
   assert_true(res.out_truncated);
   assert_int_equal(res.out_len, 100000);
   assert_true(tdl_signaled(res.status));
   assert_int_equal(tdl_term_signal(res.status), SIGKILL);
   assert_false(res.timed_out);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_child_closes_stdout_early(void **state)
 {
   (void)state;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
   assert_string_equal(res.err, "done");
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_deadline_sigterm(void **state)
 {
   (void)state;
-  tdl_run_result res;
+  tdl_process_run_result res;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_run_capture(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res),
+  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res),
                    -ETIMEDOUT);
   tdl_time_t dt = mono_now() - t0;
   assert_true(dt >= 200 * TDL_MSEC);
@@ -169,21 +169,21 @@ static void test_deadline_sigterm(void **state)
   assert_true(tdl_signaled(res.status));
   assert_int_equal(tdl_term_signal(res.status), SIGTERM);
   assert_non_null(res.out);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_deadline_ignores_sigterm(void **state)
 {
   (void)state;
-  tdl_run_options o = {0};
+  tdl_process_run_options o = {0};
   o.kill_grace = 300 * TDL_MSEC;
-  tdl_run_result res;
+  tdl_process_run_result res;
   /* Ignored here, so ignored in the child from the first instruction (an
-   * ignored signal stays ignored across tdl_spawn and exec): the deadline
+   * ignored signal stays ignored across tdl_process_spawn and exec): the deadline
    * cannot beat a slow start (valgrind) to the helper's own signal(). */
   void (*old)(int) = signal(SIGTERM, SIG_IGN);
   tdl_time_t t0 = mono_now();
-  int r = tdl_run_capture(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res);
+  int r = tdl_process_run(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res);
   signal(SIGTERM, old);
   assert_int_equal(r, -ETIMEDOUT);
   tdl_time_t dt = mono_now() - t0;
@@ -191,23 +191,23 @@ static void test_deadline_ignores_sigterm(void **state)
   assert_true(dt < 5 * TDL_SEC);
   assert_true(res.timed_out);
   assert_int_equal(tdl_term_signal(res.status), SIGKILL);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_deadline_sigkill_at_once(void **state)
 {
   (void)state;
-  tdl_run_options o = {0};
+  tdl_process_run_options o = {0};
   o.kill_grace = -1;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, in_ms(100), &res),
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, in_ms(100), &res),
                    -ETIMEDOUT);
   assert_int_equal(tdl_term_signal(res.status), SIGKILL);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   /* A deadline already past: killed at once. */
-  assert_int_equal(tdl_run_capture(helper("sleep", NULL, NULL), &o, NULL, 0, 100, 0, &res), -ETIMEDOUT);
+  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), &o, NULL, 0, 100, 0, &res), -ETIMEDOUT);
   assert_int_equal(tdl_term_signal(res.status), SIGKILL);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_group_is_killed(void **state)
@@ -215,25 +215,25 @@ static void test_group_is_killed(void **state)
   (void)state;
   /* The child forks a grandchild that sleeps forever holding the pipes; with
    * a new process group the deadline's signal reaches both. */
-  tdl_run_options o = {0};
-  o.spawn.flags = TDL_SPAWN_SETPGID;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("grandsleep", NULL, NULL), &o, NULL, 0, 100, in_ms(200), &res),
+  tdl_process_run_options o = {0};
+  o.spawn.flags = TDL_PROCESS_SETPGID;
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("grandsleep", NULL, NULL), &o, NULL, 0, 100, in_ms(200), &res),
                    -ETIMEDOUT);
   assert_int_equal(tdl_term_signal(res.status), SIGTERM);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_grandchild_holding_pipe_does_not_block(void **state)
 {
   (void)state;
-  tdl_run_result res;
+  tdl_process_run_result res;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_run_capture(helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_true(mono_now() - t0 < 2500 * TDL_MSEC); /* the grandchild holds on for 3 s */
   assert_string_equal(res.out, "hi");
   assert_int_equal(res.status, 0);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_child_ignores_input(void **state)
@@ -245,11 +245,11 @@ static void test_child_ignores_input(void **state)
   size_t n = 1 << 20;
   char *in = calloc(1, n);
   assert_non_null(in);
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(10000), &res), 0);
   assert_int_equal(res.status, 0);
   assert_true(res.in_written < n);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
   free(in);
   sigset_t pending;
   sigpending(&pending);
@@ -262,62 +262,62 @@ static void test_child_ignores_input(void **state)
 static void test_stdio_choices(void **state)
 {
   (void)state;
-  tdl_run_options o = {0};
+  tdl_process_run_options o = {0};
   o.spawn.stdio[2].mode = TDL_STDIO_STDOUT;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_string_equal(res.out, "outerr");
   assert_null(res.err);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 
   o.spawn.stdio[2].mode = TDL_STDIO_DEFAULT;
   o.spawn.stdio[1].mode = TDL_STDIO_NULL;
-  assert_int_equal(tdl_run_capture(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_null(res.out);
   assert_string_equal(res.err, "err");
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_bad_input(void **state)
 {
   (void)state;
-  tdl_run_result res;
+  tdl_process_run_result res;
   memset(&res, 0xff, sizeof res);
-  assert_int_equal(tdl_run_capture(NULL, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(NULL, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
   assert_null(res.out);
-  assert_int_equal(tdl_run_capture(helper("tag", NULL, NULL), NULL, NULL, 0, 100, TDL_FOREVER, NULL), -EINVAL);
-  tdl_run_options o = {0};
+  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), NULL, NULL, 0, 100, TDL_FOREVER, NULL), -EINVAL);
+  tdl_process_run_options o = {0};
   o.spawn.stdio[0].mode = TDL_STDIO_NULL;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), &o, "x", 1, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, "x", 1, 100, TDL_FOREVER, &res), -EINVAL);
   o.spawn.stdio[0].mode = TDL_STDIO_PIPE;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
   o.spawn.stdio[0].mode = TDL_STDIO_DEFAULT;
   o.flags = 0x80;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
   const char *empty[] = {NULL};
-  assert_int_equal(tdl_run_capture(empty, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(empty, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
   const char *missing[] = {"/nonexistent/prog", NULL};
-  assert_int_equal(tdl_run_capture(missing, NULL, "in", 2, 100, TDL_FOREVER, &res), -ENOENT);
+  assert_int_equal(tdl_process_run(missing, NULL, "in", 2, 100, TDL_FOREVER, &res), -ENOENT);
   assert_null(res.out);
   assert_null(res.err);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 static void test_no_pidfd(void **state)
 {
   (void)state;
   tdl__spawn_debug = TDL__DEBUG_NO_PIDFD;
-  tdl_run_result res;
-  assert_int_equal(tdl_run_capture(helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result res;
+  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(10000), &res), 0);
   assert_string_equal(res.out, "hello");
-  tdl_run_result_free(&res);
-  assert_int_equal(tdl_run_capture(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  tdl_process_run_result_destroy(&res);
+  assert_int_equal(tdl_process_run(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
   assert_string_equal(res.err, "done");
-  tdl_run_result_free(&res);
-  assert_int_equal(tdl_run_capture(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, in_ms(100), &res),
+  tdl_process_run_result_destroy(&res);
+  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, in_ms(100), &res),
                    -ETIMEDOUT);
   assert_int_equal(tdl_term_signal(res.status), SIGTERM);
-  tdl_run_result_free(&res);
+  tdl_process_run_result_destroy(&res);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)

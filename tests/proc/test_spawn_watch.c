@@ -25,9 +25,9 @@ static tdl_loop *new_loop(void)
 static void spawn_helper(tdl_process *p, const char *mode, const char *arg)
 {
   const char *argv[] = {self_exe, "--child", mode, arg, NULL};
-  tdl_spawn_options o = {0};
+  tdl_process_options o = {0};
   o.argv = argv;
-  assert_int_equal(tdl_spawn(p, &o), 0);
+  assert_int_equal(tdl_process_spawn(p, &o), 0);
 }
 
 static int calls, last_status;
@@ -52,11 +52,11 @@ static void test_watch_exit(void **state)
   calls = 0;
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
   assert_true(tdl_loop_alive(loop));
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
   assert_true(tdl_exited(last_status));
   assert_int_equal(tdl_exit_code(last_status), 5);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
@@ -71,10 +71,10 @@ static void test_watch_after_exit(void **state)
   calls = 0;
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
   assert_int_equal(calls, 0); /* never called from inside watch() */
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
   assert_int_equal(tdl_exit_code(last_status), 9);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
@@ -99,10 +99,10 @@ static void many_children(void)
     assert_int_equal(tdl_process_watch(loop, &p[i], on_exit_mask), 0);
   }
   exited_mask = 0;
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(exited_mask, 0xff);
   for (int i = 0; i < 8; i++)
-    tdl_process_release(&p[i]);
+    tdl_process_destroy(&p[i]);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
@@ -124,7 +124,7 @@ static void on_exit_release(tdl_loop *loop, tdl_process *p, int status)
   (void)loop;
   calls++;
   last_status = status;
-  tdl_process_release(p);
+  tdl_process_destroy(p);
   free(p);
 }
 
@@ -137,7 +137,7 @@ static void release_in_callback(void)
   calls = 0;
   assert_int_equal(tdl_process_watch(loop, p, on_exit_release), 0);
   assert_int_equal(tdl_process_kill(p, SIGTERM), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
   assert_int_equal(tdl_term_signal(last_status), SIGTERM);
   assert_int_equal(tdl_loop_free(loop), 0);
@@ -173,10 +173,10 @@ static void test_kill_from_timer(void **state)
   assert_int_equal(tdl_timer_start(loop, &t, 20 * TDL_MSEC, 0), 0);
   calls = 0;
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
-  assert_int_equal(tdl_run(loop, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
   assert_int_equal(tdl_term_signal(last_status), SIGKILL);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
@@ -201,14 +201,14 @@ static void unwatch_and_misuse(void)
    * stops and the child is killed and reaped. */
   loop = new_loop();
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_false(tdl_loop_alive(loop));
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), -EINVAL); /* no child */
 
   spawn_helper(&p, "exit", "0");
   assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), -EINVAL); /* reaped */
-  tdl_process_release(&p);
+  tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 

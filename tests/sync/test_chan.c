@@ -38,7 +38,7 @@ static void delivery_in_order(size_t cap)
   assert_int_equal(tdl_chan_new(&C, sizeof(int), cap), 0);
   go(count_receiver, (void *)1000);
   go(count_sender, (void *)1000);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_chan_free(C);
 }
 
@@ -92,7 +92,7 @@ static void buffered_room_and_fifo_senders(void **state)
   go(blocked_sender, (void *)10);
   go(blocked_sender, (void *)20);
   go(drain_checker, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_chan_free(C);
 }
 
@@ -134,7 +134,7 @@ static void close_wakes_everyone(void **state)
   go(recv_and_report, (void *)0);
   go(recv_and_report, (void *)1);
   go(closer, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(close_results[0], -EPIPE);
   assert_int_equal(close_results[1], -EPIPE);
   tdl_chan_free(C);
@@ -142,7 +142,7 @@ static void close_wakes_everyone(void **state)
   assert_int_equal(tdl_chan_new(&C, sizeof(int), 0), 0);
   go(send_and_report, (void *)2);
   go(closer, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(close_results[2], -EPIPE);
   int v;
   assert_int_equal(tdl_chan_try_recv(C, &v), -EPIPE);
@@ -184,7 +184,7 @@ static void destroy_wakes_waiters(void **state)
   go(recv_and_report, (void *)0);
   go(recv_and_report, (void *)1);
   go(destroyer, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(close_results[0], -EBADF);
   assert_int_equal(close_results[1], -EBADF);
 }
@@ -195,8 +195,8 @@ static void *timing_out(void *arg)
 {
   (void)arg;
   int v = 9;
-  assert_int_equal(tdl_chan_recv(C, &v, tdl_after(tdl_fiber_loop(), TDL_MSEC)), -ETIMEDOUT);
-  assert_int_equal(tdl_chan_send(C, &v, tdl_after(tdl_fiber_loop(), TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_chan_recv(C, &v, tdl_after(TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_chan_send(C, &v, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(tdl_chan_send(C, &v, 0), -ETIMEDOUT); /* deadline past: no wait */
   /* The channel is still usable: nothing stale is left in its queues. */
   assert_int_equal(tdl_chan_try_recv(C, &v), -EAGAIN);
@@ -209,7 +209,7 @@ static void deadlines(void **state)
   (void)state;
   assert_int_equal(tdl_chan_new(&C, sizeof(int), 0), 0);
   go(timing_out, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_chan_free(C);
 }
 
@@ -242,7 +242,7 @@ static void cancelled_sender_delivers_nothing(void **state)
   assert_int_equal(tdl_fiber_spawn(L, &victim, cancelled_sender, &rc, NULL), 0);
   tdl_fiber_detach(L, victim);
   go(cancel_then_receive, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc, -ECANCELED);
   tdl_chan_free(C);
 }
@@ -271,9 +271,17 @@ static void bad_arguments(void **state)
   assert_int_equal(tdl_chan_try_recv(&m, &v), -EAGAIN);
   tdl_chan_op op = {.ch = &m, .op = TDL_CHAN_RECV, .val = &v};
   assert_int_equal(tdl_chan_select(&op, 1, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_chan_select(&op, 1, 0), -ETIMEDOUT);
+  assert_int_equal(tdl_chan_select(&op, 1, 0), -EPERM); /* a past deadline is still a blocking call */
+  assert_int_equal(tdl_chan_try_select(&op, 1), -EAGAIN);
+  /* The teardown verb must match how the channel was made. */
+  assert_int_equal(tdl_chan_free(&m), -EINVAL);
   assert_int_equal(tdl_chan_destroy(&m), 0);
   assert_int_equal(tdl_chan_free(NULL), 0);
+  assert_int_equal(tdl_chan_destroy(NULL), -EINVAL);
+  tdl_chan *owned;
+  assert_int_equal(tdl_chan_new(&owned, 4, 1), 0);
+  assert_int_equal(tdl_chan_destroy(owned), -EINVAL);
+  assert_int_equal(tdl_chan_free(owned), 0);
 }
 
 static void select_misuse(void **state)
@@ -283,17 +291,21 @@ static void select_misuse(void **state)
   assert_int_equal(tdl_chan_new(&a, sizeof(int), 1), 0);
   assert_int_equal(tdl_chan_new(&b, sizeof(int), 1), 0);
   int v = 0;
+  assert_int_equal(tdl_chan_try_select(NULL, 0), -EINVAL);
   assert_int_equal(tdl_chan_select(NULL, 0, 0), -EINVAL);
+  tdl_chan_op one = {a, TDL_CHAN_RECV, &v, 0};
+  assert_int_equal(tdl_chan_try_select(&one, 0), -EINVAL);
   tdl_chan_op dup[2] = {{a, TDL_CHAN_RECV, &v, 0}, {a, TDL_CHAN_RECV, &v, 0}};
+  assert_int_equal(tdl_chan_try_select(dup, 2), -EINVAL);
   assert_int_equal(tdl_chan_select(dup, 2, 0), -EINVAL);
   tdl_chan_op bad[1] = {{a, 3, &v, 0}};
-  assert_int_equal(tdl_chan_select(bad, 1, 0), -EINVAL);
+  assert_int_equal(tdl_chan_try_select(bad, 1), -EINVAL);
   /* Same channel, both directions: allowed. */
   tdl_chan_op both[2] = {{a, TDL_CHAN_RECV, &v, 0}, {a, TDL_CHAN_SEND, &v, 0}};
-  assert_int_equal(tdl_chan_select(both, 2, 0), 1); /* only the send is ready */
+  assert_int_equal(tdl_chan_try_select(both, 2), 1); /* only the send is ready */
   /* A NULL channel is never ready. */
   tdl_chan_op off[2] = {{NULL, TDL_CHAN_RECV, &v, 0}, {b, TDL_CHAN_RECV, &v, 0}};
-  assert_int_equal(tdl_chan_select(off, 2, 0), -ETIMEDOUT);
+  assert_int_equal(tdl_chan_try_select(off, 2), -EAGAIN);
   tdl_chan_free(a);
   tdl_chan_free(b);
 }
@@ -314,7 +326,7 @@ static void *select_waiter(void *arg)
   assert_int_equal(ops[13].result, 0);
   assert_int_equal(v, 1313);
   /* With a deadline and nothing coming. */
-  assert_int_equal(tdl_chan_select(ops, 3, tdl_after(tdl_fiber_loop(), TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_chan_select(ops, 3, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   /* A closed channel completes its clause with -EPIPE. */
   tdl_chan_close(S[2]);
   assert_int_equal(tdl_chan_select(ops, 3, TDL_FOREVER), 2);
@@ -343,7 +355,7 @@ static void select_waits_for_one(void **state)
     assert_int_equal(tdl_chan_new(&S[i], sizeof(int), 0), 0);
   go(select_waiter, NULL);
   go(select_feeder, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   for (int i = 0; i < 20; i++)
     tdl_chan_free(S[i]);
 }
@@ -364,7 +376,7 @@ static void select_is_fair(void **state)
     tdl_chan_op ops[3];
     for (int i = 0; i < 3; i++)
       ops[i] = (tdl_chan_op){ch[i], TDL_CHAN_RECV, &v, 1};
-    int k = tdl_chan_select(ops, 3, 0); /* all ready, every time */
+    int k = tdl_chan_try_select(ops, 3); /* all ready, every time */
     assert_true(k >= 0 && k < 3);
     counts[k]++;
     /* exactly one value was taken */
@@ -411,7 +423,7 @@ static void *producer(void *arg)
   for (int s = 0; s < PER; s++) {
     int v = p * PER + s;
     int chn = (int)rnd(NCH);
-    tdl_time_t dl = rnd(4) == 0 ? tdl_after(tdl_fiber_loop(), (tdl_time_t)rnd(200) * TDL_USEC) : TDL_FOREVER;
+    tdl_time_t dl = rnd(4) == 0 ? tdl_after((tdl_time_t)rnd(200) * TDL_USEC) : TDL_FOREVER;
     int r;
     if (rnd(3) == 0) {
       int other = (chn + 1) % NCH;
@@ -445,13 +457,13 @@ static void *consumer(void *arg)
       tdl_chan_op ops[NCH];
       for (int i = 0; i < NCH; i++)
         ops[i] = (tdl_chan_op){R[i], TDL_CHAN_RECV, &v, 1};
-      int k = tdl_chan_select(ops, NCH, tdl_after(tdl_fiber_loop(), (tdl_time_t)rnd(300) * TDL_USEC));
+      int k = tdl_chan_select(ops, NCH, tdl_after((tdl_time_t)rnd(300) * TDL_USEC));
       if (k >= 0 && ops[k].result == 0)
         take(me, k, v);
       else if (k >= 0)
         open = 0; /* a closed channel: the producers are done; drain below */
     } else {
-      int r = tdl_chan_recv(R[chn], &v, tdl_after(tdl_fiber_loop(), (tdl_time_t)rnd(300) * TDL_USEC));
+      int r = tdl_chan_recv(R[chn], &v, tdl_after((tdl_time_t)rnd(300) * TDL_USEC));
       if (r == 0)
         take(me, chn, v);
       else if (r == -EPIPE)
@@ -497,7 +509,7 @@ static void randomized_model(void **state)
   for (int c = 0; c < NCONS; c++)
     go(consumer, (void *)(intptr_t)c);
   go(canceller, NULL);
-  assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   /* Nothing lost, nothing invented: received exactly what senders were told
    * went through. */
   int total = 0;

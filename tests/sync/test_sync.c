@@ -36,9 +36,9 @@ static void expect_events(const int *want, int n)
     expect_events(want_, (int)(sizeof want_ / sizeof want_[0]));       \
   } while (0)
 
-static void run_all(void) { assert_int_equal(tdl_run(L, TDL_RUN_DEFAULT), 0); }
+static void run_all(void) { assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0); }
 
-static tdl_time_t ms(tdl_time_t n) { return tdl_after(L, n * TDL_MSEC); }
+static tdl_time_t ms(tdl_time_t n) { return tdl_after(n * TDL_MSEC); }
 
 static void yield_n(int n)
 {
@@ -120,7 +120,7 @@ static void *lock_with_deadline(void *arg)
   tdl_time_t d = ms((tdl_time_t)(intptr_t)arg);
   int r = tdl_mutex_lock(&M, d);
   assert_int_equal(r, -ETIMEDOUT);
-  assert_true(tdl_now(L) >= d);
+  assert_true(tdl_loop_now(L) >= d);
   assert_false(tdl_mutex_owned(&M));
   note(3);
   return NULL;
@@ -132,7 +132,7 @@ static void *lock_forever_note(void *arg)
   note((int)(intptr_t)arg);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   /* Free mutex: a deadline already past does not matter. */
-  assert_int_equal(tdl_mutex_lock(&M, tdl_now(L) - 1), 0);
+  assert_int_equal(tdl_mutex_lock(&M, tdl_loop_now(L) - 1), 0);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   return NULL;
 }
@@ -428,14 +428,14 @@ static void *cond_timeout_waiter(void *arg)
   (void)arg;
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), 0);
   /* Already past: at once, M never released. */
-  assert_int_equal(tdl_cond_wait(&C, &M, tdl_now(L) - 1), -ETIMEDOUT);
+  assert_int_equal(tdl_cond_wait(&C, &M, tdl_loop_now(L) - 1), -ETIMEDOUT);
   assert_true(tdl_mutex_owned(&M));
   note(1);
   go(hold_for, (void *)10); /* takes M while we wait, past our deadline */
   tdl_time_t d = ms(2);
   assert_int_equal(tdl_cond_wait(&C, &M, d), -ETIMEDOUT);
   assert_true(tdl_mutex_owned(&M)); /* taken back, after the holder let go */
-  assert_true(tdl_now(L) >= d);
+  assert_true(tdl_loop_now(L) >= d);
   note(3);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   return NULL;
@@ -978,7 +978,7 @@ static int recursive_init(void *arg)
 static void *once_timeout_caller(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_once_call(&O, recursive_init, NULL, tdl_now(L) - 1), -ETIMEDOUT);
+  assert_int_equal(tdl_once_call(&O, recursive_init, NULL, tdl_loop_now(L) - 1), -ETIMEDOUT);
   note(7);
   return NULL;
 }
@@ -1537,9 +1537,9 @@ static tdl_time_t rdeadline(uint64_t *s)
 {
   switch (below(s, 4)) {
   case 0: return TDL_FOREVER;
-  case 1: return tdl_now(L) - 1;
-  case 2: return tdl_after(L, (tdl_time_t)below(s, 100) * TDL_USEC);
-  default: return tdl_after(L, (tdl_time_t)below(s, 1500) * TDL_USEC);
+  case 1: return tdl_loop_now(L) - 1;
+  case 2: return tdl_after((tdl_time_t)below(s, 100) * TDL_USEC);
+  default: return tdl_after((tdl_time_t)below(s, 1500) * TDL_USEC);
   }
 }
 
@@ -1585,7 +1585,7 @@ static bool r_locked_section(uint64_t *s, int idx)
     cs_leave();
     R.calls++;
     tdl_time_t d = below(s, 8) == 0 ? TDL_FOREVER : rdeadline(s);
-    bool past = d != TDL_FOREVER && d <= tdl_now(L);
+    bool past = d != TDL_FOREVER && d <= tdl_loop_now(L);
     int r = BLOCKING(tdl_cond_wait(&C, &M, d));
     count_result(r);
     if (r == -ETIMEDOUT && !past)
@@ -1663,7 +1663,7 @@ static void *r_worker(void *arg)
     } else if (what < 95) {
       yield_n((int)below(&s, 5));
     } else {
-      tdl_time_t d = tdl_after(L, (tdl_time_t)below(&s, 300) * TDL_USEC);
+      tdl_time_t d = tdl_after((tdl_time_t)below(&s, 300) * TDL_USEC);
       int r = BLOCKING(tdl_sleep(d));
       alive = r == 0;
     }
@@ -1682,15 +1682,15 @@ static void *r_chaos(void *arg)
 {
   (void)arg;
   uint64_t s = R.seed ^ 0xc4a05ull;
-  tdl_time_t last = tdl_now(L);
+  tdl_time_t last = tdl_loop_now(L);
   for (unsigned round = 0; R.finished < RFIBERS; round++) {
     tdl_fiber_yield();
-    if (tdl_now(L) - last >= 2 * TDL_MSEC) {
+    if (tdl_loop_now(L) - last >= 2 * TDL_MSEC) {
       R.signalled += tdl_cond_broadcast(&C);
-      last = tdl_now(L);
+      last = tdl_loop_now(L);
     }
     if (round % 64 == 63)
-      assert_int_equal(tdl_sleep(tdl_after(L, 100 * TDL_USEC)), 0);
+      assert_int_equal(tdl_sleep(tdl_after(100 * TDL_USEC)), 0);
     if (!R.cancels || below(&s, 8) != 0)
       continue;
     for (int tries = 0; tries < 8; tries++) {

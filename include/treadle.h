@@ -19,7 +19,7 @@
  *   timeout costs no system call.
  *
  * Threads.  A loop, and every watcher, timer and fiber on it, belongs to the
- *   thread that runs the loop.  The only calls that may be made from another
+ *   thread that created it (tdl_loop_new), which is the one to run it.  The only calls that may be made from another
  *   thread are marked THREAD-SAFE.  Builds with TDL_DEBUG_CHECKS detect a loop
  *   used from a foreign thread and fail the call with -EPERM.
  *

@@ -15,12 +15,14 @@
  * yields once.
  *
  * Blocking calls and deadlines: every blocking call takes an absolute
- * deadline on the loop's clock (TDL_FOREVER = none; tdl_after(delay)
- * makes one, or use the *_for helpers).  A call whose deadline passes returns
- * -ETIMEDOUT and leaves the fd or object usable.  A call on a cancelled fiber
- * returns -ECANCELED.  A blocking call made outside a fiber (from main before
- * the loop runs, or from a callback) returns -EPERM at once; it never blocks
- * the thread.
+ * deadline (TDL_FOREVER = none; tdl_after(delay) makes one from a delay).  A
+ * call whose deadline passes returns -ETIMEDOUT and leaves the fd or object
+ * usable; a deadline already past still lets a call that need not wait
+ * succeed.  A call on a cancelled fiber returns -ECANCELED.  A blocking call
+ * made outside a fiber (from main before the loop runs, or from a callback)
+ * returns -EPERM at once; it never blocks the thread.  (The exceptions are
+ * spawn.h's tdl_process_wait and tdl_process_run, which outside a fiber
+ * block the calling thread, as documented there.)
  *
  * Handles: a tdl_fiber_t names a fiber until it has been joined, or has
  * finished after being detached; then the handle is stale and every call
@@ -138,16 +140,22 @@ TDL_API int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t f);
 TDL_API bool tdl_fiber_cancelled(void);
 
 /* Give main() to treadle: make a loop, run fn(arg) as its first fiber and the
- * loop until nothing is left, store fn's result in *result (may be NULL), free
- * the loop.  Returns 0, a tdl_loop_new() error, or -EDEADLK when fibers were
- * left parked with nothing that could ever wake them (the loop is then
- * leaked, since those fibers still own their stacks). */
+ * loop until nothing is left, store fn's result in *result (may be NULL, and
+ * is set only when 0 is returned), free the loop.  Fibers that finished
+ * without being joined or detached are released at the end.
+ * Returns 0, a tdl_loop_new() or tdl_fiber_spawn() error, or -EDEADLK when
+ * fibers were left parked with nothing that could ever wake them: those are
+ * then cancelled (their blocking calls return -ECANCELED) and run until they
+ * end, and the loop is freed.  Only a fiber that goes on waiting after it is
+ * cancelled keeps the loop and its stacks: that one leak is the price of not
+ * freeing a stack a fiber still runs on. */
 TDL_API int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result);
 
 /* ---- sleeping and waiting for fds ---- */
 
 /* Park until the deadline.  Returns 0, -ECANCELED, or -EPERM. */
 TDL_API int tdl_sleep(tdl_time_t deadline);
+/* tdl_sleep(tdl_after(delay)). */
 TDL_API int tdl_sleep_for(tdl_time_t delay);
 
 /* Park until fd is ready for `events` (TDL_READ and/or TDL_WRITE); returns

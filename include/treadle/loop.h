@@ -42,9 +42,11 @@ typedef struct tdl_loop_options {
  * Cost: one allocation and 1-2 system calls. */
 TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
 
-/* Destroy a loop.  Fails with -EBUSY, freeing nothing, while any watcher,
- * timer, signal, wakeup, deferred callback or fiber is still started on it:
- * stop them first (the caller owns their memory).  Hooks do not count. */
+/* Free a loop (NULL: nothing to do).  Fails with -EBUSY, freeing nothing,
+ * while it runs or while any watcher, timer, signal, wakeup or deferred
+ * callback is still started on it (stop them first: the caller owns their
+ * memory), or any fiber is not released yet: a fiber is released when it has
+ * been joined, or has finished after being detached.  Hooks do not count. */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
 /* The back end's name: "epoll" or "poll". */

@@ -133,7 +133,7 @@ static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, f
 
 /* Wait for events on fd.  stale: the caller just saw EAGAIN, so whatever the
  * loop cached about that direction is out of date. */
-static int wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline, bool stale)
+static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline, bool stale)
 {
   tdl__sched *s = f->sched;
   tdl__ffd *d = NULL;
@@ -151,7 +151,7 @@ static int wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline, 
   unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
   e = tdl_io_start(s->loop, &d->w, want);
   if (e == 0)
-    e = tdl__park(f, (events & TDL_READ) ? "read" : "write", fd, deadline);
+    e = tdl__park(f, what, fd, deadline);
   /* Still hung on the fd after a timeout, cancel or failed start: unhang.
    * (tdl_close may have freed d meanwhile; it then unhung us itself.) */
   if (ffd_find(s, fd) == d) {
@@ -199,7 +199,7 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     tdl__io_budget_spend(f);
     return (int)ev;
   }
-  return wait_fd(f, fd, events, deadline, true);
+  return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline, true);
 }
 
 /* The shape of every call below: try; on EAGAIN wait and retry. */
@@ -226,7 +226,7 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
       tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
       return e_;                                                    \
     }                                                               \
-    e_ = wait_fd(f, fd, (dir), deadline, true);                     \
+    e_ = wait_fd(f, fd, (dir), (name), deadline, true);             \
     if (e_ < 0)                                                     \
       return e_;                                                    \
   }
@@ -243,12 +243,12 @@ ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "read")
+  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "readv")
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "write")
+  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "writev")
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
@@ -308,7 +308,7 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
       continue;
     if (errno != EINPROGRESS)
       return -errno;
-    e = wait_fd(f, fd, TDL_WRITE, deadline, true);
+    e = wait_fd(f, fd, TDL_WRITE, "connect", deadline, true);
     if (e < 0)
       return e;
     int soerr = 0;

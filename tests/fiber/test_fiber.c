@@ -578,6 +578,68 @@ static void *dumper(void *arg)
   return NULL;
 }
 
+/* Each parked fiber reports the call it waits in, not just "read". */
+static int SP[2], PP[2];
+
+static void *in_recv(void *arg)
+{
+  (void)arg;
+  char c;
+  return (void *)(intptr_t)tdl_recv(SP[0], &c, 1, 0, TDL_FOREVER);
+}
+
+static void *in_readv(void *arg)
+{
+  (void)arg;
+  char c;
+  struct iovec iov = {&c, 1};
+  return (void *)(intptr_t)tdl_readv(PP[0], &iov, 1, TDL_FOREVER);
+}
+
+static void *in_wait_fd(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_wait_fd(SP[1], TDL_READ, TDL_FOREVER);
+}
+
+static int check_wait_name(const tdl_fiber_info *in, void *ctx)
+{
+  int *n = ctx;
+  const char *want = strcmp(in->name, "r") == 0    ? "recv"
+                     : strcmp(in->name, "v") == 0  ? "readv"
+                     : strcmp(in->name, "w") == 0  ? "wait read"
+                                                   : NULL;
+  if (want) {
+    assert_string_equal(in->waits_on, want);
+    (*n)++;
+  }
+  return 0;
+}
+
+static void dump_names_the_call(void **state)
+{
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, SP), 0);
+  t_pipe(PP);
+  tdl_fiber_t f[3];
+  assert_int_equal(tdl_fiber_spawn(L, &f[0], in_recv, NULL, &(tdl_fiber_options){.name = "r"}), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &f[1], in_readv, NULL, &(tdl_fiber_options){.name = "v"}), 0);
+  assert_int_equal(tdl_fiber_spawn(L, &f[2], in_wait_fd, NULL, &(tdl_fiber_options){.name = "w"}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_NOWAIT), 1);
+  int n = 0;
+  tdl_fiber_foreach(L, check_wait_name, &n);
+  assert_int_equal(n, 3);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(tdl_fiber_cancel(L, f[i]), 0);
+    assert_int_equal(tdl_fiber_detach(L, f[i]), 0);
+  }
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_close(SP[0]);
+  tdl_close(SP[1]);
+  tdl_close(PP[0]);
+  tdl_close(PP[1]);
+}
+
 static void dump_lists_fibers(void **state)
 {
   (void)state;
@@ -798,6 +860,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(a_hundred_thousand_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(fiber_local_storage, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_lists_fibers, setup, teardown),
+      cmocka_unit_test_setup_teardown(dump_names_the_call, setup, teardown),
       cmocka_unit_test_setup_teardown(free_with_fibers_is_refused, setup, teardown),
       cmocka_unit_test(fiber_main),
       cmocka_unit_test(fiber_main_deadlock_frees_everything),

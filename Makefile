@@ -1,8 +1,9 @@
 # Entry points for a fresh machine.  The two in the README:
 #   make bench   build in Release, build the peers that are installed, and run the
 #                interleaved comparison (../shared/BENCHMARKS.md)
-#   make test    build with misuse checks, run every test on both back ends, run
-#                them again under valgrind, and check an installed copy is usable
+#   make test    build with misuse checks, check the layering, run every test on
+#                both back ends, run them again under valgrind, check an installed
+#                copy is usable, and compile and run the README's program
 # CI (.ci/run) adds `make test-asan` and `make test-aarch64`.
 WERROR ?= OFF
 JOBS ?= 2
@@ -18,9 +19,11 @@ test-build:
 	$(CMAKE) --build build/test -j$(JOBS)
 
 test: test-build
+	scripts/check-layers.py --build build/test
 	ctest --test-dir build/test --output-on-failure -j$(JOBS)
 	scripts/valgrind-tests.sh build/test
 	scripts/consumer-test.sh build/test
+	scripts/readme-example.sh build/test
 
 test-asan:
 	@scripts/deps.sh test

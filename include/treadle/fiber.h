@@ -69,12 +69,16 @@ typedef void *(*tdl_fiber_fn)(void *arg);
 typedef struct tdl_fiber_options {
   const char *name;  /* for diagnostics; copied (up to 23 bytes). NULL: none */
   size_t stack_size; /* 0: TDL_STACK_DEFAULT */
+  bool detached;     /* start detached (as tdl_fiber_detach at once): it
+                        releases itself when it finishes; never join it */
 } tdl_fiber_options;
 
 /*
  * Start fn(arg) as a new fiber of loop; it first runs on the loop's next
  * iteration (or at the caller's next blocking call or yield, when the caller
- * is a fiber of the same loop).  *out (may be NULL) receives its handle.
+ * is a fiber of the same loop).  *out (may be NULL) receives its handle;
+ * most servers start each connection's fiber with .detached = true and pass
+ * NULL.
  * Errors: -EINVAL (stack size below TDL_STACK_MIN or above TDL_STACK_MAX, or
  * fn NULL); -ENOMEM (no memory for the stack; nothing is left behind).
  * Cost: a few ns with a cached stack, ~11 us for a new one.

@@ -350,6 +350,7 @@ int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg
   f->wait_fd = -1;
   f->deadline = TDL_FOREVER;
   f->io_budget = IO_BUDGET;
+  f->detached = opts && opts->detached;
   if (opts && opts->name) {
     strncpy(f->name, opts->name, sizeof f->name - 1);
   }

@@ -49,6 +49,33 @@ static void spawn_and_join(void **state)
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
+static int detached_ran;
+
+static void *mark_detached(void *arg)
+{
+  (void)arg;
+  detached_ran++;
+  return NULL;
+}
+
+/* Spawned detached in one call: it runs, releases itself, and its handle
+ * cannot be joined or detached again. */
+static void spawn_detached(void **state)
+{
+  (void)state;
+  detached_ran = 0;
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(L, NULL, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), -EINVAL); /* already detached */
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(detached_ran, 2);
+  assert_int_equal(tdl_fiber_detach(L, h), -ESRCH); /* released */
+  tdl_fiber_stats st;
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, 0);
+}
+
 static void fifo_and_yield(void **state)
 {
   (void)state;
@@ -843,6 +870,7 @@ int main(int argc, char **argv)
     return overflow_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(spawn_and_join, setup, teardown),
+      cmocka_unit_test_setup_teardown(spawn_detached, setup, teardown),
       cmocka_unit_test_setup_teardown(fifo_and_yield, setup, teardown),
       cmocka_unit_test_setup_teardown(join_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(only_one_joiner, setup, teardown),

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Compiles the program README.md opens with, exactly as written there, against
+# a built tree, runs it, and checks it as a client would: 50 connections at
+# once each get their bytes echoed; a bad address is refused with a message.
+#   scripts/readme-example.sh [BUILD_DIR]
+set -eu
+build=${1:-build/test}
+dir=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+awk '/^```c$/ && !done {on=1; next} /^```$/ && on {on=0; done=1} on' README.md > "$dir/echo.c"
+[ -s "$dir/echo.c" ] || { echo "readme-example: no \`\`\`c block in README.md" >&2; exit 1; }
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread -o "$dir/echo"
+
+if "$dir/echo" not-an-address 2>"$dir/err"; then
+  echo "readme-example: a bad address was accepted" >&2; exit 1
+fi
+grep -q "Invalid argument" "$dir/err" || { echo "readme-example: no message for a bad address" >&2; exit 1; }
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$dir/echo" "127.0.0.1:$port" &
+pid=$!
+python3 - "$port" <<'PY'
+import os, socket, sys, time
+port = int(sys.argv[1])
+for _ in range(100):                      # wait for the listener
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close(); break
+    except OSError:
+        time.sleep(0.05)
+conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(50)]
+msgs = [os.urandom(1 + 997 * i % 20000) for i in range(50)]
+for c, m in zip(conns, msgs):
+    c.sendall(m)
+for c, m in zip(conns, msgs):
+    got = b""
+    while len(got) < len(m):
+        chunk = c.recv(65536)
+        if not chunk:
+            sys.exit("readme-example: connection closed early")
+        got += chunk
+    if got != m:
+        sys.exit("readme-example: echoed bytes differ")
+    c.close()
+print("readme-example: the README's program echoed 50 connections")
+PY

@@ -13,20 +13,30 @@
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 #define SUN_OFF offsetof(struct sockaddr_un, sun_path)
 
-/* "0".."65535": 1 to 5 decimal digits, then the end of the string. */
-static int parse_port(const char *p, in_port_t *out)
+/* A whole string of 1 to `digits` decimal digits with a value <= max. */
+static int parse_decimal(const char *p, size_t digits, uint64_t max, uint64_t *out)
 {
-  unsigned v = 0;
+  uint64_t v = 0;
   size_t n = 0;
   for (; p[n]; n++) {
-    if (p[n] < '0' || p[n] > '9' || n == 5)
+    if (p[n] < '0' || p[n] > '9' || n == digits)
       return -EINVAL;
-    v = v * 10 + (unsigned)(p[n] - '0');
+    v = v * 10 + (uint64_t)(p[n] - '0');
   }
-  if (n == 0 || v > 65535)
+  if (n == 0 || v > max)
     return -EINVAL;
-  *out = htons((uint16_t)v);
+  *out = v;
   return 0;
+}
+
+/* "0".."65535", in network order. */
+static int parse_port(const char *p, in_port_t *out)
+{
+  uint64_t v;
+  int e = parse_decimal(p, 5, 65535, &v);
+  if (e == 0)
+    *out = htons((uint16_t)v);
+  return e;
 }
 
 static int parse_unix(tdl_addr *a, const char *rest)
@@ -52,17 +62,11 @@ static int parse_unix(tdl_addr *a, const char *rest)
 
 static int parse_scope(const char *p, uint32_t *out)
 {
-  uint64_t v = 0;
-  size_t n = 0;
-  for (; p[n]; n++) {
-    if (p[n] < '0' || p[n] > '9' || n == 10)
-      return -EINVAL;
-    v = v * 10 + (uint64_t)(p[n] - '0');
-  }
-  if (n == 0 || v > UINT32_MAX)
-    return -EINVAL;
-  *out = (uint32_t)v;
-  return 0;
+  uint64_t v;
+  int e = parse_decimal(p, 10, UINT32_MAX, &v);
+  if (e == 0)
+    *out = (uint32_t)v;
+  return e;
 }
 
 static int parse_ip(tdl_addr *a, const char *s)

@@ -55,6 +55,10 @@ typedef struct tdl__fiber {
   uint32_t slot, gen;
   struct tdl__fiber *joiner;
   tdl__list cleanups;    /* tdl__cleanup: run when the fiber finishes */
+  void (*abort_wait)(struct tdl__fiber *f); /* a cancel or deadline ends the
+                                            park: undo the wait at once */
+  void *abort_ctx;
+  int unpark_result;     /* parked where tdl_fiber_unpark ends it: its result; else -1 */
   tdl__cleanup fls_cleanup; /* fls.c's, linked once a value is set */
   uint8_t fls_rounds;    /* fls.c: rounds of destructors run */
   tdl_timer timer;
@@ -128,6 +132,8 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
  * cancelled meanwhile (the cancel is remembered, for the next park).  For
  * waits that must end in a known state, e.g. retaking a mutex. */
 int tdl__park_uncancellable(tdl__fiber *f, const char *what);
+/* The same with a deadline (-ETIMEDOUT). */
+int tdl__park_nocancel(tdl__fiber *f, const char *what, tdl_time_t deadline);
 
 /* Queue f (runnable) at the back of the run queue. */
 static inline void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
@@ -159,6 +165,24 @@ static inline void tdl__cleanup_del(tdl__cleanup *c)
 
 /* Run h->destroy(s, h) when s is destroyed. */
 static inline void tdl__sched_hook_add(tdl__sched *s, tdl__sched_hook *h) { tdl__list_push(&s->hooks, &h->link); }
+
+/* A fiber waiting on an fd (fiber_io.c), on its stack.  A plain wait wakes
+ * with the ready events; a clause of a select wakes with its clause number
+ * and finds the events in `events` (-EBADF: the fd was closed meanwhile). */
+typedef struct tdl__fdwait {
+  tdl__fiber *f;
+  int fd;
+  int clause;  /* -1: a plain wait */
+  int events;  /* out: ready events, or -EBADF */
+} tdl__fdwait;
+
+/* Hang rec on fd's state for events (TDL_READ and/or TDL_WRITE) and start
+ * its watcher, without parking.  rec->clause is the caller's.  Returns 0,
+ * -EBUSY (another fiber waits for that direction), -EBADF, -ENOMEM, or a
+ * tdl_io_start error.  Every successful begin needs an end (after the park),
+ * which does nothing if the wait already ended. */
+int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec);
+void tdl__fd_wait_end(tdl__fdwait *rec);
 
 /* Fiber I/O for net.h's accept and connect (which add the policies).
  * accept: the new fd is non-blocking and close-on-exec.  connect: a

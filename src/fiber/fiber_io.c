@@ -2,14 +2,19 @@
  * Fiber I/O: system calls that park the fiber, not the thread.
  *
  * Every call tries the system call first.  Only on EAGAIN does the fiber wait:
- * it tells the loop the cached readiness is stale (tdl_io_blocked), hangs
- * itself on the fd's state as reader or writer, starts the fd's watcher for
- * that direction, and parks.  The watcher's callback wakes it; the fiber then
- * retries.  The per-fd state (one watcher, one reader, one writer) is created
- * on first use and dropped by tdl_close().
+ * it tells the loop the cached readiness is stale (tdl_io_blocked), hangs a
+ * record of itself on the fd's state as reader or writer, starts the fd's
+ * watcher for that direction, and parks.  The watcher's callback wakes it;
+ * the fiber then retries.  The per-fd state (one watcher, one reader record,
+ * one writer record) is created on first use and dropped by tdl_close().
+ *
+ * One read less per message: a read that returns less than was asked for
+ * has emptied a stream, and when the loop would report new data as a level
+ * (TDL__FD_LEVEL) the next read parks first instead of calling read() to
+ * hear EAGAIN.  (A datagram socket's short read says nothing; recvfrom is
+ * left out, and so is MSG_PEEK, which empties nothing.)
  */
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,7 +24,7 @@
 
 typedef struct tdl__ffd {
   tdl_io w;
-  tdl__fiber *reader, *writer;
+  tdl__fdwait *reader, *writer;
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -38,19 +43,34 @@ static void ffd_update(tdl__sched *s, tdl__ffd *d)
     tdl_io_stop(s->loop, &d->w);
 }
 
+/* End rec's wait: ready with ev (> 0), or -EBADF when the fd was closed. */
+static void fdwait_end(tdl__fdwait *rec, int ev)
+{
+  rec->events = ev;
+  tdl__wake(rec->f, rec->clause < 0 ? ev : rec->clause);
+}
+
 static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
 {
   tdl__ffd *d = (tdl__ffd *)w; /* w is the first member */
   tdl__sched *s = loop->sched;
-  if (d->reader && (ev & (TDL_READ | TDL_ERR | TDL_HUP))) {
-    tdl__wake(d->reader, (int)ev);
+  tdl__fdwait *r = d->reader, *wr = d->writer;
+  bool readable = r && (ev & TDL_READ);
+  if (r && (ev & (TDL_READ | TDL_ERR | TDL_HUP))) {
     d->reader = NULL;
+    fdwait_end(r, (int)ev);
   }
-  if (d->writer && (ev & (TDL_WRITE | TDL_ERR | TDL_HUP))) {
-    tdl__wake(d->writer, (int)ev);
+  if (wr && (ev & (TDL_WRITE | TDL_ERR | TDL_HUP))) {
     d->writer = NULL;
+    if (wr != r) /* one record for both directions wakes once */
+      fdwait_end(wr, (int)ev);
   }
   ffd_update(s, d);
+  /* The loop took the arrival as consumed by telling us; for fiber I/O data
+   * stays there until a read says otherwise (a short read or EAGAIN), so
+   * keep it cached: the reader's next call reads instead of parking. */
+  if (readable)
+    tdl_io_feed(loop, w, TDL_READ);
 }
 
 static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
@@ -131,9 +151,7 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
 
 static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, fd, out, false); }
 
-/* Wait for events on fd.  stale: the caller just saw EAGAIN, so whatever the
- * loop cached about that direction is out of date. */
-static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline, bool stale)
+int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
 {
   tdl__sched *s = f->sched;
   tdl__ffd *d = NULL;
@@ -142,32 +160,62 @@ static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl
     return e;
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return -EBUSY;
-  if (stale)
-    tdl_io_blocked(s->loop, &d->w, events);
+  rec->f = f;
+  rec->fd = fd;
+  rec->events = 0;
   if (events & TDL_READ)
-    d->reader = f;
+    d->reader = rec;
   if (events & TDL_WRITE)
-    d->writer = f;
+    d->writer = rec;
   unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
   e = tdl_io_start(s->loop, &d->w, want);
-  if (e == 0)
-    e = tdl__park(f, what, fd, deadline);
-  /* Still hung on the fd after a timeout, cancel or failed start: unhang.
-   * (tdl_close may have freed d meanwhile; it then unhung us itself.) */
-  if (ffd_find(s, fd) == d) {
-    bool changed = false;
-    if (d->reader == f) {
-      d->reader = NULL;
-      changed = true;
-    }
-    if (d->writer == f) {
-      d->writer = NULL;
-      changed = true;
-    }
-    if (changed)
-      ffd_update(s, d);
-  }
+  if (e < 0)
+    tdl__fd_wait_end(rec);
   return e;
+}
+
+void tdl__fd_wait_end(tdl__fdwait *rec)
+{
+  tdl__sched *s = rec->f->sched;
+  tdl__ffd *d = ffd_find(s, rec->fd); /* tdl_close may have dropped it, and rec */
+  if (!d || (d->reader != rec && d->writer != rec))
+    return;
+  if (d->reader == rec)
+    d->reader = NULL;
+  if (d->writer == rec)
+    d->writer = NULL;
+  ffd_update(s, d);
+}
+
+/* A cancel or a deadline ended the wait: unhang at once, so that whoever
+ * cancelled may use the fd before this fiber runs again. */
+static void abort_fd_wait(tdl__fiber *f) { tdl__fd_wait_end(f->abort_ctx); }
+
+/* Wait for events on fd. */
+static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
+{
+  tdl__fdwait rec = {.clause = -1};
+  int e = tdl__fd_wait_begin(f, fd, events, &rec);
+  if (e < 0)
+    return e;
+  f->abort_wait = abort_fd_wait;
+  f->abort_ctx = &rec;
+  e = tdl__park(f, what, fd, deadline);
+  f->abort_wait = NULL;
+  tdl__fd_wait_end(&rec);
+  return e;
+}
+
+/* The caller just saw EAGAIN: what the loop cached about those directions is
+ * stale.  Wait for them. */
+static int wait_after_eagain(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  tdl_io_blocked(f->sched->loop, &d->w, events);
+  return wait_fd(f, fd, events, what, deadline);
 }
 
 int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
@@ -179,100 +227,110 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -ECANCELED;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
-  if (fd < 0)
-    return -EBADF;
-  /* The caller usually waits because a call treadle did not make (sendmsg,
-   * SSL_write, ...) said EAGAIN, which the readiness cache cannot know; and
-   * an edge-triggered fd that is ready now may never signal again.  So ask
-   * the kernel once, and wait only for readiness that is really missing. */
-  struct pollfd pfd = {.fd = fd, .events = (short)(((events & TDL_READ) ? POLLIN : 0) | ((events & TDL_WRITE) ? POLLOUT : 0))};
-  int n;
-  while ((n = poll(&pfd, 1, 0)) < 0 && errno == EINTR)
-    ;
-  if (n < 0)
-    return -errno;
-  if (pfd.revents & POLLNVAL)
-    return -EBADF;
-  if (n > 0) {
-    unsigned ev = ((pfd.revents & POLLIN) ? TDL_READ : 0) | ((pfd.revents & POLLOUT) ? TDL_WRITE : 0) |
-                  ((pfd.revents & POLLERR) ? TDL_ERR : 0) | ((pfd.revents & POLLHUP) ? TDL_HUP : 0);
-    tdl__io_budget_spend(f);
-    return (int)ev;
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  /* The caller saw EAGAIN from a call treadle did not make (sendmsg,
+   * SSL_write, ...).  Where the loop misses no readiness that is there when
+   * the wait starts, what it cached is stale: forget it and park, with no
+   * system call.  On an edge-triggered registration readiness already
+   * reported is not reported again, so a cached one is returned (at worst
+   * the caller hears EAGAIN once more and comes back). */
+  tdl_loop *loop = f->sched->loop;
+  if (!tdl__io_misses_nothing(loop, &d->w)) {
+    unsigned ev = tdl__io_cached(loop, &d->w, events);
+    if (ev) {
+      tdl_io_blocked(loop, &d->w, ev & events); /* consumed: the caller acts on it */
+      tdl__io_budget_spend(f);
+      return (int)ev;
+    }
   }
-  return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline, true);
+  return wait_after_eagain(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
-/* The shape of every call below: try; on EAGAIN wait and retry. */
-#define FIBER_IO(call, dir, name)                                   \
-  tdl__fiber *f = tdl__self();                                      \
-  if (!f)                                                           \
-    return -EPERM;                                                  \
-  if (f->cancelled)                                                 \
-    return -ECANCELED;                                              \
-  tdl__ffd *d_ = NULL;                                              \
-  int e_ = ffd_get(f->sched, fd, &d_);                              \
-  if (e_ < 0)                                                       \
-    return e_;                                                      \
-  for (;;) {                                                        \
-    ssize_t r_ = (call);                                            \
-    if (r_ >= 0) {                                                  \
-      tdl__io_budget_spend(f);                                      \
-      return r_;                                                    \
-    }                                                               \
-    if (errno == EINTR)                                             \
-      continue;                                                     \
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {                  \
-      e_ = -errno;                                                  \
+/* A read of len > 0 that returned less: the stream is empty for now. */
+static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
+
+/* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
+ * what a read asked for (0: not a read that empties a stream, see the top). */
+#define FIBER_IO(call, dir, name, len)                                \
+  tdl__fiber *f = tdl__self();                                        \
+  if (!f)                                                             \
+    return -EPERM;                                                    \
+  if (f->cancelled)                                                   \
+    return -ECANCELED;                                                \
+  tdl__ffd *d_ = NULL;                                                \
+  int e_ = ffd_get(f->sched, fd, &d_);                                \
+  if (e_ < 0)                                                         \
+    return e_;                                                        \
+  tdl_loop *loop_ = f->sched->loop;                                   \
+  if ((len) && tdl__io_read_empty(loop_, &d_->w) &&                   \
+      (e_ = wait_fd(f, fd, TDL_READ, (name), deadline)) < 0)          \
+    return e_;                                                        \
+  for (;;) {                                                          \
+    ssize_t r_ = (call);                                              \
+    if (r_ >= 0) {                                                    \
+      if (emptied(r_, (len)))                                         \
+        tdl_io_blocked(loop_, &d_->w, TDL_READ);                      \
+      tdl__io_budget_spend(f);                                        \
+      return r_;                                                      \
+    }                                                                 \
+    if (errno == EINTR)                                               \
+      continue;                                                       \
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {                    \
+      e_ = -errno;                                                    \
       tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
-      return e_;                                                    \
-    }                                                               \
-    e_ = wait_fd(f, fd, (dir), (name), deadline, true);             \
-    if (e_ < 0)                                                     \
-      return e_;                                                    \
+      return e_;                                                      \
+    }                                                                 \
+    tdl_io_blocked(loop_, &d_->w, (dir));                             \
+    e_ = wait_fd(f, fd, (dir), (name), deadline);                     \
+    if (e_ < 0)                                                       \
+      return e_;                                                      \
   }
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(read(fd, buf, len), TDL_READ, "read")
+  FIBER_IO(read(fd, buf, len), TDL_READ, "read", len)
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(write(fd, buf, len), TDL_WRITE, "write")
+  FIBER_IO(write(fd, buf, len), TDL_WRITE, "write", 0)
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "readv")
+  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "readv", 0)
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "writev")
+  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0)
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
 {
-  FIBER_IO(recv(fd, buf, len, flags), TDL_READ, "recv")
+  FIBER_IO(recv(fd, buf, len, flags), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len)
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
 {
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
-  FIBER_IO(send(fd, buf, len, flags | MSG_NOSIGNAL), TDL_WRITE, "send")
+  FIBER_IO(send(fd, buf, len, flags | MSG_NOSIGNAL), TDL_WRITE, "send", 0)
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
                      tdl_time_t deadline)
 {
-  FIBER_IO(recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv")
+  FIBER_IO(recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0)
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send")
+  FIBER_IO(sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0)
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
@@ -289,7 +347,7 @@ static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t 
 
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept")
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0)
 }
 
 int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
@@ -308,7 +366,7 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
       continue;
     if (errno != EINPROGRESS)
       return -errno;
-    e = wait_fd(f, fd, TDL_WRITE, "connect", deadline, true);
+    e = wait_after_eagain(f, fd, TDL_WRITE, "connect", deadline);
     if (e < 0)
       return e;
     int soerr = 0;
@@ -327,9 +385,9 @@ static void forget_fd(tdl__sched *s, int fd)
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
     if (d->reader)
-      tdl__wake(d->reader, -EBADF);
-    if (d->writer)
-      tdl__wake(d->writer, -EBADF);
+      fdwait_end(d->reader, -EBADF);
+    if (d->writer && d->writer != d->reader)
+      fdwait_end(d->writer, -EBADF);
     tdl_io_stop(s->loop, &d->w);
     free(d);
   }

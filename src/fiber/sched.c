@@ -253,16 +253,23 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
 
 /* ---- park and wake ---- */
 
+/* End f's park early (deadline, cancel) with result, and let whatever it
+ * waits in undo its wait at once. */
+static void abort_park(tdl__fiber *f, int result)
+{
+  if (tdl__wake(f, result) && f->abort_wait)
+    f->abort_wait(f);
+}
+
 static void deadline_cb(tdl_loop *loop, tdl_timer *t)
 {
   (void)loop;
-  tdl__wake(t->data, -ETIMEDOUT);
+  abort_park(t->data, -ETIMEDOUT);
 }
 
-int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
+/* The park of both forms: cancellable or not (then a cancel only marks). */
+static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bool nocancel)
 {
-  if (f->cancelled)
-    return -ECANCELED;
   tdl__sched *s = f->sched;
   bool timed = deadline != TDL_FOREVER;
   if (timed) {
@@ -279,23 +286,27 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
   f->wait_fd = fd;
   f->deadline = deadline;
   f->io_budget = IO_BUDGET;
+  f->nocancel = nocancel;
   switch_out(s, f);
+  f->nocancel = 0;
   if (timed)
     tdl_timer_stop(s->loop, &f->timer);
   return f->wake_result;
 }
 
-int tdl__park_uncancellable(tdl__fiber *f, const char *what)
+int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
 {
-  f->state = TDL__FIBER_PARKED;
-  f->waits_on = what;
-  f->wait_fd = -1;
-  f->deadline = TDL_FOREVER;
-  f->nocancel = 1;
-  switch_out(f->sched, f);
-  f->nocancel = 0;
-  return f->wake_result;
+  if (f->cancelled)
+    return -ECANCELED;
+  return park(f, what, fd, deadline, false);
 }
+
+int tdl__park_nocancel(tdl__fiber *f, const char *what, tdl_time_t deadline)
+{
+  return park(f, what, -1, deadline, true);
+}
+
+int tdl__park_uncancellable(tdl__fiber *f, const char *what) { return park(f, what, -1, TDL_FOREVER, true); }
 
 void tdl__io_budget_spend(tdl__fiber *f)
 {
@@ -350,6 +361,7 @@ int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg
   f->wait_fd = -1;
   f->deadline = TDL_FOREVER;
   f->io_budget = IO_BUDGET;
+  f->unpark_result = -1;
   f->detached = opts && opts->detached;
   if (opts && opts->name) {
     strncpy(f->name, opts->name, sizeof f->name - 1);
@@ -396,8 +408,6 @@ void tdl_fiber_exit(void *result)
     finish(f->sched, f, result);
 }
 
-static const char park_reason[] = "park";
-
 int tdl_fiber_park(tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -407,7 +417,10 @@ int tdl_fiber_park(tdl_time_t deadline)
     f->permit = 0;
     return 0;
   }
-  return tdl__park(f, park_reason, -1, deadline);
+  f->unpark_result = 0;
+  int e = tdl__park(f, "park", -1, deadline);
+  f->unpark_result = -1;
+  return e;
 }
 
 int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
@@ -416,9 +429,7 @@ int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
   tdl__fiber *f = tdl__fiber_lookup(loop->sched, h);
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
-  if (f->state == TDL__FIBER_PARKED && f->waits_on == park_reason)
-    tdl__wake(f, 0);
-  else
+  if (f->state != TDL__FIBER_PARKED || f->unpark_result < 0 || !tdl__wake(f, f->unpark_result))
     f->permit = 1;
   return 0;
 }
@@ -445,8 +456,12 @@ int tdl_fiber_join(tdl_fiber_t h, tdl_time_t deadline, void **result)
   if (f->joiner)
     return -EBUSY;
   if (f->state != TDL__FIBER_DONE) {
+    /* A cancelled fiber may still wait for one that is cancelled too (it
+     * unwinds soon), so that it can collect what it started. */
+    if (self->cancelled && !f->cancelled)
+      return -ECANCELED;
     f->joiner = self;
-    int e = tdl__park(self, "join", -1, deadline);
+    int e = self->cancelled ? tdl__park_nocancel(self, "join", deadline) : tdl__park(self, "join", -1, deadline);
     f->joiner = NULL;
     if (e < 0 && f->state != TDL__FIBER_DONE)
       return e;
@@ -480,7 +495,7 @@ int tdl_fiber_cancel(tdl_loop *loop, tdl_fiber_t h)
     return -ESRCH;
   f->cancelled = 1;
   if (!f->nocancel)
-    tdl__wake(f, -ECANCELED);
+    abort_park(f, -ECANCELED);
   return 0;
 }
 

@@ -290,3 +290,18 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w)
   tdl__fd_forget(loop, w->fd);
   close(w->fd);
 }
+
+unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events)
+{
+  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds || !owns(loop, w->fd, w))
+    return 0;
+  return loop->fds[w->fd].ready & (events | TDL_ERR | TDL_HUP);
+}
+
+bool tdl__io_misses_nothing(const tdl_loop *loop, const tdl_io *w)
+{
+  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds || !owns(loop, w->fd, w))
+    return true; /* its first start registers the fd afresh */
+  const tdl__fd *r = &loop->fds[w->fd];
+  return !(r->flags & TDL__FD_REGISTERED) || (r->bmode & TDL__FD_LEVEL);
+}

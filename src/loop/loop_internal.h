@@ -73,6 +73,15 @@ typedef struct tdl__fd_cold {
  * want stays within those bits, the loop does not call interest().  (epoll
  * sets it; poll, which must drop an fd it should not watch, does not.) */
 #define TDL__FD_LAZY 0x40u
+/* And TDL__FD_LEVEL: the back end misses no readiness that is already there
+ * when a watcher starts wanting it: it reports levels (poll; epoll while the
+ * registration is level-triggered), or the change of registration that a
+ * wider want makes reports what is ready then (epoll's switch to edges).
+ * Only an edge-triggered epoll registration lacks it: there, readiness that
+ * was reported once and not acted on is not reported again.  Fiber I/O
+ * relies on it to park without first trying a read that would return EAGAIN
+ * (tdl__io_read_empty). */
+#define TDL__FD_LEVEL 0x20u
 
 /* tdl_io.state bits */
 #define TDL__IO_ACTIVE 0x1u   /* must stay bit 0: tdl_io_active() tests it */
@@ -204,6 +213,31 @@ static inline void tdl__fd_report(tdl__fd *r, int fd, unsigned bits, int *queue,
     queue[(*queued)++] = fd;
   }
 }
+
+/* Whether a read on w's fd is known to find nothing: w made the fd's
+ * registration, the back end reports reads as a level for it, and no read,
+ * error or hang-up is cached.  Then parking until the loop reports the fd
+ * costs no system call and loses nothing: a level is reported as soon as a
+ * watcher wants it. */
+static inline bool tdl__io_read_empty(const tdl_loop *loop, const tdl_io *w)
+{
+  uint32_t fd = (uint32_t)w->fd;
+  if (fd >= loop->nfds)
+    return false;
+  const tdl__fd *r = &loop->fds[fd];
+  const tdl__fd_cold *c = &loop->fdc[fd];
+  return (r->flags & TDL__FD_REGISTERED) && (r->bmode & TDL__FD_LEVEL) &&
+         !(r->ready & (TDL_READ | TDL_ERR | TDL_HUP)) && c->owner == w && c->owner_gen == w->gen;
+}
+
+/* The events of `events` (and TDL_ERR/TDL_HUP) that the loop has cached as
+ * ready for w's fd, if w made its registration; 0 otherwise. */
+unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events);
+
+/* Whether w's fd is registered with reads reported as a level (see
+ * TDL__FD_LEVEL), or not registered at all (a first registration reports
+ * what is there): either way a wait that starts now misses nothing. */
+bool tdl__io_misses_nothing(const tdl_loop *loop, const tdl_io *w);
 
 /* After reporting: let the loop re-state its interest in fd (poll back end,
  * which asks for writability only until it is seen). */

@@ -62,7 +62,9 @@ static void ep_close(tdl_loop *loop)
 }
 
 /* rec->bmode: the events the registration reports (which the loop reads,
- * see loop_internal.h), plus MODE_ET once edge-triggered. */
+ * see loop_internal.h), TDL__FD_LEVEL while it is level-triggered (asking
+ * for more then switches to edges with an EPOLL_CTL_MOD, which also reports
+ * what is ready at that moment), or MODE_ET once edge-triggered. */
 enum { MODE_ET = 0x80 };
 
 static uint32_t lt_events(unsigned want)
@@ -105,7 +107,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   }
   rec->reg_gen = gen;
   rec->flags |= TDL__FD_REGISTERED;
-  rec->bmode = (uint8_t)(TDL__FD_LAZY | (want & (TDL_READ | TDL_WRITE)));
+  rec->bmode = (uint8_t)(TDL__FD_LAZY | TDL__FD_LEVEL | (want & (TDL_READ | TDL_WRITE)));
   return 0;
 }
 

@@ -58,6 +58,7 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
     if (fcntl(fd, F_GETFD) < 0)
       return -errno;
     rec->flags |= TDL__FD_REGISTERED;
+    rec->bmode = TDL__FD_LEVEL; /* poll reports levels */
     rec->reg_gen++;
     *slot = -1;
   }

@@ -30,7 +30,11 @@
  *
  * Cancellation is sticky: after tdl_fiber_cancel(), the fiber's current and
  * every later blocking call returns -ECANCELED, so that it unwinds; calls
- * that do not block (tdl_close, tdl_fiber_yield) still work.
+ * that do not block (tdl_close, tdl_fiber_yield) still work.  What the fiber
+ * was waiting in is let go at once: an fd it waited on can be read or
+ * written by the canceller right away (no -EBUSY until the fiber runs).  A
+ * cancelled fiber may still join fibers that are cancelled too, so that it
+ * can collect what it started (see tdl_fiber_join).
  */
 #ifndef TREADLE_FIBER_H
 #define TREADLE_FIBER_H
@@ -107,7 +111,11 @@ TDL_API int tdl_fiber_yield(void);
 TDL_API void tdl_fiber_exit(void *result);
 
 /* Wait until fiber f finishes; store its result in *result (may be NULL) and
- * release it (its handle becomes stale).
+ * release it (its handle becomes stale).  On a cancelled fiber, join still
+ * waits (until the deadline) for an f that is itself cancelled, since f is
+ * unwinding; cancel your fibers, then join them, and nothing is left behind.
+ * Joining an f that is not cancelled from a cancelled fiber fails with
+ * -ECANCELED (it might never end): cancel or detach it.
  * Errors: -EPERM outside a fiber; -ESRCH (stale handle: already joined, or
  * detached and finished); -EINVAL (f is detached, or of another loop);
  * -EDEADLK (f is the caller); -EBUSY (another fiber is joining f);

@@ -211,6 +211,86 @@ static void *canceller(void *arg)
   return NULL;
 }
 
+/* After tdl_fiber_cancel the fd its target waited on is the canceller's at
+ * once: no -EBUSY until the target runs again. */
+static int CP[2];
+
+static void *read_forever(void *arg)
+{
+  (void)arg;
+  char c;
+  return (void *)(intptr_t)tdl_read(CP[0], &c, 1, TDL_FOREVER);
+}
+
+static void *take_over_the_fd(void *arg)
+{
+  tdl_fiber_t *victim = arg;
+  char c;
+  tdl_fiber_yield(); /* the victim parks in its read */
+  assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(TDL_MSEC)), -EBUSY); /* the victim reads it */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *victim), 0);
+  assert_int_equal(write(CP[1], "z", 1), 1);
+  assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(TDL_SEC)), 1); /* not -EBUSY */
+  assert_int_equal(c, 'z');
+  void *r = NULL;
+  assert_int_equal(tdl_fiber_join(*victim, TDL_FOREVER, &r), 0);
+  assert_int_equal((intptr_t)r, -ECANCELED);
+  return NULL;
+}
+
+static void cancel_frees_the_fd_at_once(void **state)
+{
+  (void)state;
+  t_pipe(CP);
+  tdl_fiber_t victim;
+  assert_int_equal(tdl_fiber_spawn(L, &victim, read_forever, NULL, NULL), 0);
+  go(take_over_the_fd, &victim);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_close(CP[0]);
+  tdl_close(CP[1]);
+}
+
+/* A cancelled fiber can still collect the fibers it cancels: join waits for
+ * a cancelled fiber, and refuses (-ECANCELED) one that is not. */
+static void *stubborn(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_sleep(TDL_FOREVER);
+}
+
+static void *parent(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = tdl_fiber_loop();
+  tdl_fiber_t kid[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(tdl_fiber_spawn(loop, &kid[i], stubborn, NULL, NULL), 0);
+  assert_int_equal(tdl_sleep(TDL_FOREVER), -ECANCELED); /* main cancels us */
+  assert_int_equal(tdl_fiber_join(kid[0], TDL_FOREVER, NULL), -ECANCELED); /* it would never end */
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(tdl_fiber_cancel(loop, kid[i]), 0);
+  for (int i = 0; i < 2; i++) {
+    void *r = NULL;
+    assert_int_equal(tdl_fiber_join(kid[i], tdl_after(TDL_SEC), &r), 0);
+    assert_int_equal((intptr_t)r, -ECANCELED);
+  }
+  return (void *)1;
+}
+
+static void cancelled_fiber_joins_cancelled_children(void **state)
+{
+  (void)state;
+  tdl_fiber_t p;
+  assert_int_equal(tdl_fiber_spawn(L, &p, parent, NULL, NULL), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_NOWAIT), 1);
+  assert_int_equal(tdl_fiber_cancel(L, p), 0);
+  assert_int_equal(tdl_fiber_detach(L, p), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_fiber_stats st;
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, 0); /* nothing leaked */
+}
+
 static void cancel_wakes_a_parked_fiber(void **state)
 {
   (void)state;
@@ -939,6 +1019,8 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(only_one_joiner, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_spawn_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_wakes_a_parked_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(cancel_frees_the_fd_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(cancelled_fiber_joins_cancelled_children, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_a_runnable_fiber, setup, teardown),
       cmocka_unit_test_setup_teardown(park_and_unpark, setup, teardown),
       cmocka_unit_test_setup_teardown(read_and_write_park_the_fiber, setup, teardown),

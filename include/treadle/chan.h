@@ -1,5 +1,6 @@
 /*
- * Channels between fibers of one loop (Go's channels, GHC's MVar).
+ * Channels between fibers of one loop (Go's channels, GHC's MVar), and
+ * select over channels, fds and unparks.
  * Include <treadle.h>.
  *
  * A channel carries values of one fixed size, copied in on send and out on
@@ -84,35 +85,65 @@ TDL_API int tdl_chan_close(tdl_chan *ch);
 static inline size_t tdl_chan_len(const tdl_chan *ch) { return ch->len; }
 static inline size_t tdl_chan_cap(const tdl_chan *ch) { return ch->cap; }
 
-/* ---- select ---- */
+/* ------------------------------------------------------------------------ */
+/* Select: wait for the first of channel operations, fds, an unpark          */
+/* ------------------------------------------------------------------------ */
 
-enum { TDL_CHAN_RECV = 1, TDL_CHAN_SEND = 2 };
+/* What a clause waits for. */
+enum {
+  TDL_SELECT_RECV = 1, /* a value from ch into val */
+  TDL_SELECT_SEND,     /* the value at val into ch */
+  TDL_SELECT_FD,       /* fd ready for events (as tdl_wait_fd) */
+  TDL_SELECT_PARK,     /* tdl_fiber_unpark() of the selecting fiber (its
+                          permit, if it has one, is taken at once) */
+};
 
-typedef struct tdl_chan_op {
-  tdl_chan *ch;  /* NULL: the clause is never ready (switches it off) */
-  int op;        /* TDL_CHAN_RECV or TDL_CHAN_SEND */
-  void *val;     /* where to receive into / what to send */
-  int result;    /* out, for the clause that ran: 0 or -EPIPE (closed) */
-} tdl_chan_op;
+typedef struct tdl_select_op {
+  int kind;        /* TDL_SELECT_* */
+  tdl_chan *ch;    /* RECV, SEND: the channel; NULL switches the clause off */
+  void *val;       /* RECV: where the value goes; SEND: the value */
+  int fd;          /* FD: the fd; negative switches the clause off */
+  unsigned events; /* FD: TDL_READ and/or TDL_WRITE */
+  int result;      /* out, for the clause that won: RECV, SEND 0 or -EPIPE
+                      (closed); FD the ready events (> 0, TDL_ERR/TDL_HUP
+                      included) or -EBADF (tdl_close()d while waiting);
+                      PARK 0 */
+} tdl_select_op;
 
 /*
- * Wait until one of the n operations can happen, do exactly that one, and
- * return its index (its ops[i].result says 0 or -EPIPE).  When several are
+ * Wait until one of the n clauses can complete, complete exactly that one,
+ * and return its index (ops[i].result says how it went).  When several are
  * ready, one is picked at random, so no clause starves.  A deadline already
- * past still lets a ready clause run.  Errors: -EINVAL (ops NULL, n 0, an
- * unknown op, or the same channel and direction twice); -ETIMEDOUT;
- * -ECANCELED; -EBADF (a channel was destroyed while waiting); -EPERM (outside
- * a fiber); -ENOMEM (more than 16 clauses and no memory for their wait
- * records).
+ * past still lets a ready clause win.  Each clause waits as its own call
+ * would: an FD clause is tdl_wait_fd (use it when a read or write returned
+ * EAGAIN, or a buffered reader ran dry; it costs no system call), a PARK
+ * clause is tdl_fiber_park.  So a server can wait for its client to send or
+ * hang up AND for another fiber's word, without a helper fiber:
+ *
+ *   tdl_select_op ops[] = {
+ *     {.kind = TDL_SELECT_FD, .fd = client, .events = TDL_READ},
+ *     {.kind = TDL_SELECT_PARK},
+ *   };
+ *   int i = tdl_select(ops, 2, tdl_after(30 * TDL_SEC));
+ *
+ * Errors: -EINVAL (ops NULL with n > 0, an unknown kind, FD events 0 or
+ * unknown, the same channel and direction twice, the same fd and direction
+ * twice, two PARK clauses, or no clause that could ever complete and no
+ * deadline: that wait would never end); -ETIMEDOUT; -ECANCELED; -EBADF (a
+ * channel was destroyed while waiting); -EBUSY (another fiber waits on an
+ * FD clause's fd in that direction); -EPERM (outside a fiber); -ENOMEM
+ * (more than 16 clauses and no memory for their wait records).
  * Cost: O(n) to check; O(n) more to park and unpark; O(n^2) comparisons to
- * reject duplicated clauses.
+ * reject duplicated clauses; no system call for the FD clauses.
  */
-TDL_API int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline);
+TDL_API int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline);
 
-/* The non-blocking select: do one clause that can go now and return its
- * index, or -EAGAIN when none can.  Works anywhere on the loop's thread (in
- * callbacks too), like the other try_ calls.  Errors: -EINVAL as above. */
-TDL_API int tdl_chan_try_select(tdl_chan_op *ops, size_t n);
+/* The non-blocking select: complete one clause that can go now and return
+ * its index, or -EAGAIN when none can.  Works anywhere on the loop's thread
+ * (in callbacks too), like the other try_ calls; there an FD clause asks the
+ * kernel (one poll()), and a PARK clause takes the fiber's permit (none
+ * outside a fiber).  Errors: -EINVAL as above. */
+TDL_API int tdl_try_select(tdl_select_op *ops, size_t n);
 
 #ifdef __cplusplus
 }

@@ -182,6 +182,11 @@ typedef struct tdl__fdwait {
  * tdl_io_start error.  Every successful begin needs an end (after the park),
  * which does nothing if the wait already ended. */
 int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec);
+/* Before a wait on fd after a foreign EAGAIN (tdl_wait_fd, a select's FD
+ * clause): the events the loop knows to be ready (> 0), or 0 after dropping
+ * what it cached as stale, or an error (-EBADF, -ENOMEM).  No system call
+ * but on an fd's first use. */
+int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events);
 void tdl__fd_wait_end(tdl__fdwait *rec);
 
 /* Fiber I/O for net.h's accept and connect (which add the policies).

@@ -218,6 +218,30 @@ static int wait_after_eagain(tdl__fiber *f, int fd, unsigned events, const char 
   return wait_fd(f, fd, events, what, deadline);
 }
 
+int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  /* The caller saw EAGAIN from a call treadle did not make (sendmsg,
+   * SSL_write, ...), or wants to hear of the next arrival.  Where the loop
+   * misses no readiness that is there when a wait starts, what it cached is
+   * stale: forget it, so that the wait waits; no system call either way.  On
+   * an edge-triggered registration readiness already reported is not
+   * reported again, so a cached one is taken as true (at worst the caller
+   * hears EAGAIN once more and comes back, and then it has been consumed). */
+  tdl_loop *loop = f->sched->loop;
+  if (tdl__io_misses_nothing(loop, &d->w)) {
+    tdl_io_blocked(loop, &d->w, events);
+    return 0;
+  }
+  unsigned ev = tdl__io_cached(loop, &d->w, events);
+  if (ev)
+    tdl_io_blocked(loop, &d->w, ev & events);
+  return (int)ev;
+}
+
 int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -227,26 +251,12 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -ECANCELED;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
-  tdl__ffd *d = NULL;
-  int e = ffd_get(f->sched, fd, &d);
-  if (e < 0)
+  int e = tdl__fd_ready_now(f, fd, events);
+  if (e != 0) {
+    tdl__io_budget_spend(f);
     return e;
-  /* The caller saw EAGAIN from a call treadle did not make (sendmsg,
-   * SSL_write, ...).  Where the loop misses no readiness that is there when
-   * the wait starts, what it cached is stale: forget it and park, with no
-   * system call.  On an edge-triggered registration readiness already
-   * reported is not reported again, so a cached one is returned (at worst
-   * the caller hears EAGAIN once more and comes back). */
-  tdl_loop *loop = f->sched->loop;
-  if (!tdl__io_misses_nothing(loop, &d->w)) {
-    unsigned ev = tdl__io_cached(loop, &d->w, events);
-    if (ev) {
-      tdl_io_blocked(loop, &d->w, ev & events); /* consumed: the caller acts on it */
-      tdl__io_budget_spend(f);
-      return (int)ev;
-    }
   }
-  return wait_after_eagain(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
+  return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
 /* A read of len > 0 that returned less: the stream is empty for now. */

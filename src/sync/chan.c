@@ -3,8 +3,8 @@
  *
  * A fiber that must wait puts a record (on its own stack) in the channel's
  * receive or send queue and parks.  Whoever completes the operation copies
- * the value straight between the two fibers' buffers and wakes the fiber; a
- * select parks one record per clause, and the first completion wins it.
+ * the value straight between the two fibers' buffers and wakes the fiber.
+ * Select (select.c) parks one record per clause; the first completion wins.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +137,7 @@ static inline unsigned char *slot(tdl_chan *ch, size_t i)
   return ch->buf + k * ch->elem_size;
 }
 
-static int try_send(tdl_chan *ch, const void *val)
+int tdl_chan_try_send(tdl_chan *ch, const void *val)
 {
   if (ch->closed)
     return -EPIPE;
@@ -155,7 +155,7 @@ static int try_send(tdl_chan *ch, const void *val)
   return -EAGAIN;
 }
 
-static int try_recv(tdl_chan *ch, void *val)
+int tdl_chan_try_recv(tdl_chan *ch, void *val)
 {
   if (ch->len) {
     copy_val(val, slot(ch, 0), ch->elem_size);
@@ -179,8 +179,6 @@ static int try_recv(tdl_chan *ch, void *val)
   return ch->closed ? -EPIPE : -EAGAIN;
 }
 
-int tdl_chan_try_send(tdl_chan *ch, const void *val) { return try_send(ch, val); }
-int tdl_chan_try_recv(tdl_chan *ch, void *val) { return try_recv(ch, val); }
 
 /* ---- blocking send and receive ---- */
 
@@ -199,7 +197,7 @@ int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  int r = try_send(ch, val);
+  int r = tdl_chan_try_send(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->sendq, f, (void *)val, "chan send", deadline);
@@ -212,96 +210,8 @@ int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  int r = try_recv(ch, val);
+  int r = tdl_chan_try_recv(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->recvq, f, val, "chan recv", deadline);
-}
-
-/* ---- select ---- */
-
-static uint32_t pick(uint32_t n)
-{
-  static _Thread_local uint32_t x = 0x9e3779b9u;
-  x ^= x << 13;
-  x ^= x >> 17;
-  x ^= x << 5;
-  return (uint32_t)(((uint64_t)x * n) >> 32);
-}
-
-enum { SELECT_ON_STACK = 16 };
-
-static int check_ops(const tdl_chan_op *ops, size_t n)
-{
-  if (!ops || n == 0 || n > UINT32_MAX)
-    return -EINVAL;
-  for (size_t i = 0; i < n; i++) {
-    if (ops[i].op != TDL_CHAN_RECV && ops[i].op != TDL_CHAN_SEND)
-      return -EINVAL;
-    for (size_t j = 0; j < i; j++)
-      if (ops[i].ch && ops[j].ch == ops[i].ch && ops[j].op == ops[i].op)
-        return -EINVAL;
-  }
-  return 0;
-}
-
-/* Do one clause that can go now, looking from a random starting point;
- * its index, or -EAGAIN. */
-static int try_any(tdl_chan_op *ops, size_t n)
-{
-  size_t start = pick((uint32_t)n);
-  for (size_t k = 0; k < n; k++) {
-    size_t i = start + k < n ? start + k : start + k - n;
-    tdl_chan *ch = ops[i].ch;
-    if (!ch)
-      continue;
-    int r = ops[i].op == TDL_CHAN_RECV ? try_recv(ch, ops[i].val) : try_send(ch, ops[i].val);
-    if (r != -EAGAIN) {
-      ops[i].result = r;
-      return (int)i;
-    }
-  }
-  return -EAGAIN;
-}
-
-int tdl_chan_try_select(tdl_chan_op *ops, size_t n)
-{
-  int e = check_ops(ops, n);
-  return e < 0 ? e : try_any(ops, n);
-}
-
-int tdl_chan_select(tdl_chan_op *ops, size_t n, tdl_time_t deadline)
-{
-  int e = check_ops(ops, n);
-  if (e < 0)
-    return e;
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  int r = try_any(ops, n);
-  if (r != -EAGAIN)
-    return r;
-  if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
-    return -ETIMEDOUT;
-
-  tdl__waiter local[SELECT_ON_STACK], *w = local;
-  if (n > SELECT_ON_STACK) {
-    w = malloc(n * sizeof *w);
-    if (!w)
-      return -ENOMEM;
-  }
-  tdl__select sel = {.ops = ops};
-  for (size_t i = 0; i < n; i++) {
-    w[i] = (tdl__waiter){.f = f, .val = ops[i].val, .sel = &sel, .index = (int)i};
-    if (ops[i].ch)
-      tdl__waitq_push(ops[i].op == TDL_CHAN_RECV ? &ops[i].ch->recvq : &ops[i].ch->sendq, &w[i]);
-  }
-  r = tdl__park(f, "select", -1, deadline);
-  for (size_t i = 0; i < n; i++)
-    tdl__waitq_leave(&w[i]);
-  if (w != local)
-    free(w);
-  return r;
 }

@@ -25,7 +25,7 @@
 
 /* The records of one select share this: the first clause to complete wins. */
 typedef struct tdl__select {
-  tdl_chan_op *ops;
+  tdl_select_op *ops;
   int done;
 } tdl__select;
 

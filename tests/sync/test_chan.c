@@ -269,10 +269,10 @@ static void bad_arguments(void **state)
   assert_int_equal(tdl_chan_send(&m, &v, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_chan_recv(&m, &v, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_chan_try_recv(&m, &v), -EAGAIN);
-  tdl_chan_op op = {.ch = &m, .op = TDL_CHAN_RECV, .val = &v};
-  assert_int_equal(tdl_chan_select(&op, 1, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_chan_select(&op, 1, 0), -EPERM); /* a past deadline is still a blocking call */
-  assert_int_equal(tdl_chan_try_select(&op, 1), -EAGAIN);
+  tdl_select_op op = {.kind = TDL_SELECT_RECV, .ch = &m, .val = &v};
+  assert_int_equal(tdl_select(&op, 1, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_select(&op, 1, 0), -EPERM); /* a past deadline is still a blocking call */
+  assert_int_equal(tdl_try_select(&op, 1), -EAGAIN);
   /* The teardown verb must match how the channel was made. */
   assert_int_equal(tdl_chan_free(&m), -EINVAL);
   assert_int_equal(tdl_chan_destroy(&m), 0);
@@ -291,21 +291,24 @@ static void select_misuse(void **state)
   assert_int_equal(tdl_chan_new(&a, sizeof(int), 1), 0);
   assert_int_equal(tdl_chan_new(&b, sizeof(int), 1), 0);
   int v = 0;
-  assert_int_equal(tdl_chan_try_select(NULL, 0), -EINVAL);
-  assert_int_equal(tdl_chan_select(NULL, 0, 0), -EINVAL);
-  tdl_chan_op one = {a, TDL_CHAN_RECV, &v, 0};
-  assert_int_equal(tdl_chan_try_select(&one, 0), -EINVAL);
-  tdl_chan_op dup[2] = {{a, TDL_CHAN_RECV, &v, 0}, {a, TDL_CHAN_RECV, &v, 0}};
-  assert_int_equal(tdl_chan_try_select(dup, 2), -EINVAL);
-  assert_int_equal(tdl_chan_select(dup, 2, 0), -EINVAL);
-  tdl_chan_op bad[1] = {{a, 3, &v, 0}};
-  assert_int_equal(tdl_chan_try_select(bad, 1), -EINVAL);
+  /* No clause at all: nothing is ready; with no deadline either, nothing could
+   * ever end the wait. */
+  assert_int_equal(tdl_try_select(NULL, 0), -EAGAIN);
+  assert_int_equal(tdl_select(NULL, 0, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_select(NULL, 1, 0), -EINVAL);
+  tdl_select_op one = {.kind = TDL_SELECT_RECV, .ch = a, .val = &v, .result = 0};
+  assert_int_equal(tdl_try_select(&one, 0), -EAGAIN);
+  tdl_select_op dup[2] = {{.kind = TDL_SELECT_RECV, .ch = a, .val = &v, .result = 0}, {.kind = TDL_SELECT_RECV, .ch = a, .val = &v, .result = 0}};
+  assert_int_equal(tdl_try_select(dup, 2), -EINVAL);
+  assert_int_equal(tdl_select(dup, 2, 0), -EINVAL);
+  tdl_select_op bad[1] = {{.kind = 9, .ch = a, .val = &v, .result = 0}};
+  assert_int_equal(tdl_try_select(bad, 1), -EINVAL);
   /* Same channel, both directions: allowed. */
-  tdl_chan_op both[2] = {{a, TDL_CHAN_RECV, &v, 0}, {a, TDL_CHAN_SEND, &v, 0}};
-  assert_int_equal(tdl_chan_try_select(both, 2), 1); /* only the send is ready */
+  tdl_select_op both[2] = {{.kind = TDL_SELECT_RECV, .ch = a, .val = &v, .result = 0}, {.kind = TDL_SELECT_SEND, .ch = a, .val = &v, .result = 0}};
+  assert_int_equal(tdl_try_select(both, 2), 1); /* only the send is ready */
   /* A NULL channel is never ready. */
-  tdl_chan_op off[2] = {{NULL, TDL_CHAN_RECV, &v, 0}, {b, TDL_CHAN_RECV, &v, 0}};
-  assert_int_equal(tdl_chan_try_select(off, 2), -EAGAIN);
+  tdl_select_op off[2] = {{.kind = TDL_SELECT_RECV, .ch = NULL, .val = &v, .result = 0}, {.kind = TDL_SELECT_RECV, .ch = b, .val = &v, .result = 0}};
+  assert_int_equal(tdl_try_select(off, 2), -EAGAIN);
   tdl_chan_free(a);
   tdl_chan_free(b);
 }
@@ -318,18 +321,18 @@ static void *select_waiter(void *arg)
 {
   (void)arg;
   int v = -1;
-  tdl_chan_op ops[20];
+  tdl_select_op ops[20];
   for (int i = 0; i < 20; i++)
-    ops[i] = (tdl_chan_op){S[i], TDL_CHAN_RECV, &v, 1};
-  int r = tdl_chan_select(ops, 20, TDL_FOREVER); /* > 16 clauses: heap records */
+    ops[i] = (tdl_select_op){.kind = TDL_SELECT_RECV, .ch = S[i], .val = &v, .result = 1};
+  int r = tdl_select(ops, 20, TDL_FOREVER); /* > 16 clauses: heap records */
   assert_int_equal(r, 13);
   assert_int_equal(ops[13].result, 0);
   assert_int_equal(v, 1313);
   /* With a deadline and nothing coming. */
-  assert_int_equal(tdl_chan_select(ops, 3, tdl_after(TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_select(ops, 3, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   /* A closed channel completes its clause with -EPIPE. */
   tdl_chan_close(S[2]);
-  assert_int_equal(tdl_chan_select(ops, 3, TDL_FOREVER), 2);
+  assert_int_equal(tdl_select(ops, 3, TDL_FOREVER), 2);
   assert_int_equal(ops[2].result, -EPIPE);
   return NULL;
 }
@@ -373,10 +376,10 @@ static void select_is_fair(void **state)
     for (int i = 0; i < 3; i++)
       if (tdl_chan_len(ch[i]) == 0)
         assert_int_equal(tdl_chan_try_send(ch[i], &v), 0);
-    tdl_chan_op ops[3];
+    tdl_select_op ops[3];
     for (int i = 0; i < 3; i++)
-      ops[i] = (tdl_chan_op){ch[i], TDL_CHAN_RECV, &v, 1};
-    int k = tdl_chan_try_select(ops, 3); /* all ready, every time */
+      ops[i] = (tdl_select_op){.kind = TDL_SELECT_RECV, .ch = ch[i], .val = &v, .result = 1};
+    int k = tdl_try_select(ops, 3); /* all ready, every time */
     assert_true(k >= 0 && k < 3);
     counts[k]++;
     /* exactly one value was taken */
@@ -427,8 +430,8 @@ static void *producer(void *arg)
     int r;
     if (rnd(3) == 0) {
       int other = (chn + 1) % NCH;
-      tdl_chan_op ops[2] = {{R[chn], TDL_CHAN_SEND, &v, 1}, {R[other], TDL_CHAN_SEND, &v, 1}};
-      r = tdl_chan_select(ops, 2, dl);
+      tdl_select_op ops[2] = {{.kind = TDL_SELECT_SEND, .ch = R[chn], .val = &v, .result = 1}, {.kind = TDL_SELECT_SEND, .ch = R[other], .val = &v, .result = 1}};
+      r = tdl_select(ops, 2, dl);
       if (r >= 0)
         r = ops[r].result;
     } else {
@@ -454,10 +457,10 @@ static void *consumer(void *arg)
   while (open) {
     int v, chn = (int)rnd(NCH);
     if (rnd(2)) {
-      tdl_chan_op ops[NCH];
+      tdl_select_op ops[NCH];
       for (int i = 0; i < NCH; i++)
-        ops[i] = (tdl_chan_op){R[i], TDL_CHAN_RECV, &v, 1};
-      int k = tdl_chan_select(ops, NCH, tdl_after((tdl_time_t)rnd(300) * TDL_USEC));
+        ops[i] = (tdl_select_op){.kind = TDL_SELECT_RECV, .ch = R[i], .val = &v, .result = 1};
+      int k = tdl_select(ops, NCH, tdl_after((tdl_time_t)rnd(300) * TDL_USEC));
       if (k >= 0 && ops[k].result == 0)
         take(me, k, v);
       else if (k >= 0)

@@ -13,6 +13,11 @@ machine drifts between rounds far more than within one.  Above 1 means
 treadle does the unit of work for less.
 
     python3 bench/run.py [--build DIR] [--rounds R] [--only GROUP ...] [--quick] [--write]
+                         [--baseline DIR]
+
+--baseline DIR adds, beside each treadle column, the same treadle workload
+from another build (say, the commit before a refactor), run in the same
+interleaved rounds: its ratio to treadle's is the before/after figure.
 
 --write rewrites the group's section of docs/PERFORMANCE.md, between
 <!-- BEGIN <group> --> and <!-- END <group> -->.  A missing peer binary is
@@ -217,6 +222,23 @@ def fmt(v):
     return f"{v:.3g}" if v < 1 else f"{v:.2f}"
 
 
+BASELINE = "baseline:"
+
+
+def add_baseline(e):
+    """e with its treadle implementation also taken from the baseline build,
+    right after it (so that the ratio column reads baseline / now)."""
+    impl = e["impls"][0]
+    binary, extra, env = IMPLS[impl]
+    if binary != "treadle-bench":
+        return e
+    twin = impl + "@baseline"
+    IMPLS[twin] = (BASELINE + binary, extra, env)
+    e = dict(e)
+    e["impls"] = [impl, twin] + [i for i in e["impls"][1:] if i != twin]
+    return e
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build", help="build directory (default: build)")
@@ -229,6 +251,8 @@ def main():
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run (default: 600)")
     ap.add_argument("--list", action="store_true", help="list the groups and experiments and exit")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also run each treadle workload from the build in DIR (before/after ratios)")
     opts = ap.parse_args()
 
     groups = list(dict.fromkeys(e["group"] for e in EXPERIMENTS))
@@ -244,6 +268,8 @@ def main():
         print(f"run.py: unknown group(s) {', '.join(unknown)}; groups: {', '.join(groups)}")
         return 0
     selected = [e for e in EXPERIMENTS if not only or e["group"] in only]
+    if opts.baseline:
+        selected = [add_baseline(e) for e in selected]
     rounds = 1 if opts.quick else max(1, opts.rounds)
     if opts.quick and opts.write:
         print("run.py: --quick never writes the doc; ignoring --write")
@@ -254,7 +280,10 @@ def main():
         for impl in e["impls"]:
             name = IMPLS[impl][0]
             if name not in binaries:
-                binaries[name] = find_binary(opts.build, name)
+                if name.startswith(BASELINE):
+                    binaries[name] = find_binary(opts.baseline, name[len(BASELINE):])
+                else:
+                    binaries[name] = find_binary(opts.build, name)
             if binaries[name] is None:
                 missing.add(impl)
     for impl in sorted(missing):

@@ -120,7 +120,9 @@ static inline void tdl__list_splice(tdl__list *to, tdl__list *from)
  * Call fn(n, ctx) for each node of head in order, where fn may remove any
  * node (n included) or add nodes: a marker node on the caller's stack keeps
  * the walk's place.  Nodes added behind the marker during the walk are
- * visited too.
+ * visited too.  While fn runs the marker is in the list, and it is no
+ * caller's struct: code that fn reaches must not iterate head itself
+ * (TDL__LIST_FOREACH would hand it the marker); keep a count instead.
  */
 static inline void tdl__list_walk(tdl__list *head, void (*fn)(tdl__list *n, void *ctx), void *ctx)
 {

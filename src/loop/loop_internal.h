@@ -187,6 +187,7 @@ struct tdl_loop {
   sigset_t sig_mask;     /* signals this loop reads */
   sigset_t sig_restore;  /* of those, the ones to unblock when their last watcher stops */
   tdl__list sigs;        /* all started signal watchers */
+  uint32_t sig_watchers[_NSIG]; /* of them, how many per signal */
 
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
    * runnable fibers; busy() says whether some are runnable (poll must not

@@ -16,14 +16,6 @@
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static tdl_loop *owners[_NSIG];
 
-static bool watched_here(const tdl_loop *loop, int signum)
-{
-  TDL__LIST_FOREACH(n, &loop->sigs)
-    if (TDL__CONTAINER_OF(n, tdl_signal, link)->signum == signum)
-      return true;
-  return false;
-}
-
 typedef struct delivery {
   tdl_loop *loop;
   int signum;
@@ -81,7 +73,9 @@ int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
       return 0;
     tdl_signal_stop(loop, s);
   }
-  if (!watched_here(loop, signum)) {
+  /* A count, not a look through loop->sigs: that list may be being walked,
+   * with the walk's marker in it (tdl__list_walk). */
+  if (loop->sig_watchers[signum] == 0) {
     pthread_mutex_lock(&owners_lock);
     bool taken = owners[signum] && owners[signum] != loop;
     if (!taken)
@@ -111,6 +105,7 @@ int tdl_signal_start(tdl_loop *loop, tdl_signal *s, int signum)
     }
   }
   s->signum = signum;
+  loop->sig_watchers[signum]++;
   tdl__list_push(&loop->sigs, &s->link);
   loop->active++;
   return 0;
@@ -124,7 +119,7 @@ int tdl_signal_stop(tdl_loop *loop, tdl_signal *s)
   tdl__list_remove(&s->link);
   loop->active--;
   int signum = s->signum;
-  if (watched_here(loop, signum))
+  if (--loop->sig_watchers[signum] > 0)
     return 0;
   /* The last watcher of signum: stop reading it and give it back. */
   sigdelset(&loop->sig_mask, signum);

@@ -1,10 +1,10 @@
 /*
- * Spawn's private interfaces:
- *   spawn.c        tdl_process_spawn: checks, PATH search, environment, fds, the clone
- *   spawn_child.c  what the child runs between clone and execve
- *   spawn_wait.c   wait, kill, release
- *   spawn_watch.c  the loop's child watcher (the only part that needs a loop)
- *   spawn_run.c    tdl_process_run
+ * The process layer's private interfaces:
+ *   spawn.c   tdl_process_spawn: checks, fds, the clone
+ *   child.c   what the child runs between clone and execve
+ *   wait.c    wait, kill, release
+ *   watch.c   the loop's child watcher
+ *   run.c     tdl_process_run
  */
 #ifndef TDL_SPAWN_INT_H
 #define TDL_SPAWN_INT_H
@@ -57,5 +57,20 @@ extern int tdl__spawn_debug;
  * Returns 1 when reaped (p->tdl__state is then REAPED), 0 when still running,
  * or a negative errno (-ECHILD). */
 int tdl__process_reap(tdl_process *p, int block);
+
+/* How proc waits for an exit nothing signals (no pidfd): waitpid(WNOHANG)
+ * checks 1 ms apart at first, backing off to 20 ms. */
+static inline tdl__backoff tdl__proc_backoff(void) { return (tdl__backoff){TDL_MSEC, 20 * TDL_MSEC}; }
+
+/* Close *fd if it is open and mark it closed.  Always tdl_close: a loop or a
+ * fiber may have watched the fd, and what a loop knows about an fd number
+ * must not outlive the file (a later fd with that number would inherit it). */
+static inline void tdl__proc_close(int *fd)
+{
+  if (*fd >= 0) {
+    tdl_close(*fd);
+    *fd = -1;
+  }
+}
 
 #endif

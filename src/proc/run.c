@@ -41,14 +41,6 @@ typedef struct run {
   bool group; /* signal the child's process group too */
 } run;
 
-static void close_fd(int *fd)
-{
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
-
 static int grow(capture *c, size_t limit)
 {
   size_t want = c->len + (c->len < MIN_GROW ? MIN_GROW : c->len);
@@ -95,7 +87,7 @@ static int drain(run *x, capture *c, int reads)
     } else if (n < 0 && errno == EAGAIN) {
       return 0;
     } else {
-      close_fd(&c->fd); /* EOF; any other error ends the stream too */
+      tdl__proc_close(&c->fd); /* EOF; any other error ends the stream too */
     }
   }
   return 0;
@@ -112,7 +104,7 @@ static void feed(run *x)
     else if (errno != EINTR)
       break; /* EPIPE: the child closed its stdin or exited */
   }
-  close_fd(&x->p.stdin_fd); /* all written, or the child stopped reading */
+  tdl__proc_close(&x->p.stdin_fd); /* all written, or the child stopped reading */
 }
 
 static void signal_child(run *x, int sig)
@@ -230,11 +222,12 @@ TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_optio
   x.err.fd = x.p.stderr_fd;
   x.p.stdout_fd = x.p.stderr_fd = -1; /* ours to close now */
   if (x.input_len == 0)
-    close_fd(&x.p.stdin_fd);
+    tdl__proc_close(&x.p.stdin_fd);
 
   enum { RUNNING, TERM_SENT, KILL_SENT } phase = RUNNING;
   bool timed_out = false, limit_killed = false, exited = false;
-  tdl_time_t kill_at = 0, nap = TDL_MSEC;
+  tdl_time_t kill_at = 0;
+  tdl__backoff nap = tdl__proc_backoff();
   for (;;) {
     struct pollfd pfd[4];
     int n = 0, i_in = -1, i_out = -1, i_err = -1, i_pid = -1;
@@ -252,11 +245,8 @@ TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_optio
       wake = deadline;
     else if (phase == TERM_SENT)
       wake = kill_at;
-    if (x.p.pidfd < 0 && (wake == TDL_FOREVER || wake > now + nap)) {
-      wake = now + nap; /* no pidfd: look at waitpid now and then */
-      if (nap < 20 * TDL_MSEC)
-        nap *= 2;
-    }
+    if (x.p.pidfd < 0 && (wake == TDL_FOREVER || wake > now + nap.next))
+      wake = now + tdl__backoff_step(&nap); /* no pidfd: look at waitpid now and then */
     struct timespec ts, *tsp = NULL;
     if (wake != TDL_FOREVER) {
       tdl_time_t left = wake > now ? wake - now : 0;
@@ -326,8 +316,8 @@ TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_optio
   if (r < 0 && r != -ETIMEDOUT && r != -ECHILD)
     tdl_process_run_result_destroy(result);
   tdl_process_destroy(&x.p); /* kills and reaps if we broke out early */
-  close_fd(&x.out.fd);
-  close_fd(&x.err.fd);
+  tdl__proc_close(&x.out.fd);
+  tdl__proc_close(&x.err.fd);
   free(x.out.buf);
   free(x.err.buf);
   free(x.scratch);

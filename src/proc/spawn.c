@@ -200,14 +200,6 @@ static int resolve(const char *file, const char *path_env, const char *cwd, char
 
 /* ---- tdl_process_spawn ------------------------------------------------------------------- */
 
-static void close_fd(int *fd)
-{
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
-
 static int check_options(const tdl_process_options *o)
 {
   if (!o->argv || !o->argv[0])
@@ -361,10 +353,10 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
 
   /* The child has exec'd or exited (CLONE_VFORK); under a tracer that turns
    * the clone into a fork, the read below waits for it instead. */
-  close_fd(&errpipe[1]);
+  tdl__proc_close(&errpipe[1]);
   for (int i = 0; i < 3; i++)
-    close_fd(&pipes[i][1]);
-  close_fd(&devnull);
+    tdl__proc_close(&pipes[i][1]);
+  tdl__proc_close(&devnull);
   if (pid < 0) {
     r = -clone_err;
     goto out;
@@ -379,7 +371,7 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
       ;
-    close_fd(&pidfd);
+    tdl__proc_close(&pidfd);
     r = -child_err;
     goto out;
   }
@@ -400,12 +392,12 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
 
 out:
   for (int i = 0; i < 3; i++) {
-    close_fd(&pipes[i][0]);
-    close_fd(&pipes[i][1]);
+    tdl__proc_close(&pipes[i][0]);
+    tdl__proc_close(&pipes[i][1]);
   }
-  close_fd(&devnull);
-  close_fd(&errpipe[0]);
-  close_fd(&errpipe[1]);
+  tdl__proc_close(&devnull);
+  tdl__proc_close(&errpipe[0]);
+  tdl__proc_close(&errpipe[1]);
   if (stack)
     stack_put(stack);
   free(owned_env);

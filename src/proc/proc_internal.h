@@ -1,6 +1,7 @@
 /*
  * The process layer's private interfaces:
  *   spawn.c   tdl_process_spawn: checks, fds, the clone
+ *   path.c    the child's environment and program (PATH search)
  *   child.c   what the child runs between clone and execve
  *   wait.c    wait, kill, release
  *   watch.c   the loop's child watcher
@@ -37,6 +38,17 @@ typedef struct tdl__child_args {
   int debug;               /* tdl__spawn_debug, copied */
   sigset_t mask;           /* the mask to exec with */
 } tdl__child_args;
+
+/* path.c.  -EINVAL for an env_set entry without '=' or with an empty name,
+ * or an env_unset name that is empty or holds '='. */
+int tdl__spawn_check_env(const tdl_process_options *o);
+/* The child's environment in *envp, and in *owned what to free() once the
+ * child has exec'd (NULL unless env_set or env_unset edit it). */
+int tdl__spawn_env(const tdl_process_options *o, char *const **envp, char ***owned);
+/* The program to execute (o->file, else argv[0]) into buf: a name without
+ * '/' is searched in the PATH of envp, the child's environment.  Returns 0,
+ * -ENOENT, -EACCES or -ENAMETOOLONG. */
+int tdl__spawn_resolve(const tdl_process_options *o, char *const *envp, char *buf, size_t size);
 
 /* The kernel's sigset is 64 bits; glibc's sigset_t is larger. */
 #define TDL__KSIGSET_SIZE 8

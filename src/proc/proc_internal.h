@@ -33,7 +33,7 @@ typedef struct tdl__child_args {
   int src[3];              /* fd to dup onto 0, 1, 2; -1 to leave it */
   int merge_stderr;        /* dup2(1, 2) after arranging 0 and 1 */
   int err_fd;              /* write end of the close-on-exec error pipe */
-  unsigned flags;          /* TDL_SPAWN_* */
+  unsigned flags;          /* TDL_PROCESS_* */
   int pgid;
   int debug;               /* tdl__spawn_debug, copied */
   sigset_t mask;           /* the mask to exec with */

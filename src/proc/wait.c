@@ -152,7 +152,8 @@ static int wait_in_fiber(tdl_process *p, tdl_time_t deadline)
 
 TDL_API void tdl_process_destroy(tdl_process *p)
 {
-  if (!p)
+  /* No child means no fds either; and a zeroed handle's fds read 0: stdin. */
+  if (!p || p->tdl__state == TDL__PROC_NONE)
     return;
   tdl_process_unwatch(p);
   if (p->tdl__state == TDL__PROC_RUNNING && tdl__process_reap(p, 0) == 0) {

@@ -17,7 +17,8 @@
  *    with SIGKILL and reaps it (it blocks for the few microseconds the kernel
  *    takes to tear it down).  To let a program outlive your handle, make it
  *    daemonize itself, or keep the handle and wait for it later;
- *  - a failed tdl_process_spawn() has reaped whatever child it started.
+ *  - a failed tdl_process_spawn() has reaped whatever child it started;
+ *  - tdl_process_run() reaps its child before it returns, whatever ends it.
  *  A fiber whose wait is cancelled or times out leaves the child to whoever
  *  releases the handle, by the same rule.
  *  The library reaps by pid (waitpid) only, never with waitpid(-1): code
@@ -109,7 +110,7 @@ typedef struct tdl_process_options {
   const char *cwd;
   /* stdio[0], [1], [2]: the child's stdin, stdout, stderr. */
   tdl_stdio stdio[3];
-  unsigned flags; /* TDL_SPAWN_* */
+  unsigned flags; /* TDL_PROCESS_* */
   int pgid;       /* with TDL_PROCESS_SETPGID */
 } tdl_process_options;
 
@@ -274,7 +275,7 @@ typedef struct tdl_process_run_options {
   /* Between SIGTERM at the deadline and SIGKILL: 0 means 1 s; negative means
    * SIGKILL at the deadline without SIGTERM. */
   tdl_time_t kill_grace;
-  unsigned flags; /* TDL_RUN_* */
+  unsigned flags; /* TDL_PROCESS_RUN_* */
 } tdl_process_run_options;
 
 typedef struct tdl_process_run_result {
@@ -300,18 +301,27 @@ typedef struct tdl_process_run_result {
  * deadline the child gets SIGTERM, and SIGKILL after opts->kill_grace.  Once
  * the child has exited, what is already in the pipes is read and the call
  * returns: a grandchild that keeps a pipe open cannot hold it up.  SIGPIPE
- * raised by writing to a child that stopped reading is kept from the caller.
+ * raised by writing to a child that stopped reading is kept from the caller
+ * (blocked around each write only: other fibers share the thread's mask).
  * opts may be NULL.
+ *
+ * In a fiber only that fiber waits, as fiber.h promises: its loop watches
+ * the pipes, the pidfd and the deadline, and runs the other fibers and
+ * callbacks meanwhile.  Outside a fiber (main, another thread, a loop
+ * callback) the calling thread blocks: the same watchers run on a private
+ * loop of the call's own, freed before it returns.
+ * Cancelling the fiber ends the call at once: the child (and its group,
+ * as at the deadline) gets SIGKILL and is reaped, and the call returns
+ * -ECANCELED with result empty.  A fiber already cancelled starts nothing.
  *
  * *result is always initialised; call tdl_process_run_result_destroy() after every call.
  * Returns 0 when the child exited before the deadline (whatever its status),
  * -ETIMEDOUT when the deadline passed (the child has been killed and reaped,
  * result->timed_out is set and result holds its status and the output read
  * so far), or an error with no child left and result empty: tdl_process_spawn's
- * errors, -EINVAL (argv or result NULL, a bad stdio choice), -ENOMEM.
- *
- * Outside a fiber the calling thread blocks in poll(); when fibers exist, a
- * fiber-aware form will park only the fiber.
+ * errors, -EINVAL (argv or result NULL, a bad stdio choice), -ECANCELED,
+ * -ECHILD (someone else reaped the child: see WHO REAPS), -ENOMEM, and,
+ * outside a fiber, tdl_loop_new's errors.
  */
 TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
                             size_t input_len, size_t limit, tdl_time_t deadline, tdl_process_run_result *result);

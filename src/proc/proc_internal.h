@@ -1,10 +1,11 @@
 /*
- * Spawn's private interfaces:
- *   spawn.c        tdl_process_spawn: checks, PATH search, environment, fds, the clone
- *   spawn_child.c  what the child runs between clone and execve
- *   spawn_wait.c   wait, kill, release
- *   spawn_watch.c  the loop's child watcher (the only part that needs a loop)
- *   spawn_run.c    tdl_process_run
+ * The process layer's private interfaces:
+ *   spawn.c   tdl_process_spawn: checks, fds, the clone
+ *   path.c    the child's environment and program (PATH search)
+ *   child.c   what the child runs between clone and execve
+ *   wait.c    wait, kill, release
+ *   watch.c   the loop's child watcher
+ *   run.c     tdl_process_run
  */
 #ifndef TDL_SPAWN_INT_H
 #define TDL_SPAWN_INT_H
@@ -32,11 +33,22 @@ typedef struct tdl__child_args {
   int src[3];              /* fd to dup onto 0, 1, 2; -1 to leave it */
   int merge_stderr;        /* dup2(1, 2) after arranging 0 and 1 */
   int err_fd;              /* write end of the close-on-exec error pipe */
-  unsigned flags;          /* TDL_SPAWN_* */
+  unsigned flags;          /* TDL_PROCESS_* */
   int pgid;
   int debug;               /* tdl__spawn_debug, copied */
   sigset_t mask;           /* the mask to exec with */
 } tdl__child_args;
+
+/* path.c.  -EINVAL for an env_set entry without '=' or with an empty name,
+ * or an env_unset name that is empty or holds '='. */
+int tdl__spawn_check_env(const tdl_process_options *o);
+/* The child's environment in *envp, and in *owned what to free() once the
+ * child has exec'd (NULL unless env_set or env_unset edit it). */
+int tdl__spawn_env(const tdl_process_options *o, char *const **envp, char ***owned);
+/* The program to execute (o->file, else argv[0]) into buf: a name without
+ * '/' is searched in the PATH of envp, the child's environment.  Returns 0,
+ * -ENOENT, -EACCES or -ENAMETOOLONG. */
+int tdl__spawn_resolve(const tdl_process_options *o, char *const *envp, char *buf, size_t size);
 
 /* The kernel's sigset is 64 bits; glibc's sigset_t is larger. */
 #define TDL__KSIGSET_SIZE 8
@@ -57,5 +69,20 @@ extern int tdl__spawn_debug;
  * Returns 1 when reaped (p->tdl__state is then REAPED), 0 when still running,
  * or a negative errno (-ECHILD). */
 int tdl__process_reap(tdl_process *p, int block);
+
+/* How proc waits for an exit nothing signals (no pidfd): waitpid(WNOHANG)
+ * checks 1 ms apart at first, backing off to 20 ms. */
+static inline tdl__backoff tdl__proc_backoff(void) { return (tdl__backoff){TDL_MSEC, 20 * TDL_MSEC}; }
+
+/* Close *fd if it is open and mark it closed.  Always tdl_close: a loop or a
+ * fiber may have watched the fd, and what a loop knows about an fd number
+ * must not outlive the file (a later fd with that number would inherit it). */
+static inline void tdl__proc_close(int *fd)
+{
+  if (*fd >= 0) {
+    tdl_close(*fd);
+    *fd = -1;
+  }
+}
 
 #endif

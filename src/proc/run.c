@@ -1,14 +1,19 @@
 /*
  * tdl_process_run: spawn, feed stdin, drain stdout and stderr together, and
- * enforce the deadline, all from one poll() loop on the pipes and the pidfd.
+ * enforce the deadline, with the loop's own machinery: I/O watchers on the
+ * pipes and the pidfd, a timer for the deadline and the kill grace, and,
+ * without a pidfd, a timer that looks at waitpid with a back-off.
+ *
+ * One implementation, two places to run it: in a fiber the watchers go on
+ * the fiber's loop and only the fiber parks (the callbacks unpark it when the
+ * run is over), so the loop's other fibers and callbacks run meanwhile;
+ * outside a fiber they go on a private loop that the call runs itself.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proc/proc_internal.h"
@@ -16,14 +21,16 @@
 #define DEFAULT_GRACE TDL_SEC
 #define SCRATCH_SIZE (64 * 1024)
 #define MIN_GROW (16 * 1024)
-/* Reads per stream per wakeup: a child that writes without pause must not
- * starve the other stream, the deadline or the exit check. */
-#define READS_PER_WAKE 16
+/* System calls per stream per wakeup: a child that writes (or reads) without
+ * pause must not starve the other streams, the deadline, the exit check or
+ * the loop's other fibers. */
+#define IO_PER_WAKE 16
 /* Reads of what is left in a pipe once the child has exited: bounded, since a
  * grandchild may go on writing into it. */
 #define READS_AFTER_EXIT 256
 
 typedef struct capture {
+  tdl_io w;
   int fd;
   char *buf;
   size_t len, cap; /* buf holds cap + 1 bytes */
@@ -31,23 +38,62 @@ typedef struct capture {
   bool truncated;
 } capture;
 
+enum phase { RUNNING, TERM_SENT, KILL_SENT };
+
 typedef struct run {
   tdl_process p;
+  tdl_loop *loop;
+  tdl_fiber_t fiber; /* the caller, parked until done; 0 on a private loop */
   capture out, err;
+  tdl_io in_w, exit_w; /* stdin; the pidfd */
+  tdl_timer clock;     /* the deadline, then the end of the kill grace */
+  tdl_timer poll;      /* no pidfd: the next look at waitpid */
+  tdl__backoff backoff;
   const char *input;
   size_t input_len, in_written;
   size_t limit;
   char *scratch;
+  tdl_time_t deadline, grace;
+  enum phase phase;
   bool group; /* signal the child's process group too */
+  bool kill_on_limit, timed_out, limit_killed, done;
+  int error; /* once done: 0 (the child was reaped) or why not */
 } run;
 
-static void close_fd(int *fd)
+/* ---- ending ---------------------------------------------------------------- */
+
+static void stop_all(run *x)
 {
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
+  tdl_io_stop(x->loop, &x->in_w);
+  tdl_io_stop(x->loop, &x->out.w);
+  tdl_io_stop(x->loop, &x->err.w);
+  tdl_io_stop(x->loop, &x->exit_w);
+  tdl_timer_stop(x->loop, &x->clock);
+  tdl_timer_stop(x->loop, &x->poll);
 }
+
+/* The run is over: nothing is watched any more, which also lets a private
+ * loop's run return. */
+static void finish(run *x, int error)
+{
+  x->done = true;
+  x->error = error;
+  stop_all(x);
+  if (x->fiber)
+    tdl_fiber_unpark(x->loop, x->fiber);
+}
+
+static void signal_child(run *x, int sig)
+{
+  if (x->p.tdl__state != TDL__PROC_RUNNING)
+    return;
+  tdl_process_kill(&x->p, sig);
+  /* The group's id is the unreaped child's pid: it cannot have been reused. */
+  if (x->group)
+    kill(-x->p.pid, sig);
+}
+
+/* ---- stdout and stderr ----------------------------------------------------- */
 
 static int grow(capture *c, size_t limit)
 {
@@ -64,63 +110,298 @@ static int grow(capture *c, size_t limit)
   return 0;
 }
 
-/* Read what the pipe has, up to `reads` reads.  Returns 0 or -ENOMEM. */
+/* Where the next read goes: the buffer, grown as needed, until it holds
+ * `limit` bytes; then scratch space whose contents are dropped. */
+static int room_for(run *x, capture *c, char **dst, size_t *room)
+{
+  if (c->len < x->limit) {
+    if (c->len == c->cap && grow(c, x->limit) < 0)
+      return -ENOMEM;
+    *dst = c->buf + c->len;
+    *room = c->cap - c->len;
+    return 0;
+  }
+  if (!x->scratch && !(x->scratch = malloc(SCRATCH_SIZE)))
+    return -ENOMEM;
+  *dst = x->scratch;
+  *room = SCRATCH_SIZE;
+  return 0;
+}
+
+static void end_stream(run *x, capture *c)
+{
+  tdl_io_stop(x->loop, &c->w);
+  tdl__proc_close(&c->fd);
+}
+
+/* Read what the pipe has, up to `reads` reads.  Returns 1 when it may hold
+ * more, 0 when it is empty or ended (its fd is then closed), or -ENOMEM. */
 static int drain(run *x, capture *c, int reads)
 {
-  while (c->fd >= 0 && reads-- > 0) {
+  while (c->fd >= 0) {
+    if (reads-- == 0)
+      return 1;
     char *dst;
     size_t room;
-    if (c->len < x->limit) {
-      if (c->len == c->cap) {
-        int r = grow(c, x->limit);
-        if (r < 0)
-          return r;
-      }
-      dst = c->buf + c->len;
-      room = c->cap - c->len;
-    } else {
-      if (!x->scratch && !(x->scratch = malloc(SCRATCH_SIZE)))
-        return -ENOMEM;
-      dst = x->scratch;
-      room = SCRATCH_SIZE;
-    }
+    if (room_for(x, c, &dst, &room) < 0)
+      return -ENOMEM;
     ssize_t n = read(c->fd, dst, room);
     if (n > 0) {
       if (dst == x->scratch)
         c->truncated = true;
       else
         c->len += (size_t)n;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
     } else if (n < 0 && errno == EAGAIN) {
       return 0;
-    } else {
-      close_fd(&c->fd); /* EOF; any other error ends the stream too */
+    } else if (n == 0 || errno != EINTR) {
+      end_stream(x, c); /* EOF; any other error ends the stream too */
     }
   }
   return 0;
 }
 
-static void feed(run *x)
+static void check_limit(run *x)
 {
-  while (x->p.stdin_fd >= 0 && x->in_written < x->input_len) {
-    ssize_t n = write(x->p.stdin_fd, x->input + x->in_written, x->input_len - x->in_written);
-    if (n >= 0)
-      x->in_written += (size_t)n;
-    else if (errno == EAGAIN)
-      return;
-    else if (errno != EINTR)
-      break; /* EPIPE: the child closed its stdin or exited */
-  }
-  close_fd(&x->p.stdin_fd); /* all written, or the child stopped reading */
+  if (!x->kill_on_limit || x->limit_killed || !(x->out.truncated || x->err.truncated))
+    return;
+  x->limit_killed = true;
+  signal_child(x, SIGKILL);
+  x->phase = KILL_SENT;
+  tdl_timer_stop(x->loop, &x->clock);
 }
 
-static void signal_child(run *x, int sig)
+static void on_output(tdl_loop *loop, tdl_io *w, unsigned events)
 {
-  tdl_process_kill(&x->p, sig);
-  /* The group's id is the unreaped child's pid: it cannot have been reused. */
-  if (x->group)
-    kill(-x->p.pid, sig);
+  (void)events;
+  run *x = w->data;
+  int r = drain(x, w == &x->out.w ? &x->out : &x->err, IO_PER_WAKE);
+  if (r < 0) {
+    finish(x, r);
+    return;
+  }
+  if (r > 0)
+    tdl_io_feed(loop, w, TDL_READ); /* the rest on the next iteration */
+  check_limit(x);
+}
+
+/* ---- stdin ------------------------------------------------------------------- */
+
+/* write(), keeping from the caller the SIGPIPE that writing to a pipe nobody
+ * reads raises: SIGPIPE is blocked for this one call, and one it raised is
+ * taken back unless the caller already had one pending.  Per call rather
+ * than for the whole run: the loop's other fibers share the thread's mask. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+{
+  sigset_t just_pipe, old, pending;
+  sigemptyset(&just_pipe);
+  sigaddset(&just_pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &just_pipe, &old);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  ssize_t n = write(fd, buf, len);
+  int e = errno;
+  if (n < 0 && e == EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&just_pipe, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = e;
+  return n;
+}
+
+/* One write of the input.  Returns 1 to go on, 0 when the pipe is full, -1
+ * when stdin is done with: all written, or the child stopped reading. */
+static int feed_once(run *x)
+{
+  if (x->in_written == x->input_len)
+    return -1;
+  ssize_t n = write_nosigpipe(x->p.stdin_fd, x->input + x->in_written, x->input_len - x->in_written);
+  if (n >= 0) {
+    x->in_written += (size_t)n;
+    return 1;
+  }
+  if (errno == EINTR)
+    return 1;
+  return errno == EAGAIN ? 0 : -1; /* EPIPE: the child closed its stdin or exited */
+}
+
+static void on_stdin(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  (void)events;
+  run *x = w->data;
+  int r = 1;
+  for (int i = 0; i < IO_PER_WAKE && r > 0; i++)
+    r = feed_once(x);
+  if (r == 0) {
+    tdl_io_blocked(loop, w, TDL_WRITE);
+  } else if (r < 0) {
+    tdl_io_stop(loop, w);
+    tdl__proc_close(&x->p.stdin_fd);
+  }
+  /* r > 0: a started write watcher runs again on the next iteration. */
+}
+
+/* ---- the exit and the deadline ------------------------------------------- */
+
+/* Whether the run is over: the child reaped (what it wrote before it exited
+ * is in the pipes now, and is read), or lost. */
+static bool check_exit(run *x)
+{
+  int r = tdl__process_reap(&x->p, 0);
+  if (r == 0)
+    return false;
+  if (r > 0 && (r = drain(x, &x->out, READS_AFTER_EXIT)) >= 0)
+    r = drain(x, &x->err, READS_AFTER_EXIT);
+  finish(x, r < 0 ? r : 0);
+  return true;
+}
+
+static void on_pidfd(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  (void)loop;
+  (void)events;
+  check_exit(w->data);
+}
+
+static void on_poll(tdl_loop *loop, tdl_timer *t)
+{
+  run *x = t->data;
+  if (check_exit(x))
+    return;
+  int r = tdl_timer_start(loop, t, tdl__backoff_step(&x->backoff), 0);
+  if (r < 0)
+    finish(x, r);
+}
+
+/* The deadline: SIGTERM, and SIGKILL when the grace ends (at once for a
+ * negative grace). */
+static void on_clock(tdl_loop *loop, tdl_timer *t)
+{
+  run *x = t->data;
+  if (x->phase == RUNNING) {
+    x->timed_out = true;
+    if (x->grace > 0) {
+      signal_child(x, SIGTERM);
+      x->phase = TERM_SENT;
+      int r = tdl_timer_start_at(loop, t, tdl__time_add(tdl_loop_now(loop), x->grace), 0);
+      if (r < 0)
+        finish(x, r);
+      return;
+    }
+  }
+  signal_child(x, SIGKILL);
+  x->phase = KILL_SENT;
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+static int setup_stdio(tdl_process_options *so, const void *input)
+{
+  tdl_stdio *s = so->stdio;
+  if (input) {
+    if (s[0].mode != TDL_STDIO_DEFAULT)
+      return -EINVAL;
+    s[0].mode = TDL_STDIO_PIPE;
+  } else if (s[0].mode == TDL_STDIO_PIPE) {
+    return -EINVAL;
+  } else if (s[0].mode == TDL_STDIO_DEFAULT) {
+    s[0].mode = TDL_STDIO_NULL;
+  }
+  for (int i = 1; i < 3; i++) {
+    if (s[i].mode == TDL_STDIO_DEFAULT)
+      s[i].mode = TDL_STDIO_PIPE;
+  }
+  return 0;
+}
+
+static int setup(run *x, const char *const *argv, const tdl_process_run_options *opts, const void *input,
+                 size_t input_len, tdl_process_options *so)
+{
+  memset(x, 0, sizeof *x);
+  x->p.pidfd = x->p.stdin_fd = x->p.stdout_fd = x->p.stderr_fd = -1;
+  x->out.fd = x->err.fd = -1;
+  x->input = input;
+  x->input_len = input ? input_len : 0;
+  x->grace = opts && opts->kill_grace ? opts->kill_grace : DEFAULT_GRACE;
+  x->kill_on_limit = opts && (opts->flags & TDL_PROCESS_RUN_KILL_ON_LIMIT);
+  x->backoff = tdl__proc_backoff();
+  tdl_timer_init(&x->clock, on_clock, x);
+  tdl_timer_init(&x->poll, on_poll, x);
+  *so = opts ? opts->spawn : (tdl_process_options){0};
+  so->argv = argv;
+  if (opts && (opts->flags & ~TDL_PROCESS_RUN_KILL_ON_LIMIT))
+    return -EINVAL;
+  int r = setup_stdio(so, input);
+  x->out.on = so->stdio[1].mode == TDL_STDIO_PIPE;
+  x->err.on = so->stdio[2].mode == TDL_STDIO_PIPE;
+  x->group = (so->flags & TDL_PROCESS_SETSID) || ((so->flags & TDL_PROCESS_SETPGID) && so->pgid == 0);
+  return r;
+}
+
+/* The caller's loop in a fiber, else one of our own. */
+static int use_loop(run *x)
+{
+  x->fiber = tdl_fiber_self();
+  if (x->fiber) {
+    x->loop = tdl_fiber_loop();
+    return 0;
+  }
+  return tdl_loop_new(&x->loop, NULL);
+}
+
+/* Take the spawned child's pipe ends and point a watcher at each fd. */
+static void adopt(run *x)
+{
+  x->out.fd = x->p.stdout_fd;
+  x->err.fd = x->p.stderr_fd;
+  x->p.stdout_fd = x->p.stderr_fd = -1; /* ours to close now */
+  if (x->input_len == 0)
+    tdl__proc_close(&x->p.stdin_fd); /* EOF at once */
+  tdl_io_init(&x->in_w, x->p.stdin_fd, on_stdin, x);
+  tdl_io_init(&x->out.w, x->out.fd, on_output, x);
+  tdl_io_init(&x->err.w, x->err.fd, on_output, x);
+  tdl_io_init(&x->exit_w, x->p.pidfd, on_pidfd, x);
+}
+
+static int start_reading(tdl_loop *loop, tdl_io *w)
+{
+  if (w->fd < 0)
+    return 0;
+  int r = tdl_io_start(loop, w, TDL_READ);
+  if (r == 0)
+    tdl_io_feed(loop, w, TDL_READ); /* what arrived before the watcher did */
+  return r;
+}
+
+static int watch(run *x)
+{
+  int r = 0;
+  if (x->p.stdin_fd >= 0)
+    r = tdl_io_start(x->loop, &x->in_w, TDL_WRITE);
+  if (r == 0)
+    r = start_reading(x->loop, &x->out.w);
+  if (r == 0)
+    r = start_reading(x->loop, &x->err.w);
+  if (r == 0 && x->p.pidfd >= 0)
+    r = start_reading(x->loop, &x->exit_w);
+  else if (r == 0)
+    r = tdl_timer_start(x->loop, &x->poll, tdl__backoff_step(&x->backoff), 0);
+  if (r == 0 && x->deadline != TDL_FOREVER)
+    r = tdl_timer_start_at(x->loop, &x->clock, x->deadline, 0);
+  return r;
+}
+
+/* Until the callbacks say the run is over: the fiber parks, or the thread
+ * runs the private loop.  Returns x->error, or why the wait ended early
+ * (-ECANCELED for a cancelled fiber). */
+static int wait_done(run *x)
+{
+  while (!x->done) {
+    int r = x->fiber ? tdl_fiber_park(TDL_FOREVER) : tdl_loop_run(x->loop, TDL_LOOP_ONCE);
+    if (r < 0)
+      return r;
+  }
+  return x->error;
 }
 
 static int finish_capture(capture *c, char **out, size_t *out_len, bool *truncated)
@@ -137,64 +418,37 @@ static int finish_capture(capture *c, char **out, size_t *out_len, bool *truncat
   return 0;
 }
 
-/* Blocks SIGPIPE around our writes to the child's stdin and consumes the one
- * a write to a closed pipe raises, unless the caller had one pending. */
-typedef struct sigpipe_guard {
-  sigset_t old;
-  bool active, was_pending;
-} sigpipe_guard;
-
-static void sigpipe_block(sigpipe_guard *g)
+static int report(run *x, tdl_process_run_result *result)
 {
-  sigset_t s, pending;
-  sigemptyset(&s);
-  sigaddset(&s, SIGPIPE);
-  sigpending(&pending);
-  g->was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &s, &g->old);
-  g->active = true;
+  result->status = x->p.tdl__status;
+  result->timed_out = x->timed_out;
+  result->limit_killed = x->limit_killed;
+  result->in_written = x->in_written;
+  int r = finish_capture(&x->out, &result->out, &result->out_len, &result->out_truncated);
+  if (r == 0)
+    r = finish_capture(&x->err, &result->err, &result->err_len, &result->err_truncated);
+  if (r == 0 && x->timed_out)
+    r = -ETIMEDOUT;
+  return r;
 }
 
-static void sigpipe_restore(sigpipe_guard *g)
+/* Everything back, whenever the run ended: no watcher, fd, child or loop is
+ * left.  A child still running (an error, a cancel) is killed with SIGKILL,
+ * its group too, and reaped. */
+static void release(run *x)
 {
-  if (!g->active)
-    return;
-  sigset_t s, pending;
-  sigemptyset(&s);
-  sigaddset(&s, SIGPIPE);
-  sigpending(&pending);
-  if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&s, NULL, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
-static int setup(const char *const *argv, const tdl_process_run_options *opts, const void *input,
-                 tdl_process_options *so, run *x)
-{
-  *so = opts ? opts->spawn : (tdl_process_options){0};
-  so->argv = argv;
-  if (opts && (opts->flags & ~TDL_PROCESS_RUN_KILL_ON_LIMIT))
-    return -EINVAL;
-  tdl_stdio *s = so->stdio;
-  if (input) {
-    if (s[0].mode != TDL_STDIO_DEFAULT)
-      return -EINVAL;
-    s[0].mode = TDL_STDIO_PIPE;
-  } else if (s[0].mode == TDL_STDIO_PIPE) {
-    return -EINVAL;
-  } else if (s[0].mode == TDL_STDIO_DEFAULT) {
-    s[0].mode = TDL_STDIO_NULL;
-  }
-  for (int i = 1; i < 3; i++) {
-    if (s[i].mode == TDL_STDIO_DEFAULT)
-      s[i].mode = TDL_STDIO_PIPE;
-  }
-  x->out.on = s[1].mode == TDL_STDIO_PIPE;
-  x->err.on = s[2].mode == TDL_STDIO_PIPE;
-  x->group = (so->flags & TDL_PROCESS_SETSID) || ((so->flags & TDL_PROCESS_SETPGID) && so->pgid == 0);
-  return 0;
+  if (x->loop)
+    stop_all(x);
+  if (x->p.tdl__state == TDL__PROC_RUNNING && tdl__process_reap(&x->p, 0) == 0)
+    signal_child(x, SIGKILL);
+  tdl_process_destroy(&x->p); /* reaps; closes the pidfd and stdin */
+  tdl__proc_close(&x->out.fd);
+  tdl__proc_close(&x->err.fd);
+  free(x->out.buf);
+  free(x->err.buf);
+  free(x->scratch);
+  if (x->loop && !x->fiber)
+    tdl_loop_free(x->loop);
 }
 
 TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
@@ -205,133 +459,23 @@ TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_optio
   memset(result, 0, sizeof *result);
   if (!argv)
     return -EINVAL;
-
   run x;
-  memset(&x, 0, sizeof x);
-  x.out.fd = x.err.fd = -1;
-  x.input = input;
-  x.input_len = input ? input_len : 0;
-  x.limit = limit;
   tdl_process_options so;
-  int r = setup(argv, opts, input, &so, &x);
+  int r = setup(&x, argv, opts, input, input_len, &so);
   if (r < 0)
     return r;
-  tdl_time_t grace = opts && opts->kill_grace ? opts->kill_grace : DEFAULT_GRACE;
-  bool kill_on_limit = opts && (opts->flags & TDL_PROCESS_RUN_KILL_ON_LIMIT);
-
-  sigpipe_guard guard = {.active = false};
-  if (x.input_len > 0)
-    sigpipe_block(&guard);
-  if ((r = tdl_process_spawn(&x.p, &so)) < 0) {
-    sigpipe_restore(&guard);
-    return r;
+  if (tdl_fiber_cancelled())
+    return -ECANCELED;
+  x.limit = limit;
+  x.deadline = deadline;
+  if ((r = use_loop(&x)) == 0 && (r = tdl_process_spawn(&x.p, &so)) == 0) {
+    adopt(&x);
+    if ((r = watch(&x)) == 0 && (r = wait_done(&x)) == 0)
+      r = report(&x, result);
   }
-  x.out.fd = x.p.stdout_fd;
-  x.err.fd = x.p.stderr_fd;
-  x.p.stdout_fd = x.p.stderr_fd = -1; /* ours to close now */
-  if (x.input_len == 0)
-    close_fd(&x.p.stdin_fd);
-
-  enum { RUNNING, TERM_SENT, KILL_SENT } phase = RUNNING;
-  bool timed_out = false, limit_killed = false, exited = false;
-  tdl_time_t kill_at = 0, nap = TDL_MSEC;
-  for (;;) {
-    struct pollfd pfd[4];
-    int n = 0, i_in = -1, i_out = -1, i_err = -1, i_pid = -1;
-    if (x.p.stdin_fd >= 0)
-      pfd[i_in = n++] = (struct pollfd){x.p.stdin_fd, POLLOUT, 0};
-    if (x.out.fd >= 0)
-      pfd[i_out = n++] = (struct pollfd){x.out.fd, POLLIN, 0};
-    if (x.err.fd >= 0)
-      pfd[i_err = n++] = (struct pollfd){x.err.fd, POLLIN, 0};
-    if (x.p.pidfd >= 0)
-      pfd[i_pid = n++] = (struct pollfd){x.p.pidfd, POLLIN, 0};
-
-    tdl_time_t now = tdl__clock_now(), wake = TDL_FOREVER;
-    if (phase == RUNNING && deadline != TDL_FOREVER)
-      wake = deadline;
-    else if (phase == TERM_SENT)
-      wake = kill_at;
-    if (x.p.pidfd < 0 && (wake == TDL_FOREVER || wake > now + nap)) {
-      wake = now + nap; /* no pidfd: look at waitpid now and then */
-      if (nap < 20 * TDL_MSEC)
-        nap *= 2;
-    }
-    struct timespec ts, *tsp = NULL;
-    if (wake != TDL_FOREVER) {
-      tdl_time_t left = wake > now ? wake - now : 0;
-      ts = (struct timespec){(time_t)(left / TDL_SEC), (long)(left % TDL_SEC)};
-      tsp = &ts;
-    }
-    /* TODO(fiber): inside a fiber this wait is what parks the fiber
-     * (watchers on the same fds, woken through the fiber's loop) instead of
-     * blocking the thread; the rest of this loop stays as it is. */
-    int k = ppoll(pfd, (nfds_t)n, tsp, NULL);
-    if (k < 0 && errno != EINTR) {
-      r = -errno;
-      break;
-    }
-    if (k > 0) {
-      if (i_in >= 0 && pfd[i_in].revents)
-        feed(&x);
-      if (i_out >= 0 && pfd[i_out].revents && (r = drain(&x, &x.out, READS_PER_WAKE)) < 0)
-        break;
-      if (i_err >= 0 && pfd[i_err].revents && (r = drain(&x, &x.err, READS_PER_WAKE)) < 0)
-        break;
-    }
-    if ((i_pid < 0 || (k > 0 && pfd[i_pid].revents)) && (r = tdl__process_reap(&x.p, 0)) != 0) {
-      if (r < 0)
-        break;
-      exited = true;
-      break;
-    }
-    r = 0;
-    if (kill_on_limit && !limit_killed && (x.out.truncated || x.err.truncated)) {
-      limit_killed = true;
-      signal_child(&x, SIGKILL);
-      phase = KILL_SENT;
-    }
-    now = tdl__clock_now();
-    if (phase == RUNNING && deadline != TDL_FOREVER && now >= deadline) {
-      timed_out = true;
-      if (grace < 0) {
-        signal_child(&x, SIGKILL);
-        phase = KILL_SENT;
-      } else {
-        signal_child(&x, SIGTERM);
-        kill_at = grace > TDL_TIME_MAX - now ? TDL_TIME_MAX : now + grace;
-        phase = TERM_SENT;
-      }
-    } else if (phase == TERM_SENT && now >= kill_at) {
-      signal_child(&x, SIGKILL);
-      phase = KILL_SENT;
-    }
-  }
-
-  if (exited) {
-    /* Whatever the child wrote before it exited is in the pipes now. */
-    if ((r = drain(&x, &x.out, READS_AFTER_EXIT)) == 0)
-      r = drain(&x, &x.err, READS_AFTER_EXIT);
-  }
-  if (r == 0 && exited) {
-    result->status = x.p.tdl__status;
-    result->timed_out = timed_out;
-    result->limit_killed = limit_killed;
-    result->in_written = x.in_written;
-    if ((r = finish_capture(&x.out, &result->out, &result->out_len, &result->out_truncated)) == 0)
-      r = finish_capture(&x.err, &result->err, &result->err_len, &result->err_truncated);
-    if (r == 0 && timed_out)
-      r = -ETIMEDOUT;
-  }
-  if (r < 0 && r != -ETIMEDOUT && r != -ECHILD)
+  if (r < 0 && r != -ETIMEDOUT)
     tdl_process_run_result_destroy(result);
-  tdl_process_destroy(&x.p); /* kills and reaps if we broke out early */
-  close_fd(&x.out.fd);
-  close_fd(&x.err.fd);
-  free(x.out.buf);
-  free(x.err.buf);
-  free(x.scratch);
-  sigpipe_restore(&guard);
+  release(&x);
   return r;
 }
 

@@ -1,18 +1,21 @@
 /*
  * tdl_process_spawn, the parent's side: everything that may allocate, search or fail
  * cheaply is done here, before the child exists, so that the child (see
- * spawn_child.c) only rearranges fds and calls execve.
+ * child.c) only rearranges fds and calls execve.  In stages, as in musl's
+ * posix_spawn: the checks; the environment and the program (path.c); the
+ * child's stdio and the error pipe; the clone, with every signal blocked; the
+ * child's verdict from the error pipe; the hand-over to the tdl_process.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,8 +32,6 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
-
-extern char **environ;
 
 int tdl__spawn_debug;
 
@@ -68,144 +69,18 @@ static void stack_put(void *s)
     munmap(old, CHILD_STACK_SIZE);
 }
 
-/* ---- environment --------------------------------------------------------------- */
+/* ---- stages of tdl_process_spawn ------------------------------------------------ */
 
-static size_t name_len(const char *entry)
+static void no_child(tdl_process *p)
 {
-  const char *eq = strchr(entry, '=');
-  return eq ? (size_t)(eq - entry) : strlen(entry);
-}
-
-static int check_env_lists(const tdl_process_options *o)
-{
-  for (const char *const *e = o->env_set; e && *e; e++)
-    if (!strchr(*e, '=') || **e == '=')
-      return -EINVAL;
-  for (const char *const *e = o->env_unset; e && *e; e++)
-    if (**e == '\0' || strchr(*e, '='))
-      return -EINVAL;
-  return 0;
-}
-
-static bool named(const char *entry, const char *name, size_t len)
-{
-  return strncmp(entry, name, len) == 0 && entry[len] == '=';
-}
-
-static bool listed(const char *const *list, const char *entry, bool list_has_values)
-{
-  size_t len = name_len(entry);
-  for (; list && *list; list++) {
-    size_t l = list_has_values ? name_len(*list) : strlen(*list);
-    if (l == len && strncmp(*list, entry, len) == 0)
-      return true;
-  }
-  return false;
-}
-
-/* The child's environment.  Only the edited case allocates (*owned); the
- * strings themselves are never copied. */
-static int build_env(const tdl_process_options *o, char *const **envp, char ***owned)
-{
-  char *const *base = o->env ? (char *const *)o->env : environ;
-  *owned = NULL;
-  if (!o->env_set && !o->env_unset) {
-    *envp = base;
-    return 0;
-  }
-  size_t n = 0, nset = 0;
-  for (char *const *e = base; e && *e; e++)
-    n++;
-  for (const char *const *e = o->env_set; e && *e; e++)
-    nset++;
-  char **v = malloc((n + nset + 1) * sizeof *v);
-  if (!v)
-    return -ENOMEM;
-  size_t k = 0;
-  for (char *const *e = base; e && *e; e++)
-    if (!listed(o->env_unset, *e, false) && !listed(o->env_set, *e, true))
-      v[k++] = *e;
-  for (size_t i = 0; i < nset; i++) /* a later duplicate in env_set wins */
-    if (!listed(o->env_set + i + 1, o->env_set[i], true))
-      v[k++] = (char *)o->env_set[i];
-  v[k] = NULL;
-  *envp = v;
-  *owned = v;
-  return 0;
-}
-
-static const char *env_get(char *const *envp, const char *name)
-{
-  size_t len = strlen(name);
-  for (; envp && *envp; envp++)
-    if (named(*envp, name, len))
-      return *envp + len + 1;
-  return NULL;
-}
-
-/* ---- PATH search ------------------------------------------------------------------ */
-
-/* execvp's search, done before the child exists.  Like execvp, a match that
- * exists but cannot be executed is skipped and reported as EACCES only if no
- * later entry matches.  Unlike execvp, nothing is ever run through /bin/sh. */
-static int resolve(const char *file, const char *path_env, const char *cwd, char *buf, size_t size)
-{
-  if (file[0] == '\0')
-    return -ENOENT;
-  if (strchr(file, '/')) {
-    if (strlen(file) >= size)
-      return -ENAMETOOLONG;
-    strcpy(buf, file);
-    return 0;
-  }
-  size_t flen = strlen(file);
-  if (flen > NAME_MAX)
-    return -ENAMETOOLONG;
-  if (!path_env)
-    path_env = "/bin:/usr/bin";
-  int err = -ENOENT;
-  for (const char *dir = path_env;; dir++) {
-    const char *end = strchrnul(dir, ':');
-    size_t dlen = (size_t)(end - dir);
-    /* An empty entry is the working directory; relative entries are taken
-     * from the child's working directory, where the child will look. */
-    size_t clen = (cwd && (dlen == 0 || dir[0] != '/')) ? strlen(cwd) + 1 : 0;
-    if (clen + dlen + 1 + flen < size) {
-      char *w = buf;
-      if (clen) {
-        memcpy(w, cwd, clen - 1);
-        w[clen - 1] = '/';
-        w += clen;
-      }
-      memcpy(w, dir, dlen);
-      w += dlen;
-      if (dlen)
-        *w++ = '/';
-      memcpy(w, file, flen + 1);
-      if (faccessat(AT_FDCWD, buf, X_OK, AT_EACCESS) == 0) {
-        struct stat st;
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
-          return 0;
-        err = -EACCES;
-      } else if (errno == EACCES) {
-        err = -EACCES;
-      }
-    }
-    if (*end == '\0')
-      break;
-    dir = end;
-  }
-  return err;
-}
-
-/* ---- tdl_process_spawn ------------------------------------------------------------------- */
-
-static void close_fd(int *fd)
-{
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
+  p->pid = 0;
+  p->pidfd = -1;
+  p->stdin_fd = p->stdout_fd = p->stderr_fd = -1;
+  p->tdl__state = TDL__PROC_NONE;
+  p->tdl__status = 0;
+  p->tdl__cb = NULL;
+  p->tdl__loop = NULL;
+  p->tdl__unwatch = NULL;
 }
 
 static int check_options(const tdl_process_options *o)
@@ -229,106 +104,90 @@ static int check_options(const tdl_process_options *o)
     if (m == TDL_STDIO_FD && (o->stdio[i].fd < 0 || fcntl(o->stdio[i].fd, F_GETFD) < 0))
       return -EBADF;
   }
-  return check_env_lists(o);
+  return tdl__spawn_check_env(o);
+}
+
+/* The fds the parent opens for one spawn. */
+typedef struct spawn_fds {
+  int pipe[3][2]; /* [i][0] the parent's end, [i][1] the child's */
+  int devnull;
+  int err[2];     /* the error pipe: the child writes its errno into [1] */
+} spawn_fds;
+
+static void close_child_ends(spawn_fds *f)
+{
+  tdl__proc_close(&f->err[1]);
+  for (int i = 0; i < 3; i++)
+    tdl__proc_close(&f->pipe[i][1]);
+  tdl__proc_close(&f->devnull);
+}
+
+static void close_all(spawn_fds *f)
+{
+  close_child_ends(f);
+  for (int i = 0; i < 3; i++)
+    tdl__proc_close(&f->pipe[i][0]);
+  tdl__proc_close(&f->err[0]);
+}
+
+/* A pipe for the child's fd i. */
+static int open_pipe(spawn_fds *f, int i)
+{
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0)
+    return -errno;
+  f->pipe[i][0] = i == 0 ? fds[1] : fds[0];
+  f->pipe[i][1] = i == 0 ? fds[0] : fds[1];
+  /* Only the parent's end: the child gets an ordinary blocking fd. */
+  if (fcntl(f->pipe[i][0], F_SETFL, O_NONBLOCK) < 0)
+    return -errno;
+  return 0;
+}
+
+/* The child's fds 0-2 (a->src, a->merge_stderr), and the error pipe. */
+static int open_stdio(const tdl_process_options *o, tdl__child_args *a, spawn_fds *f)
+{
+  int r;
+  a->merge_stderr = 0;
+  for (int i = 0; i < 3; i++) {
+    a->src[i] = -1;
+    switch (o->stdio[i].mode) {
+    case TDL_STDIO_DEFAULT:
+    case TDL_STDIO_INHERIT:
+      break;
+    case TDL_STDIO_NULL:
+      if (f->devnull < 0 && (f->devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+        return -errno;
+      a->src[i] = f->devnull;
+      break;
+    case TDL_STDIO_PIPE:
+      if ((r = open_pipe(f, i)) < 0)
+        return r;
+      a->src[i] = f->pipe[i][1];
+      break;
+    case TDL_STDIO_FD:
+      a->src[i] = o->stdio[i].fd;
+      break;
+    case TDL_STDIO_STDOUT:
+      a->merge_stderr = 1;
+      break;
+    }
+  }
+  if (pipe2(f->err, O_CLOEXEC) < 0)
+    return -errno;
+  a->err_fd = f->err[1];
+  return 0;
 }
 
 /* Set once a kernel refuses CLONE_PIDFD (Linux < 5.2): later spawns go
  * straight to pidfd_open. */
 static atomic_int clone_pidfd_refused;
 
-TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
+/* Start the child on `stack`; *pidfd gets its pidfd if the kernel hands one
+ * back.  Returns the pid or -errno.  Once it returns, the child has exec'd
+ * or exited (CLONE_VFORK). */
+static int clone_child(tdl__child_args *a, void *stack, unsigned flags, int *pidfd)
 {
-  if (!p)
-    return -EINVAL;
-  p->pid = 0;
-  p->pidfd = -1;
-  p->stdin_fd = p->stdout_fd = p->stderr_fd = -1;
-  p->tdl__state = TDL__PROC_NONE;
-  p->tdl__status = 0;
-  p->tdl__cb = NULL;
-  p->tdl__loop = NULL;
-  p->tdl__unwatch = NULL;
-  if (!o)
-    return -EINVAL;
-  int r = check_options(o);
-  if (r < 0)
-    return r;
-
-  char *const *envp;
-  char **owned_env;
-  r = build_env(o, &envp, &owned_env);
-  if (r < 0)
-    return r;
-
-  char path[PATH_MAX];
-  const char *path_env = owned_env || o->env ? env_get(envp, "PATH") : getenv("PATH");
-  r = resolve(o->file ? o->file : o->argv[0], path_env, o->cwd, path, sizeof path);
-  if (r < 0) {
-    free(owned_env);
-    return r;
-  }
-
-  tdl__child_args a;
-  a.path = path;
-  a.argv = (char *const *)o->argv;
-  a.envp = envp;
-  a.cwd = o->cwd;
-  a.merge_stderr = 0;
-  a.flags = o->flags;
-  a.pgid = o->pgid;
-  a.debug = tdl__spawn_debug;
-
-  /* pipes[i][0] is the parent's end, pipes[i][1] the child's. */
-  int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-  int devnull = -1, errpipe[2] = {-1, -1};
-  void *stack = NULL;
-  for (int i = 0; i < 3; i++) {
-    a.src[i] = -1;
-    switch (o->stdio[i].mode) {
-    case TDL_STDIO_DEFAULT:
-    case TDL_STDIO_INHERIT:
-      break;
-    case TDL_STDIO_NULL:
-      if (devnull < 0 && (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-        r = -errno;
-        goto out;
-      }
-      a.src[i] = devnull;
-      break;
-    case TDL_STDIO_PIPE: {
-      int fds[2];
-      if (pipe2(fds, O_CLOEXEC) < 0) {
-        r = -errno;
-        goto out;
-      }
-      pipes[i][0] = i == 0 ? fds[1] : fds[0];
-      pipes[i][1] = i == 0 ? fds[0] : fds[1];
-      /* Only the parent's end: the child gets an ordinary blocking fd. */
-      if (fcntl(pipes[i][0], F_SETFL, O_NONBLOCK) < 0) {
-        r = -errno;
-        goto out;
-      }
-      a.src[i] = pipes[i][1];
-      break;
-    }
-    case TDL_STDIO_FD:
-      a.src[i] = o->stdio[i].fd;
-      break;
-    case TDL_STDIO_STDOUT:
-      a.merge_stderr = 1;
-      break;
-    }
-  }
-  if (pipe2(errpipe, O_CLOEXEC) < 0) {
-    r = -errno;
-    goto out;
-  }
-  a.err_fd = errpipe[1];
-  if (!(stack = stack_get())) {
-    r = -ENOMEM;
-    goto out;
-  }
-
   /* Blocked across the clone so that no handler of ours runs in the child
    * before it has reset them; the child sets its own mask before exec.  The
    * raw call also blocks the two signals libc keeps for itself, which
@@ -337,53 +196,52 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
   memset(&all, 0xff, sizeof all); /* sigfillset() leaves libc's two out */
   sigemptyset(&old);
   syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, TDL__KSIGSET_SIZE);
-  if (o->flags & TDL_PROCESS_KEEP_SIGMASK)
-    a.mask = old;
+  if (flags & TDL_PROCESS_KEEP_SIGMASK)
+    a->mask = old;
   else
-    sigemptyset(&a.mask);
+    sigemptyset(&a->mask);
 
-  int pidfd = -1, pid, clone_err = 0;
-  int want_pidfd = !(a.debug & TDL__DEBUG_NO_PIDFD);
-  int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
-  if (want_pidfd && !atomic_load_explicit(&clone_pidfd_refused, memory_order_relaxed)) {
-    pid = clone(tdl__spawn_child, (char *)stack + CHILD_STACK_SIZE, flags | CLONE_PIDFD, &a, &pidfd);
+  char *top = (char *)stack + CHILD_STACK_SIZE;
+  int cf = CLONE_VM | CLONE_VFORK | SIGCHLD, pid;
+  *pidfd = -1;
+  if (!(a->debug & TDL__DEBUG_NO_PIDFD) && !atomic_load_explicit(&clone_pidfd_refused, memory_order_relaxed)) {
+    pid = clone(tdl__spawn_child, top, cf | CLONE_PIDFD, a, pidfd);
     if (pid < 0 && errno == EINVAL) {
       atomic_store_explicit(&clone_pidfd_refused, 1, memory_order_relaxed);
-      pidfd = -1;
-      pid = clone(tdl__spawn_child, (char *)stack + CHILD_STACK_SIZE, flags, &a);
+      *pidfd = -1;
+      pid = clone(tdl__spawn_child, top, cf, a);
     }
   } else {
-    pid = clone(tdl__spawn_child, (char *)stack + CHILD_STACK_SIZE, flags, &a);
+    pid = clone(tdl__spawn_child, top, cf, a);
   }
   if (pid < 0)
-    clone_err = errno;
+    pid = -errno;
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, TDL__KSIGSET_SIZE);
+  return pid;
+}
 
-  /* The child has exec'd or exited (CLONE_VFORK); under a tracer that turns
-   * the clone into a fork, the read below waits for it instead. */
-  close_fd(&errpipe[1]);
-  for (int i = 0; i < 3; i++)
-    close_fd(&pipes[i][1]);
-  close_fd(&devnull);
-  if (pid < 0) {
-    r = -clone_err;
-    goto out;
-  }
-
+/* What the child reported through the error pipe (read end `fd`; the write
+ * ends are closed): 0 when it exec'd, else its -errno, after reaping it. */
+static int exec_error(int fd, int pid)
+{
+  /* Under a tracer that turns the clone into a fork, this read is what
+   * waits for the child. */
   int child_err = 0;
   ssize_t n;
   do
-    n = read(errpipe[0], &child_err, sizeof child_err);
+    n = read(fd, &child_err, sizeof child_err);
   while (n < 0 && errno == EINTR);
-  if (n == (ssize_t)sizeof child_err) {
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-      ;
-    close_fd(&pidfd);
-    r = -child_err;
-    goto out;
-  }
+  if (n != (ssize_t)sizeof child_err)
+    return 0;
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  return -child_err;
+}
 
+/* Hand the running child and the parent's pipe ends over to p. */
+static void publish(tdl_process *p, int pid, int pidfd, spawn_fds *f, bool want_pidfd)
+{
   /* Kernels before 5.2 refuse CLONE_PIDFD, and a tracer that rewrites the
    * clone may not hand the fd back: pidfd_open (Linux >= 5.3) covers both;
    * without it, no pidfd. */
@@ -391,23 +249,62 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
     pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   p->pid = pid;
   p->pidfd = pidfd < 0 ? -1 : pidfd;
-  p->stdin_fd = pipes[0][0];
-  p->stdout_fd = pipes[1][0];
-  p->stderr_fd = pipes[2][0];
-  pipes[0][0] = pipes[1][0] = pipes[2][0] = -1;
+  p->stdin_fd = f->pipe[0][0];
+  p->stdout_fd = f->pipe[1][0];
+  p->stderr_fd = f->pipe[2][0];
+  f->pipe[0][0] = f->pipe[1][0] = f->pipe[2][0] = -1;
   p->tdl__state = TDL__PROC_RUNNING;
-  r = 0;
+}
 
-out:
-  for (int i = 0; i < 3; i++) {
-    close_fd(&pipes[i][0]);
-    close_fd(&pipes[i][1]);
-  }
-  close_fd(&devnull);
-  close_fd(&errpipe[0]);
-  close_fd(&errpipe[1]);
+/* ---- tdl_process_spawn ------------------------------------------------------------------- */
+
+/* Everything but the checks and the environment: fds, the clone, the
+ * child's verdict.  Closes every fd it opened but those handed to p. */
+static int start(tdl_process *p, const tdl_process_options *o, tdl__child_args *a)
+{
+  spawn_fds f = {{{-1, -1}, {-1, -1}, {-1, -1}}, -1, {-1, -1}};
+  int r = open_stdio(o, a, &f);
+  void *stack = NULL;
+  if (r == 0 && !(stack = stack_get()))
+    r = -ENOMEM;
+  int pid = -1, pidfd = -1;
+  if (r == 0 && (pid = clone_child(a, stack, o->flags, &pidfd)) < 0)
+    r = pid;
+  close_child_ends(&f);
+  if (r == 0 && (r = exec_error(f.err[0], pid)) < 0)
+    tdl__proc_close(&pidfd);
+  if (r == 0)
+    publish(p, pid, pidfd, &f, !(a->debug & TDL__DEBUG_NO_PIDFD));
+  close_all(&f);
   if (stack)
     stack_put(stack);
+  return r;
+}
+
+TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o)
+{
+  if (!p)
+    return -EINVAL;
+  no_child(p);
+  if (!o)
+    return -EINVAL;
+  int r = check_options(o);
+  if (r < 0)
+    return r;
+  tdl__child_args a;
+  char **owned_env;
+  if ((r = tdl__spawn_env(o, &a.envp, &owned_env)) < 0)
+    return r;
+  char path[PATH_MAX];
+  if ((r = tdl__spawn_resolve(o, a.envp, path, sizeof path)) == 0) {
+    a.path = path;
+    a.argv = (char *const *)o->argv;
+    a.cwd = o->cwd;
+    a.flags = o->flags;
+    a.pgid = o->pgid;
+    a.debug = tdl__spawn_debug;
+    r = start(p, o, &a);
+  }
   free(owned_env);
   return r;
 }

@@ -37,13 +37,34 @@ int tdl__process_reap(tdl_process *p, int block)
   return 1;
 }
 
-static void sleep_ns(tdl_time_t ns)
+/* No pidfd (Linux < 5.3): waitpid(WNOHANG) between naps that back off.
+ * nap(until) sleeps until then (the thread, or only the calling fiber).
+ * Returns 1 (reaped), -ETIMEDOUT, or the error of reap or nap. */
+static int reap_polling(tdl_process *p, tdl_time_t deadline, int (*nap)(tdl_time_t until))
 {
-  struct timespec ts = {(time_t)(ns / TDL_SEC), (long)(ns % TDL_SEC)};
-  nanosleep(&ts, NULL);
+  tdl__backoff b = tdl__proc_backoff();
+  int r;
+  while ((r = tdl__process_reap(p, 0)) == 0) {
+    tdl_time_t now = tdl__clock_now(); /* not tdl_now(): a callback's loop time stands still */
+    if (deadline != TDL_FOREVER && now >= deadline)
+      return -ETIMEDOUT;
+    int e = nap(tdl__deadline_min(deadline, tdl__time_add(now, tdl__backoff_step(&b))));
+    if (e < 0)
+      return e;
+  }
+  return r;
 }
 
-static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status);
+static int nap_thread(tdl_time_t until)
+{
+  struct timespec ts = {(time_t)(until / TDL_SEC), (long)(until % TDL_SEC)};
+  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: look again */
+  return 0;
+}
+
+static int nap_fiber(tdl_time_t until) { return tdl_sleep(until); }
+
+static int wait_in_fiber(tdl_process *p, tdl_time_t deadline);
 
 TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
 {
@@ -51,11 +72,10 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
     return -EINVAL;
   if (p->tdl__cb)
     return -EBUSY;
-  if (tdl_fiber_self() != 0)
-    return wait_in_fiber(p, deadline, status);
-  /* Outside a fiber: the thread blocks. */
   int r;
-  if (deadline == TDL_FOREVER) {
+  if (tdl_fiber_self() != 0) {
+    r = wait_in_fiber(p, deadline);
+  } else if (deadline == TDL_FOREVER) {
     r = tdl__process_reap(p, 1);
   } else if (p->pidfd >= 0) {
     for (;;) {
@@ -73,18 +93,7 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
         return -ETIMEDOUT;
     }
   } else {
-    /* No pidfd (Linux < 5.3): poll waitpid with a backoff. */
-    tdl_time_t nap = TDL_MSEC;
-    for (;;) {
-      if ((r = tdl__process_reap(p, 0)) != 0)
-        break;
-      tdl_time_t left = deadline - tdl__clock_now();
-      if (left <= 0)
-        return -ETIMEDOUT;
-      sleep_ns(left < nap ? left : nap);
-      if (nap < 20 * TDL_MSEC)
-        nap *= 2;
-    }
+    r = reap_polling(p, deadline, nap_thread);
   }
   if (r < 0)
     return r;
@@ -126,57 +135,35 @@ TDL_API void tdl_process_unwatch(tdl_process *p)
 /* Only the calling fiber waits: it parks on the pidfd (readable once the
  * child has exited), or without a pidfd sleeps between waitpid(WNOHANG)
  * checks.  A timed-out or cancelled wait leaves the child running and
- * unreaped: it stays the handle's, and tdl_process_destroy() reaps it. */
-static int wait_in_fiber(tdl_process *p, tdl_time_t deadline, int *status)
+ * unreaped: it stays the handle's, and tdl_process_destroy() reaps it.
+ * Returns 1 (reaped) or a negative errno. */
+static int wait_in_fiber(tdl_process *p, tdl_time_t deadline)
 {
+  if (p->pidfd < 0)
+    return reap_polling(p, deadline, nap_fiber);
   int r;
-  tdl_time_t nap = TDL_MSEC;
   while ((r = tdl__process_reap(p, 0)) == 0) {
-    int e;
-    if (p->pidfd >= 0) {
-      e = tdl_wait_fd(p->pidfd, TDL_READ, deadline);
-    } else {
-      tdl_time_t until = tdl_after(nap);
-      e = tdl_sleep(deadline != TDL_FOREVER && deadline < until ? deadline : until);
-      if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl_loop_now(tdl_fiber_loop()) &&
-          (r = tdl__process_reap(p, 0)) == 0)
-        e = -ETIMEDOUT;
-      if (nap < 20 * TDL_MSEC)
-        nap *= 2;
-    }
+    int e = tdl_wait_fd(p->pidfd, TDL_READ, deadline);
     if (e < 0)
       return e;
   }
-  if (r < 0)
-    return r;
-  if (status)
-    *status = p->tdl__status;
-  return 0;
-}
-
-static void close_tdl(int *fd)
-{
-  if (*fd >= 0) {
-    tdl_close(*fd);
-    *fd = -1;
-  }
+  return r;
 }
 
 TDL_API void tdl_process_destroy(tdl_process *p)
 {
-  if (!p)
+  /* No child means no fds either; and a zeroed handle's fds read 0: stdin. */
+  if (!p || p->tdl__state == TDL__PROC_NONE)
     return;
   tdl_process_unwatch(p);
   if (p->tdl__state == TDL__PROC_RUNNING && tdl__process_reap(p, 0) == 0) {
     tdl_process_kill(p, SIGKILL);
     tdl__process_reap(p, 1);
   }
-  /* tdl_close: fibers may have waited on any of these, and a loop keeps state
-   * per fd number that must not outlive the file. */
-  close_tdl(&p->pidfd);
-  close_tdl(&p->stdin_fd);
-  close_tdl(&p->stdout_fd);
-  close_tdl(&p->stderr_fd);
+  tdl__proc_close(&p->pidfd);
+  tdl__proc_close(&p->stdin_fd);
+  tdl__proc_close(&p->stdout_fd);
+  tdl__proc_close(&p->stderr_fd);
   p->pid = 0;
   p->tdl__state = TDL__PROC_NONE;
 }

@@ -165,6 +165,21 @@ static void test_true_via_path(void **state)
   tdl_process_destroy(&p); /* twice is harmless */
 }
 
+/* A zeroed handle holds no child: its fd fields read 0, which is stdin,
+ * not an fd of the handle's. */
+static void test_destroy_zeroed(void **state)
+{
+  (void)state;
+  int opened = fcntl(0, F_GETFD) < 0 ? open("/dev/null", O_RDONLY) : -1; /* fd 0 open */
+  assert_true(fcntl(0, F_GETFD) >= 0);
+  tdl_process p;
+  memset(&p, 0, sizeof p);
+  tdl_process_destroy(&p);
+  assert_true(fcntl(0, F_GETFD) >= 0);
+  if (opened >= 0)
+    close(opened);
+}
+
 static void test_exit_code(void **state)
 {
   (void)state;
@@ -952,6 +967,7 @@ int main(int argc, char **argv)
     return r;
   const struct CMUnitTest tests[] = {
       T(test_true_via_path),
+      T(test_destroy_zeroed),
       T(test_exit_code),
       T(test_args_reach_program_verbatim),
       T(test_file_overrides_argv0),

@@ -187,6 +187,20 @@ static int spawn_helper_main(int argc, char **argv)
   return -1;
 }
 
+/* argv for the helper child: self --child mode [a1 [a2]], in static storage
+ * (good until the next call). */
+static inline const char *const *helper(const char *mode, const char *a1, const char *a2)
+{
+  static const char *v[6];
+  v[0] = self_exe;
+  v[1] = "--child";
+  v[2] = mode;
+  v[3] = a1;
+  v[4] = a1 ? a2 : NULL;
+  v[5] = NULL;
+  return v;
+}
+
 /* ---- leak checks --------------------------------------------------------------- */
 
 static int count_fds(void)

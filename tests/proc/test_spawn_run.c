@@ -1,4 +1,4 @@
-/* tdl_process_run (src/spawn_run.c).  Every test checks afterwards that no fd
+/* tdl_process_run (src/proc/run.c).  Every test checks afterwards that no fd
  * leaked and that no child, running or zombie, is left. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,19 +10,6 @@
 
 #include "proc/proc_internal.h"
 #include "test_spawn_helper.h"
-
-
-static const char *const *helper(const char *mode, const char *a1, const char *a2)
-{
-  static const char *v[6];
-  v[0] = self_exe;
-  v[1] = "--child";
-  v[2] = mode;
-  v[3] = a1;
-  v[4] = a1 ? a2 : NULL;
-  v[5] = NULL;
-  return v;
-}
 
 static tdl_time_t in_ms(long ms) { return mono_now() + ms * TDL_MSEC; }
 

@@ -9,7 +9,7 @@ WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake
 
-.PHONY: all test test-build test-valgrind test-consumer test-asan test-aarch64 bench bench-build clean
+.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 bench bench-build clean
 
 all: test-build
 
@@ -30,6 +30,13 @@ test-asan:
 	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
+
+# Every test where threads meet, under ThreadSanitizer.
+test-tsan:
+	@scripts/deps.sh test
+	$(CMAKE) -S . -B build/tsan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_TSAN=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) --build build/tsan -j$(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir build/tsan -L threads --output-on-failure -j$(JOBS)
 
 test-aarch64:
 	.ci/aarch64.sh

@@ -250,8 +250,15 @@ TDL_API int tdl_timer_stop(tdl_loop *loop, tdl_timer *t);
 static inline bool tdl_timer_active(const tdl_timer *t) { return t->state != 0; }
 
 /* ------------------------------------------------------------------------ */
-/* Wakeups: the only thread-safe entry into a loop                           */
+/* Reaching a loop from other threads: wakeups and ports                     */
 /* ------------------------------------------------------------------------ */
+
+/*
+ * These are the thread-safe entries into a loop.  Both wake the loop's
+ * thread only when it sleeps (or is about to): a busy loop finds the work on
+ * its next iteration at the cost of one atomic exchange, and wakes coalesce,
+ * so that a burst of sends costs at most one eventfd write.
+ */
 
 typedef struct tdl_wakeup tdl_wakeup;
 typedef void (*tdl_wakeup_cb)(tdl_loop *loop, tdl_wakeup *wk);
@@ -276,9 +283,60 @@ static inline bool tdl_wakeup_active(const tdl_wakeup *wk) { return wk->started 
 /* THREAD-SAFE (and async-signal-safe).  Make wk's callback run on its loop's
  * thread soon.  Sends before the callback runs coalesce into one call.  The
  * wakeup must be started, and must not be stopped concurrently with this call.
- * Errors: -EINVAL if wk is not started. Cost: an atomic exchange, plus one
- * eventfd write when the loop may be asleep. */
+ * Errors: -EINVAL if wk is not started. Cost: two atomic exchanges, plus one
+ * eventfd write when the loop sleeps. */
 TDL_API int tdl_wakeup_send(tdl_wakeup *wk);
+
+/*
+ * A port: the address other threads post work to.  It is counted: whoever
+ * holds a reference may post, from any thread, even after the loop is gone
+ * (the post is then refused), so a post can never touch a freed loop.
+ *
+ * A post is a caller-owned record: (cb, data), run as cb(loop, post) on the
+ * loop's thread, in the order each posting thread posted.  Nothing is
+ * allocated per post.  The record is the loop's from a successful post until
+ * its callback starts; it may then be posted again or freed.  When the loop
+ * is freed with posts still queued, their callbacks run on the freeing thread
+ * with loop NULL: "not run, take your record back"; so every successful post
+ * gets exactly one call.
+ */
+typedef struct tdl_port tdl_port;
+typedef struct tdl_post tdl_post;
+typedef void (*tdl_post_cb)(tdl_loop *loop, tdl_post *p);
+
+struct tdl_post {
+  void *data;      /* the caller's */
+  tdl_post_cb cb;
+  tdl_post *next;  /* private */
+  int queued;      /* private, accessed atomically */
+};
+
+TDL_API void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data);
+
+/* A new reference to loop's port, made on first use (loop thread only).
+ * Errors: -ENOMEM; -EMFILE/-ENFILE (the loop's eventfd). */
+TDL_API int tdl_loop_port(tdl_loop *loop, tdl_port **out);
+
+/* THREAD-SAFE.  Another reference to the same port. */
+TDL_API tdl_port *tdl_port_ref(tdl_port *port);
+
+/* THREAD-SAFE.  Drop a reference (NULL: nothing to do); the last one frees
+ * the port. */
+TDL_API void tdl_port_release(tdl_port *port);
+
+/* THREAD-SAFE.  Queue p for the port's loop.  Returns 0, or (p is then still
+ * the caller's and its callback will not run): -ESHUTDOWN when the loop has
+ * been freed or is being freed; -EBUSY when p is queued already; -EINVAL for
+ * a NULL argument or callback.  Cost: one compare-and-swap and one atomic
+ * exchange; one eventfd write when the loop sleeps. */
+TDL_API int tdl_port_post(tdl_port *port, tdl_post *p);
+
+typedef struct tdl_port_stats {
+  uint64_t posts; /* accepted by tdl_port_post */
+  uint64_t wakes; /* of those, how many wrote the eventfd to wake the loop */
+} tdl_port_stats;
+/* THREAD-SAFE. */
+TDL_API void tdl_port_stats_get(const tdl_port *port, tdl_port_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* Signals (signalfd)                                                        */

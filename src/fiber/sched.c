@@ -37,7 +37,7 @@ _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")
 
 _Thread_local tdl__list tdl__thread_scheds;
 
-#ifndef TDL_ASAN /* the sanitizer build adds fields to tdl__ctx */
+#if !defined(TDL_ASAN) && !defined(TDL_TSAN) /* sanitizer builds add fields to tdl__ctx */
 _Static_assert(offsetof(tdl__fiber, detached) < 64, "a park's fields share the first cache line");
 #endif
 
@@ -94,6 +94,7 @@ static void release(tdl__sched *s, tdl__fiber *f)
   sl->next_free = s->free_slot;
   s->free_slot = f->slot;
   s->live--;
+  tdl__ctx_destroy(&f->ctx);
   tdl__stack st = f->stack; /* f lives on that stack */
   tdl__stack_put(&s->pool, &st);
 }

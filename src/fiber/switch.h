@@ -36,6 +36,9 @@
 #ifdef TDL_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#ifdef TDL_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 /*
  * A suspended execution context.  The thread's own context (the one running
@@ -50,6 +53,10 @@ typedef struct tdl__ctx {
   const void *asan_lo;       /* bounds of the stack this context runs on;  */
   size_t asan_size;          /* 0 = not yet known (the thread's own stack) */
   struct tdl__ctx *asan_from; /* who switched here last (learns bounds)    */
+#endif
+#ifdef TDL_TSAN
+  void *tsan_fiber;          /* ThreadSanitizer's fiber; the thread's own is
+                                learnt on the first switch away from it */
 #endif
 } tdl__ctx;
 
@@ -86,6 +93,31 @@ static inline void tdl__ctx_init(tdl__ctx *ctx, void *stack_lo, size_t size,
   ctx->asan_lo = stack_lo;
   ctx->asan_size = size;
   ctx->asan_from = NULL;
+#endif
+#ifdef TDL_TSAN
+  ctx->tsan_fiber = __tsan_create_fiber(0);
+#endif
+}
+
+/* A context made by tdl__ctx_init will not run again (its stack is being
+ * given back).  Empty but for ThreadSanitizer. */
+static inline void tdl__ctx_destroy(tdl__ctx *ctx) {
+#ifdef TDL_TSAN
+  __tsan_destroy_fiber(ctx->tsan_fiber);
+#else
+  (void)ctx;
+#endif
+}
+
+/* Tell ThreadSanitizer which context runs next (empty without it). */
+static inline void tdl__tsan_switch(tdl__ctx *from, tdl__ctx *to) {
+#ifdef TDL_TSAN
+  if (from && !from->tsan_fiber)
+    from->tsan_fiber = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(to->tsan_fiber, 0);
+#else
+  (void)from;
+  (void)to;
 #endif
 }
 
@@ -133,6 +165,7 @@ static inline void tdl__asan_arrive(tdl__ctx *self) {
  * returns the arg of the switch that eventually resumes *from. */
 static inline void *tdl__switch(tdl__ctx *from, tdl__ctx *to, void *arg) {
   tdl__asan_leave(from, to);
+  tdl__tsan_switch(from, to);
   arg = tdl__ctx_switch(from, to, arg);
   tdl__asan_arrive(from);
   return arg;
@@ -144,6 +177,7 @@ static inline void *tdl__switch(tdl__ctx *from, tdl__ctx *to, void *arg) {
 _Noreturn static inline void tdl__switch_exit(tdl__ctx *from, tdl__ctx *to,
                                               void *arg) {
   tdl__asan_leave(NULL, to);
+  tdl__tsan_switch(from, to);
   tdl__ctx_switch(from, to, arg);
   __builtin_unreachable();
 }

@@ -82,7 +82,7 @@ int tdl_loop_free(tdl_loop *loop)
   if (loop->sched_destroy && loop->sched_destroy(loop) < 0)
     return -EBUSY; /* finished fibers not yet joined own their stacks */
   tdl__signal_close(loop);
-  tdl__wakeup_close(loop);
+  tdl__remote_close(loop);
   loop->be->close(loop);
   tdl__timers_destroy(&loop->timers);
   free(loop->fds);
@@ -102,7 +102,7 @@ void tdl_loop_stop(tdl_loop *loop) { loop->stop_flag = 1; }
 static bool has_work(tdl_loop *loop)
 {
   return loop->stop_flag || tdl__io_has_pending(loop) || !tdl__list_empty(&loop->defers) ||
-         (loop->sched_busy && loop->sched_busy(loop));
+         tdl__remote_has_work(loop) || (loop->sched_busy && loop->sched_busy(loop));
 }
 
 tdl_time_t tdl_loop_timeout(tdl_loop *loop)
@@ -129,6 +129,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
   loop->now = tdl__clock_now();
   tdl_loop *outer = tdl__tl_loop; /* a callback of another loop may run this one */
   tdl__tl_loop = loop;
+  tdl__remote_busy(loop, true);
   int err = 0;
   for (;;) {
     tdl__defer_run(loop);
@@ -142,25 +143,34 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     tdl_time_t timeout = 0;
     if (mode != TDL_LOOP_NOWAIT && alive && !loop->stop_flag)
       timeout = tdl_loop_timeout(loop);
-    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0) {
+    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0 && !tdl__remote_expected(loop)) {
       /* Only parked fibers keep the loop alive, and nothing is left that
-       * could wake one: sleeping would never end. */
+       * could wake one (no fd, timer, wakeup, signal, nor a port that other
+       * threads hold): sleeping would never end. */
       err = -EDEADLK;
       break;
     }
-    /* With no fd watched and no time to sleep, asking the kernel is a wasted
-     * system call (fibers handing off to each other hit this constantly). */
-    if (timeout != 0 || loop->io_started != 0)
+    if (timeout != 0 && !tdl__remote_may_sleep(loop))
+      timeout = 0; /* another thread left work meanwhile */
+    /* With no fd to poll and no time to sleep, asking the kernel is a wasted
+     * system call (fibers handing off to each other hit this constantly).
+     * The eventfd of wakeups and ports needs no polling: their senders raise
+     * a flag the loop reads. */
+    if (timeout != 0 || loop->io_started > (loop->wake_fd >= 0))
       err = loop->be->wait(loop, timeout);
+    if (timeout != 0)
+      tdl__remote_busy(loop, true);
     loop->now = tdl__clock_now();
     tdl__hooks_run(loop, TDL_HOOK_AFTER_POLL);
     if (err < 0)
       break;
     tdl__io_run_pending(loop);
+    tdl__remote_run(loop);
     tdl__timers_run(loop);
     if (mode != TDL_LOOP_DEFAULT)
       break;
   }
+  tdl__remote_busy(loop, false);
   tdl__tl_loop = outer;
   loop->running = 0;
   loop->stop_flag = 0;

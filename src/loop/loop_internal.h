@@ -6,7 +6,8 @@
  *   backend/ the kernel interfaces (one file each), behind tdl__backend
  *   loop.c     loop lifetime and the run loop
  *   defer.c, hook.c  deferred callbacks and hooks
- *   wakeup.c, signal.c  eventfd and signalfd, built on internal io watchers
+ *   remote.c   wakeups and ports: other threads reach the loop (eventfd)
+ *   signal.c   signal watchers (signalfd)
  */
 #ifndef TDL_LOOP_INTERNAL_H
 #define TDL_LOOP_INTERNAL_H
@@ -175,11 +176,15 @@ struct tdl_loop {
   int stop_flag;
   pthread_t owner;
 
-  /* wakeup.c */
-  int wake_fd;
+  /* remote.c: wakeups and ports, the thread-safe entries */
+  int wake_fd;        /* the eventfd that wakes a sleeping loop */
   int wake_signalled; /* atomic: an eventfd write is outstanding */
+  int busy;           /* atomic: tdl_loop_run goes round and will look at
+                         remote_pending before it sleeps */
+  int remote_pending; /* atomic: a sender left work (a wakeup, a post) */
   tdl_io wake_io;
   tdl__list wakeups;  /* started tdl_wakeup */
+  struct tdl_port *port; /* made on first use; other threads hold references */
 
   /* signal.c */
   int sig_fd;
@@ -265,8 +270,19 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w);
 void tdl__defer_run(tdl_loop *loop);
 void tdl__hooks_run(tdl_loop *loop, int kind);
 
-/* wakeup.c, signal.c: release the fds they created. */
-void tdl__wakeup_close(tdl_loop *loop);
+/* remote.c: what other threads left for the loop.  may_sleep says the loop
+ * is about to sleep (false: work came, do not); busy(true) that it runs and
+ * will look, busy(false) that it will not; run runs wakeups and posts; has_work whether some wait;
+ * expected whether other threads hold the loop's port (so a post may come);
+ * close refuses further posts, hands back the queued ones, frees the fd. */
+bool tdl__remote_may_sleep(tdl_loop *loop);
+void tdl__remote_busy(tdl_loop *loop, bool busy);
+void tdl__remote_run(tdl_loop *loop);
+bool tdl__remote_has_work(const tdl_loop *loop);
+bool tdl__remote_expected(const tdl_loop *loop);
+void tdl__remote_close(tdl_loop *loop);
+
+/* signal.c: release the fd it created. */
 void tdl__signal_close(tdl_loop *loop);
 
 #endif /* TDL_LOOP_INTERNAL_H */

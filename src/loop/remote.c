@@ -1,0 +1,285 @@
+/*
+ * Reaching a loop from other threads: wakeups and ports.
+ *
+ * Waking only a loop that will not look.  A sender (a wakeup or a post)
+ * first leaves its work where the loop will look (a pending flag, the port's
+ * queue), then raises the loop's remote_pending flag, and writes the eventfd
+ * only when it was the one to raise it AND the loop is not busy.  A loop is
+ * busy while tdl_loop_run goes round without sleeping; before it sleeps it
+ * clears busy and then looks at remote_pending; both sides use sequentially
+ * consistent operations, so either the sender sees it idle or the loop sees
+ * the flag: no work is left unseen, and a burst of sends costs at most one
+ * write.  A loop outside tdl_loop_run (embedded in another, or not running
+ * yet) is not busy: its eventfd, and so its tdl_loop_fd, becomes readable.  The loop clears remote_pending before it
+ * looks at the work, so a send that lands after that raises it again.
+ *
+ * The port's queue is a lock-free stack that posters push onto (one
+ * compare-and-swap) and the loop takes whole (one exchange), reversing it:
+ * each thread's posts run in the order it posted them.
+ *
+ * A port outlives its loop: the loop holds one reference and posters their
+ * own.  Freeing the loop closes the port, waits until no poster is between
+ * its check of `closed` and its last touch of the loop, and hands every post
+ * still queued back to its owner (callback with loop NULL).
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "loop/loop_internal.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define XCHG(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+
+struct tdl_port {
+  tdl_post *head;     /* pushed posts, newest first (atomic) */
+  tdl_loop *loop;     /* valid while !closed, for posters counted in `posting` */
+  uint32_t refs;      /* atomic */
+  uint32_t posting;   /* posters inside tdl_port_post (atomic) */
+  int closed;         /* atomic */
+  uint64_t posts, wakes; /* atomic */
+};
+
+/* ---- the loop's side ---- */
+
+static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  (void)loop;
+  (void)events;
+  uint64_t v;
+  while (read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
+    ;
+  STORE(&loop->wake_signalled, 0); /* the next sleeping-time send writes again */
+}
+
+/* The eventfd and its watcher, made on first use. */
+static int notify_open(tdl_loop *loop)
+{
+  if (loop->wake_fd >= 0)
+    return 0;
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0)
+    return -errno;
+  int e = tdl__io_open_internal(loop, &loop->wake_io, fd, on_eventfd);
+  if (e < 0)
+    return e;
+  loop->wake_fd = fd;
+  return 0;
+}
+
+bool tdl__remote_may_sleep(tdl_loop *loop)
+{
+  STORE(&loop->busy, 0);
+  if (!LOAD(&loop->remote_pending))
+    return true;
+  STORE(&loop->busy, 1);
+  return false;
+}
+
+void tdl__remote_busy(tdl_loop *loop, bool busy) { STORE(&loop->busy, busy); }
+
+static void deliver(tdl__list *n, void *loop)
+{
+  tdl_wakeup *wk = TDL__CONTAINER_OF(n, tdl_wakeup, link);
+  if (XCHG(&wk->pending, 0))
+    wk->cb(loop, wk);
+}
+
+/* Take the port's queue, oldest first. */
+static tdl_post *take_all(tdl_port *port)
+{
+  tdl_post *p = XCHG(&port->head, NULL), *fifo = NULL;
+  while (p) {
+    tdl_post *next = p->next;
+    p->next = fifo;
+    fifo = p;
+    p = next;
+  }
+  return fifo;
+}
+
+/* Run (loop) or hand back (NULL) every post of the list. */
+static void run_posts(tdl_post *p, tdl_loop *loop)
+{
+  while (p) {
+    tdl_post *next = p->next;
+    p->next = NULL;
+    STORE(&p->queued, 0); /* the owner's again: its callback may post it anew */
+    p->cb(loop, p);
+    p = next;
+  }
+}
+
+void tdl__remote_run(tdl_loop *loop)
+{
+  if (!LOAD(&loop->remote_pending))
+    return;
+  STORE(&loop->remote_pending, 0);
+  tdl__list_walk(&loop->wakeups, deliver, loop); /* a callback may stop any wakeup */
+  if (loop->port)
+    run_posts(take_all(loop->port), loop);
+}
+
+bool tdl__remote_has_work(const tdl_loop *loop) { return LOAD(&loop->remote_pending) != 0; }
+
+bool tdl__remote_expected(const tdl_loop *loop)
+{
+  return loop->port && LOAD(&loop->port->refs) > 1;
+}
+
+/* ---- the senders' side ---- */
+
+/* Work was left for loop: wake it if it sleeps.  Returns whether this send
+ * wrote the eventfd. */
+static bool notify(tdl_loop *loop)
+{
+  if (XCHG(&loop->remote_pending, 1) || LOAD(&loop->busy))
+    return false; /* raised already, or busy: it will look before it sleeps */
+  if (XCHG(&loop->wake_signalled, 1))
+    return false;
+  uint64_t one = 1;
+  int saved = errno; /* may run in a signal handler */
+  /* EAGAIN means the counter is saturated: the loop will wake anyway. */
+  while (write(loop->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+    ;
+  errno = saved;
+  return true;
+}
+
+/* ---- wakeups ---- */
+
+void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data)
+{
+  memset(wk, 0, sizeof *wk);
+  wk->cb = cb;
+  wk->data = data;
+}
+
+int tdl_wakeup_start(tdl_loop *loop, tdl_wakeup *wk)
+{
+  TDL__CHECK_THREAD(loop);
+  if (LOAD(&wk->started))
+    return 0;
+  int e = notify_open(loop);
+  if (e < 0)
+    return e;
+  wk->loop = loop;
+  STORE(&wk->pending, 0);
+  tdl__list_push(&loop->wakeups, &wk->link);
+  STORE(&wk->started, 1);
+  loop->active++;
+  return 0;
+}
+
+int tdl_wakeup_stop(tdl_loop *loop, tdl_wakeup *wk)
+{
+  TDL__CHECK_THREAD(loop);
+  if (!LOAD(&wk->started))
+    return 0;
+  tdl__list_remove(&wk->link);
+  STORE(&wk->started, 0);
+  loop->active--;
+  return 0;
+}
+
+int tdl_wakeup_send(tdl_wakeup *wk)
+{
+  if (!LOAD(&wk->started))
+    return -EINVAL;
+  if (XCHG(&wk->pending, 1))
+    return 0; /* already on its way */
+  notify(wk->loop);
+  return 0;
+}
+
+/* ---- ports ---- */
+
+void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data)
+{
+  memset(p, 0, sizeof *p);
+  p->cb = cb;
+  p->data = data;
+}
+
+int tdl_loop_port(tdl_loop *loop, tdl_port **out)
+{
+  TDL__CHECK_THREAD(loop);
+  *out = NULL;
+  if (!loop->port) {
+    int e = notify_open(loop);
+    if (e < 0)
+      return e;
+    tdl_port *port = calloc(1, sizeof *port);
+    if (!port)
+      return -ENOMEM;
+    port->loop = loop;
+    port->refs = 1; /* the loop's */
+    loop->port = port;
+  }
+  *out = tdl_port_ref(loop->port);
+  return 0;
+}
+
+tdl_port *tdl_port_ref(tdl_port *port)
+{
+  ADD(&port->refs, 1);
+  return port;
+}
+
+void tdl_port_release(tdl_port *port)
+{
+  if (port && ADD(&port->refs, -1) == 0)
+    free(port);
+}
+
+int tdl_port_post(tdl_port *port, tdl_post *p)
+{
+  if (!port || !p || !p->cb)
+    return -EINVAL;
+  int idle = 0;
+  if (!__atomic_compare_exchange_n(&p->queued, &idle, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    return -EBUSY;
+  ADD(&port->posting, 1);
+  if (LOAD(&port->closed)) {
+    ADD(&port->posting, -1);
+    STORE(&p->queued, 0);
+    return -ESHUTDOWN;
+  }
+  tdl_post *head = LOAD(&port->head);
+  do
+    p->next = head;
+  while (!__atomic_compare_exchange_n(&port->head, &head, p, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  ADD(&port->posts, 1);
+  if (notify(port->loop))
+    ADD(&port->wakes, 1);
+  ADD(&port->posting, -1); /* the last touch of the loop */
+  return 0;
+}
+
+void tdl_port_stats_get(const tdl_port *port, tdl_port_stats *out)
+{
+  out->posts = LOAD(&port->posts);
+  out->wakes = LOAD(&port->wakes);
+}
+
+/* ---- teardown ---- */
+
+void tdl__remote_close(tdl_loop *loop)
+{
+  tdl_port *port = loop->port;
+  if (port) {
+    STORE(&port->closed, 1);
+    while (LOAD(&port->posting))
+      sched_yield(); /* a poster is a few instructions from done */
+    run_posts(take_all(port), NULL); /* "not run": their owners take them back */
+    loop->port = NULL;
+    tdl_port_release(port);
+  }
+  if (loop->wake_fd >= 0)
+    tdl__io_close_internal(loop, &loop->wake_io);
+  loop->wake_fd = -1;
+}

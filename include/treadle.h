@@ -90,5 +90,6 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/spawn.h"
 #include "treadle/sync.h"
 #include "treadle/net.h"
+#include "treadle/group.h"
 
 #endif /* TREADLE_H */

@@ -34,6 +34,7 @@ LOWER = {
     "sync": {"base", "loop", "fiber"},
     "net": {"base", "loop", "fiber"},
     "proc": {"base", "loop", "fiber"},
+    "mt": {"base", "loop", "fiber", "sync"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,0 +1,129 @@
+/*
+ * Several loops in one process: a loop per thread, work passed between them.
+ * Include <treadle.h>.
+ *
+ * treadle keeps its rule: a loop, its watchers and its fibers belong to one
+ * thread, and a fiber never changes thread behind the program's back (C
+ * compilers keep the address of errno and of other thread-locals across
+ * calls, so a stackful fiber moved to another thread would use the old
+ * thread's).  Every core is used by running a loop on each, and the loops
+ * talk by posting to each other's ports (loop.h): messages, not locks.
+ *
+ * A group starts N loops on N threads and runs a main fiber on each; it
+ * stops them in order (each loop's fibers are cancelled, so that they unwind
+ * and the loop ends) and joins the threads.  One-loop programs need none of
+ * this.
+ */
+#ifndef TREADLE_GROUP_H
+#define TREADLE_GROUP_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tdl_group tdl_group;
+
+/* The most loops a group may have. */
+#define TDL_GROUP_MAX 1024
+
+typedef struct tdl_group_options {
+  /* Loops (threads): 0 means one per CPU in the process's affinity mask
+   * (sched_getaffinity).  More loops than CPUs is allowed (they share). */
+  unsigned loops;
+  /* Pin loop i's thread to the i-th CPU of the affinity mask (needs loops <=
+   * CPUs in the mask). */
+  bool pin;
+  /* Started as a fiber on every loop: main(arg).  tdl_group_index() tells
+   * it which loop it is on.  NULL: no fiber (post work to the loops). */
+  tdl_fiber_fn main;
+  void *arg;
+  /* Every loop is made with these (NULL: defaults). */
+  const tdl_loop_options *loop;
+  /* SIGINT and SIGTERM stop the group as tdl_group_stop() does.  They are
+   * blocked in the calling thread (and so in the group's threads) until
+   * tdl_group_free, and read by loop 0. */
+  bool stop_on_signals;
+  /* Called on each loop's thread when the group stops, before its fibers
+   * are cancelled: stop what keeps the loop alive besides fibers (your
+   * watchers, timers).  NULL: nothing. */
+  void (*on_stop)(tdl_loop *loop, void *arg);
+} tdl_group_options;
+
+/*
+ * Start a group: make its loops, each on a thread of its own, and start
+ * main on each.  Returns once every loop exists (or none does).
+ * Errors: -EINVAL (more than TDL_GROUP_MAX loops; pin with more loops than
+ * CPUs; opts NULL); -EAGAIN (no thread could be made); the errors of
+ * tdl_loop_new, tdl_loop_port and tdl_fiber_spawn from the threads; -ENOMEM.
+ * On error nothing is left running.
+ */
+TDL_API int tdl_group_start(tdl_group **out, const tdl_group_options *opts);
+
+/* The number of loops.  THREAD-SAFE. */
+TDL_API unsigned tdl_group_size(const tdl_group *g);
+
+/* Loop i's port, for tdl_port_post / tdl_port_call / tdl_port_spawn; the
+ * group holds it until tdl_group_free (take tdl_port_ref to keep it longer).
+ * NULL when i is out of range.  THREAD-SAFE. */
+TDL_API tdl_port *tdl_group_port(tdl_group *g, unsigned i);
+
+/* Loop i itself, to tell loops apart and for its THREAD-SAFE calls; any
+ * other call on it must be made on its own thread.  NULL when i is out of
+ * range or the loop has ended.  THREAD-SAFE. */
+TDL_API tdl_loop *tdl_group_loop(tdl_group *g, unsigned i);
+
+/* Inside a group's loop (a fiber or a callback on its thread): the group
+ * and the loop's index; NULL and -1 elsewhere. */
+TDL_API tdl_group *tdl_group_self(void);
+TDL_API int tdl_group_index(void);
+
+/* Stop every loop in order: on_stop, then cancel its fibers; a loop ends
+ * when nothing is left on it.  Returns at once (tdl_group_wait waits).
+ * Stopping twice is harmless.  THREAD-SAFE; async-signal-safe. */
+TDL_API void tdl_group_stop(tdl_group *g);
+
+/* Wait until every loop has ended and its thread is joined, or the deadline
+ * passes (-ETIMEDOUT: still running).  Returns 0, or the first error a loop
+ * ended with (its tdl_loop_run's, e.g. -EDEADLK).  It blocks the calling
+ * thread: call it from a thread that runs no loop (main); from a fiber or a
+ * loop callback it fails with -EPERM. */
+TDL_API int tdl_group_wait(tdl_group *g, tdl_time_t deadline);
+
+/* Free a group that has ended (after tdl_group_wait returned 0 or an error
+ * other than -ETIMEDOUT); -EBUSY while a loop still runs.  Restores the
+ * signal mask that stop_on_signals changed.  Ports taken with tdl_port_ref
+ * stay valid (posts to them get -ESHUTDOWN). */
+TDL_API int tdl_group_free(tdl_group *g);
+
+/*
+ * From a fiber, work on another loop:
+ *
+ * tdl_port_call runs fn(loop, arg) as a callback on the port's loop and
+ * parks the calling fiber until its result comes back (into *result, may be
+ * NULL).  At the deadline or on a cancel the call returns -ETIMEDOUT or
+ * -ECANCELED at once; fn still runs if it has not yet started (a call whose
+ * caller has gone is skipped if it has not started yet) and its result is
+ * dropped.  Errors: also -ESHUTDOWN (the loop is gone, or went before fn
+ * ran), -EPERM (outside a fiber), -ENOMEM.  Cost: one allocation, two posts
+ * (wakes only for sleeping loops).
+ *
+ * tdl_port_spawn starts fn(arg) as a detached fiber on the port's loop and
+ * returns once it is started there: 0, or tdl_fiber_spawn's error there,
+ * or the errors of tdl_port_call.
+ */
+TDL_API int tdl_port_call(tdl_port *port, void *(*fn)(tdl_loop *loop, void *arg), void *arg, void **result,
+                          tdl_time_t deadline);
+TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts,
+                           tdl_time_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_GROUP_H */

@@ -4,12 +4,12 @@
 #   make test    build with misuse checks, check the layering, run every test on
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program
-# CI (.ci/run) adds `make test-asan` and `make test-aarch64`.
+# CI (.ci/run) adds `make test-asan`, `make test-aarch64` and `make test-musl`.
 WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake
 
-.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 bench bench-build clean
+.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 test-musl bench bench-build clean
 
 all: test-build
 
@@ -40,6 +40,9 @@ test-tsan:
 
 test-aarch64:
 	.ci/aarch64.sh
+
+test-musl:
+	WERROR=$(WERROR) JOBS=$(JOBS) scripts/test-musl.sh
 
 bench-build:
 	@scripts/deps.sh bench

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs (as root) or names (otherwise) the Debian packages a job needs.
-#   scripts/deps.sh test|bench|aarch64
+#   scripts/deps.sh test|bench|aarch64|musl
 set -eu
 case "${1:-test}" in
   test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3" ;;
   bench)   pkgs="cmake make gcc pkg-config python3 libev-dev libuv1-dev libevent-dev" ;;
   aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
-  *) echo "usage: $0 test|bench|aarch64" >&2; exit 2 ;;
+  musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
+  *) echo "usage: $0 test|bench|aarch64|musl" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do

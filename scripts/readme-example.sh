@@ -3,6 +3,7 @@
 # a built tree, runs it, and checks it as a client would: 50 connections at
 # once each get their bytes echoed; a bad address is refused with a message.
 #   scripts/readme-example.sh [BUILD_DIR]
+# $CC compiles it (default cc; scripts/test-musl.sh passes musl-gcc).
 set -eu
 build=${1:-build/test}
 dir=$(mktemp -d)
@@ -10,7 +11,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 awk '/^```c$/ && !done {on=1; next} /^```$/ && on {on=0; done=1} on' README.md > "$dir/echo.c"
 [ -s "$dir/echo.c" ] || { echo "readme-example: no \`\`\`c block in README.md" >&2; exit 1; }
-cc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread -o "$dir/echo"
+"${CC:-cc}" -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread -o "$dir/echo"
 
 if "$dir/echo" not-an-address 2>"$dir/err"; then
   echo "readme-example: a bad address was accepted" >&2; exit 1

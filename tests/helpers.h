@@ -10,6 +10,18 @@
 
 #include <treadle.h>
 
+/* RUNNING_ON_VALGRIND: valgrind's client request where its header is
+ * installed (make test), else 0.  A musl build (scripts/test-musl.sh) sees
+ * musl's headers only, and never runs under valgrind. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 /* A loop on the back end named by $TDL_BACKEND (ctest runs each test binary
  * once per back end). Fails the test on error. */
 tdl_loop *t_loop_new(void);

@@ -13,8 +13,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,6 +408,18 @@ static const char *content_type(const char *path)
   return "application/octet-stream";
 }
 
+/* openat2's argument and flags as in <linux/openat2.h> (a fixed kernel ABI),
+ * spelled out here: neither glibc 2.36 nor musl 1.2.3 declares them, and
+ * musl-gcc sees no kernel headers. */
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+struct open_how_abi {
+  uint64_t flags, mode, resolve;
+};
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_BENEATH 0x08
+
 /* Open rel (already checked: no "." or ".." segments) below the root,
  * refusing to leave it even through symlinks.  Linux >= 5.6 resolves the
  * whole path in the kernel with RESOLVE_BENEATH (a symlink pointing inside
@@ -415,7 +427,7 @@ static const char *content_type(const char *path)
  * one component at a time with O_NOFOLLOW (no symlinks at all). */
 static int open_beneath(int rootfd, const char *rel)
 {
-  struct open_how how = {
+  struct open_how_abi how = {
       .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
   };

@@ -9,7 +9,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <valgrind/valgrind.h>
 
 #include "helpers.h"
 #include "loop_fixture.h"

@@ -5,16 +5,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <execinfo.h>
 #include <string.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
+/* A stack walker to test the trampoline's unwind info with: glibc's
+ * backtrace().  musl has none, and the walker under it (libgcc's
+ * _Unwind_Backtrace) does not link against musl either: Debian's static
+ * libgcc_eh.a (gcc 12) calls glibc's _dl_find_object. */
+#ifdef __GLIBC__
+#include <execinfo.h>
+#define HAVE_BACKTRACE 1
+#else
+#define HAVE_BACKTRACE 0
+#define backtrace(frames, n) ((void)(frames), (void)(n), 0)
 #endif
 
 #include "helpers.h"
@@ -479,6 +481,10 @@ static void bt_entry(void *arg) {
 
 static void test_backtrace_terminates(void **state) {
   (void)state;
+  if (!HAVE_BACKTRACE) {
+    print_message("skipped: no stack walker under musl (see HAVE_BACKTRACE)\n");
+    skip();
+  }
   tdl__stack s = new_stack();
   tdl__ctx_init(&bt_ctx, s.lo, s.size, bt_entry);
   tdl__switch(&main_ctx, &bt_ctx, NULL);

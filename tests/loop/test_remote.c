@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <valgrind/valgrind.h>
 #include <cmocka.h>
 
 #include "treadle.h"

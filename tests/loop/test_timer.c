@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <valgrind/valgrind.h>
 
 #include "helpers.h"
 

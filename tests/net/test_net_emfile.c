@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <valgrind/valgrind.h>
 
 #include "fiber/fiber_internal.h" /* tdl__fiber_accept: the naive loop */
 #include "helpers.h"

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <valgrind/valgrind.h>
 
 #include "helpers.h"
 #include "loop_fixture.h"

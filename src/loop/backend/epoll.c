@@ -19,10 +19,19 @@
  */
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "loop/loop_internal.h"
+
+/* epoll_pwait2 through syscall(): glibc has had a wrapper since 2.35, but
+ * musl (1.2.3, Debian 12) has none.  The number is 441 on every architecture;
+ * the timespec is the kernel's on 64-bit targets.  A null sigmask makes the
+ * kernel ignore the size argument. */
+#ifndef SYS_epoll_pwait2
+#define SYS_epoll_pwait2 441
+#endif
 
 enum { EVENTS_MIN = 64, EVENTS_MAX = 1024 };
 
@@ -147,7 +156,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     n = -1;
     if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
       struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
-      n = epoll_pwait2(s->epfd, s->events, s->cap, &ts, NULL);
+      n = (int)syscall(SYS_epoll_pwait2, s->epfd, s->events, s->cap, &ts, NULL, 0);
       if (n < 0 && errno == ENOSYS)
         __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
     }

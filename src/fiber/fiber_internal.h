@@ -25,6 +25,31 @@
 
 enum { TDL__FIBER_RUNNABLE = 1, TDL__FIBER_RUNNING, TDL__FIBER_PARKED, TDL__FIBER_DONE };
 
+/* The arbiter of a wait that several things may end (a select's clauses,
+ * possibly on other threads): the first to take it wins, the others leave
+ * it alone, and the waiter closes it when it comes back.  state: 0 open,
+ * n + 1 taken by clause n, -1 closed by the waiter. */
+typedef struct tdl__claim {
+  int state; /* atomic */
+} tdl__claim;
+
+/* Take c for clause `who`; false when another was first (or it is closed). */
+static inline bool tdl__claim_take(tdl__claim *c, int who)
+{
+  int open = 0;
+  return __atomic_compare_exchange_n(&c->state, &open, who + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* The waiter is back: close c.  Returns the clause that took it, or -1 when
+ * none did (the waiter's own deadline or cancel ended the wait). */
+static inline int tdl__claim_close(tdl__claim *c)
+{
+  int open = 0;
+  if (__atomic_compare_exchange_n(&c->state, &open, -1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return -1;
+  return open - 1;
+}
+
 typedef struct tdl__sched tdl__sched;
 
 /* A fiber's control block.  It lives at the top of the fiber's own stack, so
@@ -59,6 +84,7 @@ typedef struct tdl__fiber {
                                             park: undo the wait at once */
   void *abort_ctx;
   int unpark_result;     /* parked where tdl_fiber_unpark ends it: its result; else -1 */
+  tdl__claim *unpark_claim; /* and the select that must be taken first, or NULL */
   tdl__cleanup fls_cleanup; /* fls.c's, linked once a value is set */
   uint8_t fls_rounds;    /* fls.c: rounds of destructors run */
   tdl_timer timer;
@@ -172,8 +198,9 @@ static inline void tdl__sched_hook_add(tdl__sched *s, tdl__sched_hook *h) { tdl_
 typedef struct tdl__fdwait {
   tdl__fiber *f;
   int fd;
-  int clause;  /* -1: a plain wait */
-  int events;  /* out: ready events, or -EBADF */
+  int clause;        /* -1: a plain wait */
+  tdl__claim *claim; /* a select's (with clause), else NULL */
+  int events;        /* out: ready events, or -EBADF */
 } tdl__fdwait;
 
 /* Hang rec on fd's state for events (TDL_READ and/or TDL_WRITE) and start

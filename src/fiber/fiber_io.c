@@ -47,6 +47,8 @@ static void ffd_update(tdl__sched *s, tdl__ffd *d)
 static void fdwait_end(tdl__fdwait *rec, int ev)
 {
   rec->events = ev;
+  if (rec->claim && !tdl__claim_take(rec->claim, rec->clause))
+    return; /* another clause of the select won */
   tdl__wake(rec->f, rec->clause < 0 ? ev : rec->clause);
 }
 

@@ -430,7 +430,8 @@ int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
   tdl__fiber *f = tdl__fiber_lookup(loop->sched, h);
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
-  if (f->state != TDL__FIBER_PARKED || f->unpark_result < 0 || !tdl__wake(f, f->unpark_result))
+  if (f->state != TDL__FIBER_PARKED || f->unpark_result < 0 ||
+      (f->unpark_claim && !tdl__claim_take(f->unpark_claim, f->unpark_result)) || !tdl__wake(f, f->unpark_result))
     f->permit = 1;
   return 0;
 }

@@ -29,8 +29,7 @@ static inline void copy_val(void *dst, const void *src, size_t n)
  * (result 0) or cannot (-EPIPE). */
 static void complete(tdl__waiter *w, int result)
 {
-  if (w->sel) {
-    w->sel->done = 1;
+  if (w->sel) { /* its claim was taken with it */
     w->sel->ops[w->index].result = result;
     tdl__wake(w->f, w->index);
   } else {

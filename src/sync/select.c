@@ -157,10 +157,11 @@ static int hang(tdl__fiber *f, tdl_select_op *op, int i, clause *c, tdl__select 
     tdl__waitq_push(op->kind == TDL_SELECT_RECV ? &op->ch->recvq : &op->ch->sendq, &c->chan);
     return 0;
   case TDL_SELECT_FD:
-    c->fd = (tdl__fdwait){.clause = i};
+    c->fd = (tdl__fdwait){.clause = i, .claim = &sel->claim};
     return tdl__fd_wait_begin(f, op->fd, op->events, &c->fd);
   default:
     f->unpark_result = i;
+    f->unpark_claim = &sel->claim;
     return 0;
   }
 }
@@ -171,7 +172,10 @@ static void unhang(tdl__fiber *f, const tdl_select_op *op, clause *c)
   case TDL_SELECT_RECV:
   case TDL_SELECT_SEND: tdl__waitq_leave(&c->chan); break;
   case TDL_SELECT_FD: tdl__fd_wait_end(&c->fd); break;
-  default: f->unpark_result = -1; break;
+  default:
+    f->unpark_result = -1;
+    f->unpark_claim = NULL;
+    break;
   }
 }
 
@@ -209,6 +213,11 @@ static int wait_all(tdl__fiber *f, tdl_select_op *ops, size_t n, clause *c, tdl_
     f->abort_ctx = &p;
     r = tdl__park(f, "select", -1, deadline);
     f->abort_wait = NULL;
+    /* Whoever took the claim won, even if the deadline or a cancel woke us
+     * first (then the clause completed meanwhile and must be reported). */
+    int won = tdl__claim_close(&sel.claim);
+    if (won >= 0)
+      r = won;
   }
   unhang_all(f, &p);
   if (r >= 0 && ops[r].kind == TDL_SELECT_FD)

@@ -8,8 +8,9 @@
  * always learns what happened from its record, never from park's result
  * alone.
  *
- * Liveness.  A record is live while its fiber is still parked in that wait
- * (and, for a select, while no other clause of the same select has won).  A
+ * Liveness.  A record is live while its fiber is still parked in that wait;
+ * a select's record, while its select's claim is open, and taking it takes
+ * the claim (tdl__claim: the one arbiter among all the select's clauses).  A
  * fiber woken by its deadline or by cancellation stays queued until it runs
  * again and leaves; meanwhile, takers skip its record, so a timed-out or
  * cancelled waiter never takes anything and a cancelled sender's value is
@@ -23,10 +24,12 @@
 
 #include "fiber/fiber_internal.h"
 
-/* The records of one select share this: the first clause to complete wins. */
+/* The records of one select share this: the first clause to take the claim
+ * wins (channels here, fds and unparks in the fiber layer, other threads
+ * for shared channels). */
 typedef struct tdl__select {
   tdl_select_op *ops;
-  int done;
+  tdl__claim claim;
 } tdl__select;
 
 typedef struct tdl__waiter {
@@ -43,7 +46,7 @@ typedef struct tdl__waiter {
 
 static inline bool tdl__waiter_live(const tdl__waiter *w)
 {
-  return (w->sticky || w->f->state == TDL__FIBER_PARKED) && !(w->sel && w->sel->done);
+  return w->sticky || w->f->state == TDL__FIBER_PARKED;
 }
 
 static inline void tdl__waitq_push(tdl__list *q, tdl__waiter *w) { tdl__list_push(q, &w->link); }
@@ -63,7 +66,7 @@ static inline tdl__waiter *tdl__waitq_take(tdl__list *q)
   tdl__list *n;
   while ((n = tdl__list_pop(q)) != NULL) {
     tdl__waiter *w = TDL__CONTAINER_OF(n, tdl__waiter, link);
-    if (tdl__waiter_live(w))
+    if (w->sel ? tdl__claim_take(&w->sel->claim, w->index) : tdl__waiter_live(w))
       return w;
   }
   return NULL;

@@ -20,7 +20,8 @@
  * The calls that do not block (address helpers, tdl_net_listen, tdl_net_udp_bind,
  * options, shutdown) work anywhere, in fibers or not.
  *
- * Names resolve nowhere: addresses are literals (no DNS, no /etc/hosts).
+ * Names resolve nowhere: addresses are literals, the wildcard, or
+ * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).
  */
 #ifndef TREADLE_NET_H
 #define TREADLE_NET_H
@@ -61,23 +62,54 @@ typedef struct tdl_addr {
 #define TDL_ADDR_STRLEN 440
 
 /*
- * Parse a literal address.  Accepted forms (nothing else):
- *   "127.0.0.1:8080"      IPv4 dotted quad (four decimal parts, no leading
+ * Parse an address as users write them.  Accepted forms (nothing else):
+ *   "127.0.0.1:6379"      IPv4 dotted quad (four decimal parts, no leading
  *                         zeros) and port
- *   "[::1]:80"            IPv6 in brackets and port; "[fe80::1%2]:80" with a
+ *   "[::1]:6379"          IPv6 in brackets and port; "[fe80::1%2]:80" with a
  *                         numeric scope (interface index)
+ *   "localhost:6379"      the loopback: 127.0.0.1 (any case of "localhost")
+ *   "*:6379", ":6379"     the wildcard (all local addresses): [::]
  *   "unix:/run/app.sock"  Unix socket at a path (relative paths allowed), at
  *                         most 107 bytes
  *   "unix:@name"          Linux abstract Unix name, 1 to 107 bytes (the name
  *                         is exactly the bytes after '@', no trailing NUL)
  * A port is 1 to 5 decimal digits, 0..65535 (0: any, for listening).
- * Errors: -EINVAL for NULL arguments, an empty host or name, a missing or
- * malformed port, a port above 65535, a host that is not a literal address
- * (no names are resolved), a path or name that does not fit, trailing
- * garbage; *a is then zeroed (len 0).
- * Cost: pure parsing, no system call.
+ * "0.0.0.0:6379" and "[::]:6379" are literals: exactly that family.
+ *
+ * The wildcard is the IPv6 one, [::]: tdl_net_listen() and tdl_net_udp_bind()
+ * clear IPV6_V6ONLY on it (unless TDL_NET_V6ONLY), so ONE socket takes IPv4
+ * and IPv6 clients alike (IPv4 peers then show as [::ffff:a.b.c.d]:port),
+ * whatever the machine's net.ipv6.bindv6only says; 0.0.0.0 would silently
+ * leave IPv6 clients out.  On a kernel without IPv6, tdl_net_listen_str()
+ * falls back to 0.0.0.0.
+ *
+ * "localhost" needs no resolver: RFC 6761 (section 6.3) lets name APIs map
+ * it to the loopback without asking DNS, and treadle does, without reading
+ * /etc/hosts either.  tdl_addr_parse() gives 127.0.0.1; tdl_net_connect_str()
+ * tries 127.0.0.1 and then ::1.  Other host names are refused for now (name
+ * resolution blocks, and comes with a pool for blocking work).
+ *
+ * Errors: -EINVAL for NULL arguments or any string not of these forms; *a is
+ * then zeroed (len 0).  tdl_addr_parse_error() says what is wrong and where.
+ * Cost: pure parsing, no system call, no file read.
  */
 TDL_API int tdl_addr_parse(tdl_addr *a, const char *s);
+
+/* Room for any message tdl_addr_parse_error() writes, with its NUL. */
+#define TDL_ADDR_ERRLEN 320
+
+/*
+ * Why s is not an address, for people: parses s as tdl_addr_parse() does
+ * and, when that fails, writes a one-line message naming the string (quoted,
+ * cut after 48 bytes, unprintable bytes as \xHH), the problem and its byte
+ * offset in s, e.g.
+ *   bad address "1.2.3.4:99999": port above 65535 (at offset 8)
+ * into buf (cap bytes; cut to fit, always NUL-terminated when cap > 0;
+ * TDL_ADDR_ERRLEN always suffices).  buf gets "" when s parses.
+ * Returns what tdl_addr_parse(s) returns: 0, or -EINVAL (buf holds why).
+ * buf may be NULL when cap is 0.  Cost: a parse and a few copies.
+ */
+TDL_API int tdl_addr_parse_error(const char *s, char *buf, size_t cap);
 
 /*
  * Write a in the form tdl_addr_parse() reads, NUL-terminated, into buf of
@@ -126,15 +158,17 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
 #define TDL_NET_REUSEPORT 0x1u /* IP: SO_REUSEPORT (several sockets share the
                                   port; the kernel spreads connections) */
 #define TDL_NET_V6ONLY 0x2u    /* IPv6: IPV6_V6ONLY ("[::]" then takes no IPv4
-                                  connections; Linux's default is both) */
+                                  connections); without it, treadle clears
+                                  IPV6_V6ONLY: "[::]" takes both */
 #define TDL_NET_UNLINK 0x4u    /* Unix path: replace a STALE socket file (see
                                   tdl_net_listen) */
 
 /*
  * A listening stream socket on a: non-blocking, close-on-exec; for IP,
  * SO_REUSEADDR is set (a restarted server can bind at once despite old
- * connections in TIME_WAIT).  backlog <= 0 means SOMAXCONN.  Works outside
- * fibers too.  Returns the fd.
+ * connections in TIME_WAIT); for IPv6, IPV6_V6ONLY is set with
+ * TDL_NET_V6ONLY and cleared without it.  backlog <= 0 means SOMAXCONN.
+ * Works outside fibers too.  Returns the fd.
  *
  * Unix paths: treadle never removes a file silently.  When the path exists,
  * the call fails with -EADDRINUSE, unless TDL_NET_UNLINK is given and the
@@ -154,6 +188,20 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
  * Cost: 3-5 system calls (plus 2-3 for a stale Unix path).
  */
 TDL_API int tdl_net_listen(const tdl_addr *a, int backlog, unsigned flags);
+
+/*
+ * tdl_net_listen() on an address string (tdl_addr_parse's forms): the
+ * configuration value goes straight in, e.g.
+ *   int lfd = tdl_net_listen_str("*:6379", 0, 0);
+ * "*:P" and ":P" listen on [::] for both families, or on 0.0.0.0 when the
+ * kernel has no IPv6; "localhost:P" on 127.0.0.1 (::1 when there is no IPv4
+ * loopback).  One socket either way.  Returns the fd.
+ * Errors: -EINVAL (s NULL or not an address: tdl_addr_parse_error(s, ...)
+ * says why), then those of tdl_net_listen (of the last address tried; the
+ * second is tried only when the first's family is missing: -EAFNOSUPPORT,
+ * -EADDRNOTAVAIL).  Cost: a parse and tdl_net_listen's, once or twice.
+ */
+TDL_API int tdl_net_listen_str(const char *s, int backlog, unsigned flags);
 
 /*
  * Accept a connection on listener lfd; return its fd (non-blocking,
@@ -222,6 +270,21 @@ TDL_API void tdl_net_stats_get(tdl_net_stats *out);
  * Unix sockets) + one getsockname() for the self-connect check (TCP).
  */
 TDL_API int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline);
+
+/*
+ * tdl_net_connect() to an address string (tdl_addr_parse's forms).
+ * "localhost:P" tries 127.0.0.1:P and, if that fails (refused, unreachable),
+ * [::1]:P, both under the one deadline.  A wildcard host ("*:P", ":P") means
+ * this host, as the kernel reads a connect to 0.0.0.0, and is tried the same
+ * way.  Returns the fd of the first connection made.
+ * Errors: -EPERM (outside a fiber) and -ECANCELED, checked before parsing;
+ * -EINVAL (s NULL or not an address: tdl_addr_parse_error(s, ...) says why);
+ * -ETIMEDOUT and -ECANCELED end the call at once (no further address is
+ * tried); otherwise the error of the first address, unless that one's family
+ * is missing (-EAFNOSUPPORT, -EADDRNOTAVAIL, -ENETUNREACH): then the second's.
+ * Nothing is left open on error.  Cost: tdl_net_connect's, once or twice.
+ */
+TDL_API int tdl_net_connect_str(const char *s, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
 /* Whole-buffer transfers on stream sockets                                  */

@@ -344,52 +344,117 @@ TDL_API ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *de
 /* Buffered reader                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* Private: the fd and growable buffer of tdl_reader (src/net/netbuf.c). */
+typedef struct tdl__netbuf {
+  unsigned char *p;    /* the block in use: home, or a grown one from malloc */
+  size_t cap;          /* its size */
+  size_t start, end;   /* the live bytes: p[start..end) */
+  unsigned char *home; /* the initial block, kept until destroyed */
+  size_t home_cap, max;
+  int fd;              /* -1 when not set up or destroyed */
+  bool home_owned;     /* home came from malloc */
+  bool busy;           /* a read into the block is parked */
+} tdl__netbuf;
+
 /*
- * A read buffer over an fd, in the caller's memory (nothing is allocated):
- * for protocols parsed in place (an HTTP request head), and for keeping the
- * bytes read past a message (pipelined requests).  The buffered bytes are
- * tdl_reader_data(r)[0 .. tdl_reader_len(r)); they stay there until consumed.
- * The buffer's capacity is also the largest message tdl_reader_until() can
- * find.  Works on any fd (read()), socket or pipe.  Fields are private.
+ * A read buffer over an fd, for protocols parsed in place (an HTTP head, a
+ * Redis command) and for keeping the bytes read past a message (pipelined
+ * requests).  The buffered bytes are tdl_reader_data(r)[0 .. tdl_reader_len(r));
+ * they stay there until consumed.  Works on any fd (read()), socket or
+ * pipe.  Fields are private.
+ *
+ * Memory.  The reader starts with an initial buffer of `size` bytes (the
+ * caller's memory, or allocated by tdl_reader_init) and keeps it until
+ * tdl_reader_destroy.  When a message does not fit (tdl_reader_until finds
+ * no delimiter in a full buffer, tdl_reader_need asks for more than fits),
+ * the bytes move to a larger buffer from malloc, doubling up to `max`.  The
+ * largest message is therefore `max` bytes; larger ones fail with -EMSGSIZE.
+ * As soon as what is still buffered after a consume (or read) fits the
+ * initial buffer, it moves back there and the grown buffer is freed: an idle
+ * connection holds only its initial buffer, whatever it once received.
+ * Costs: a growth copies the buffered bytes once (a large block is remapped
+ * by realloc rather than copied); going back copies at most `size` bytes.
+ * A stream of messages each a little larger than `size` pays a malloc and a
+ * free per message: size the initial buffer for the usual message.
+ *
+ * Pointers.  tdl_reader_data(), and every pointer into the buffered bytes
+ * (e.g. to the message tdl_reader_until found), stays valid only until the
+ * next call on the reader that may read or consume: tdl_reader_fill, _need,
+ * _until, _read, _read_exactly, _consume, _destroy.  Any of them may move the
+ * bytes (to the front, to a grown buffer, back home).  Offsets from
+ * tdl_reader_data() stay right across fills, until a consume.
+ *
+ * One fiber at a time.  While a fill is parked in read(), another fiber's
+ * fill, need, until or read returns -EBUSY, tdl_reader_destroy returns
+ * -EBUSY, and consume drops bytes without moving any.
  */
 typedef struct tdl_reader {
-  int fd;
-  int eof;            /* read() returned 0 */
-  unsigned char *buf;
-  size_t cap;
-  size_t start, end;  /* buffered bytes: buf[start..end) */
+  tdl__netbuf b;
+  bool eof; /* read() returned 0 */
 } tdl_reader;
 
-/* Set r up to read fd into buf[0..cap).  Never fails. */
-TDL_API void tdl_reader_init(tdl_reader *r, int fd, void *buf, size_t cap);
+/*
+ * Set r up to read fd with an initial buffer of size bytes: mem[0..size),
+ * which must stay valid until tdl_reader_destroy and remains the caller's,
+ * or, when mem is NULL, a block of size bytes allocated now.  The buffer
+ * grows up to max bytes (max == size: never).  Nothing is read yet.
+ * Errors: -EINVAL (r NULL, size 0, max < size), -EBADF (fd < 0), -ENOMEM
+ * (mem NULL and no memory).  On error nothing is held and
+ * tdl_reader_destroy(r) is harmless.  Cost: one malloc when mem is NULL.
+ */
+TDL_API int tdl_reader_init(tdl_reader *r, int fd, void *mem, size_t size, size_t max);
 
-static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->buf + r->start; }
-static inline size_t tdl_reader_len(const tdl_reader *r) { return r->end - r->start; }
+/* Free what the reader allocated (a grown buffer; the initial one when
+ * tdl_reader_init allocated it).  The caller's memory stays theirs, the fd
+ * stays open, the buffered bytes are dropped.  Later calls on r fail with
+ * -EBADF until it is set up again.  Errors: -EBUSY (a fill is parked on it;
+ * nothing changes).  Cost: up to two free(). */
+TDL_API int tdl_reader_destroy(tdl_reader *r);
+
+static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->b.p + r->b.start; }
+static inline size_t tdl_reader_len(const tdl_reader *r) { return r->b.end - r->b.start; }
+/* The size of the buffer in use: the initial size, or more while grown. */
+static inline size_t tdl_reader_capacity(const tdl_reader *r) { return r->b.cap; }
 
 /* Drop the first n buffered bytes (all of them when n is larger).  Cost: no
- * copy; data moves to the front only when a fill needs the room. */
+ * copy, except going back to the initial buffer (at most size bytes) when a
+ * grown one is given back. */
 TDL_API void tdl_reader_consume(tdl_reader *r, size_t n);
 
-/* Read once more into the free part of the buffer, moving the buffered bytes
- * to the front first when the end is full.  Returns the number of bytes
- * added (> 0), 0 at EOF (and at every later call), or an error: -ENOBUFS
- * (the buffer is full of unconsumed bytes), -ETIMEDOUT, -ECANCELED, -EPERM,
- * -EBUSY, -ECONNRESET, -EBADF...  Cost: at most one read(). */
+/* Read once more into the free part of the buffer, first moving the buffered
+ * bytes to the front, or growing, when too little is free.  Returns the
+ * number of bytes added (> 0), 0 at EOF (and at every later call), or an
+ * error: -EMSGSIZE (max bytes are buffered: consume some first), -ENOMEM
+ * (could not grow; nothing is lost), -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY,
+ * -EBADF, -ECONNRESET...  Cost: at most one read(). */
 TDL_API ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline);
+
+/* Fill until at least n bytes are buffered, growing at once to hold them:
+ * for a length-prefixed message, parsed in place at tdl_reader_data() next.
+ * Returns the number of bytes buffered (>= n).
+ * Errors: -EMSGSIZE (n > max: returned at once, nothing is read); -EPIPE
+ * (EOF first; what came is still buffered); the errors of tdl_reader_fill.
+ * Cost: one read() per arrival; none when n bytes are already buffered. */
+TDL_API ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline);
 
 /* Fill until the buffered bytes contain delim[0..delim_len).  Returns the
  * length of the message: the delimiter ends at tdl_reader_data(r) + that
  * length.  Nothing is consumed: parse it, then tdl_reader_consume() it.
- * Already buffered bytes are searched first without any system call.
- * Errors: -EMSGSIZE (the buffer is full and holds no delimiter);
- * -EPIPE (EOF before a delimiter; what came is still buffered); -EINVAL
- * (delim NULL or delim_len 0); the errors of tdl_reader_fill. */
+ * Already buffered bytes are searched first without any system call, and no
+ * byte is searched twice.
+ * Errors: -EMSGSIZE (max bytes are buffered and hold no delimiter: the
+ * message is larger than max; the bytes stay buffered, so the caller may
+ * consume them to skip it, answer, or close; nothing else is affected);
+ * -ENOMEM (could not grow; nothing lost); -EPIPE (EOF before a delimiter;
+ * what came is still buffered); -EINVAL (delim NULL or delim_len 0); the
+ * other errors of tdl_reader_fill. */
 TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl_time_t deadline);
 
 /* Like read(): up to len bytes into dst, buffered bytes first; when none are
  * buffered, one read() (straight into dst when len is at least the buffer's
- * capacity).  Returns the count (> 0 when len > 0), 0 at EOF, or the errors
- * of tdl_reader_fill (-ENOBUFS excepted). */
+ * capacity).  Never grows the buffer.  Returns the count (> 0 when
+ * len > 0), 0 at EOF, or the errors of tdl_reader_fill (-EMSGSIZE and
+ * -ENOMEM excepted), -EINVAL (dst NULL with len > 0). */
 TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline);
 
 /* Exactly n bytes into dst, buffered bytes first.  As tdl_net_recv_exactly:

@@ -1,8 +1,8 @@
 /* Sockets for fibers: listen, accept and connect with deadlines (from
  * addresses and from strings), whole-buffer transfers, UDP, Unix and
  * abstract sockets, IPv6 loopback, a peer that vanishes mid-send,
- * cancellation, the buffered reader, options.  Loopback only; every wait
- * is bounded.  Address parsing is tested in test_addr.c. */
+ * cancellation, options.  Loopback only; every wait is bounded.  Address
+ * parsing is tested in test_addr.c, the reader in test_buffered.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -852,99 +852,6 @@ static void peer_vanishes_mid_send(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The buffered reader                                                       */
-/* ------------------------------------------------------------------------ */
-
-static void *pipelined_writer(void *arg)
-{
-  int fd = *(int *)arg;
-  /* Two requests in one write, then a third split oddly. */
-  assert_int_equal(tdl_net_send_all(fd, "GET /a\r\n\r\nGET /b\r\n\r\nGE", 22, NULL, soon(LONG_WAIT)), 0);
-  tdl_sleep_for(10 * TDL_MSEC);
-  assert_int_equal(tdl_net_send_all(fd, "T /c\r\n\r", 7, NULL, soon(LONG_WAIT)), 0);
-  tdl_sleep_for(10 * TDL_MSEC);
-  assert_int_equal(tdl_net_send_all(fd, "\nBODY0123456789", 15, NULL, soon(LONG_WAIT)), 0);
-  tdl_net_shutdown(fd, SHUT_WR);
-  return NULL;
-}
-
-static void *reader_body(void *arg)
-{
-  conn_ctx *k = arg;
-  pair(k->lfd, &k->to, &k->c, &k->s);
-  go(pipelined_writer, &k->s);
-  char mem[32];
-  tdl_reader r;
-  tdl_reader_init(&r, k->c, mem, sizeof mem);
-  const char *want[] = {"GET /a\r\n\r\n", "GET /b\r\n\r\n", "GET /c\r\n\r\n"};
-  for (int i = 0; i < 3; i++) {
-    ssize_t n = tdl_reader_until(&r, "\r\n\r\n", 4, soon(LONG_WAIT));
-    assert_int_equal(n, (ssize_t)strlen(want[i]));
-    assert_memory_equal(tdl_reader_data(&r), want[i], (size_t)n);
-    tdl_reader_consume(&r, (size_t)n);
-  }
-  /* A body: 4 bytes buffered or not, then the rest, then EOF. */
-  char body[14];
-  size_t got = 0;
-  assert_int_equal(tdl_reader_read_exactly(&r, body, 4, &got, soon(LONG_WAIT)), 0);
-  assert_memory_equal(body, "BODY", 4);
-  assert_int_equal(tdl_reader_read_exactly(&r, body, 14, &got, soon(LONG_WAIT)), -EPIPE);
-  assert_int_equal(got, 10);
-  assert_memory_equal(body, "0123456789", 10);
-  assert_int_equal(tdl_reader_fill(&r, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_reader_read(&r, body, 1, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), -EPIPE);
-  assert_int_equal(tdl_reader_until(&r, NULL, 1, 0), -EINVAL);
-  tdl_close(k->c);
-  tdl_close(k->s);
-
-  /* The limit: a full buffer without a delimiter. */
-  pair(k->lfd, &k->to, &k->c, &k->s);
-  char big[100];
-  memset(big, 'x', sizeof big);
-  assert_int_equal(tdl_net_send_all(k->s, big, sizeof big, NULL, soon(LONG_WAIT)), 0);
-  tdl_reader_init(&r, k->c, mem, sizeof mem);
-  assert_int_equal(tdl_reader_until(&r, "\r\n", 2, soon(LONG_WAIT)), -EMSGSIZE);
-  assert_int_equal(tdl_reader_len(&r), sizeof mem);
-  assert_int_equal(tdl_reader_fill(&r, soon(LONG_WAIT)), -ENOBUFS);
-  /* Consuming makes room: the next fill moves the rest to the front. */
-  tdl_reader_consume(&r, 30);
-  ssize_t n = tdl_reader_fill(&r, soon(LONG_WAIT));
-  assert_true(n > 0 && n <= 30);
-  assert_int_equal(tdl_reader_len(&r), 2 + (size_t)n);
-  /* A big read skips the buffer once it is empty. */
-  tdl_reader_consume(&r, tdl_reader_len(&r));
-  char dst[64];
-  size_t left = sizeof big - 32 - (size_t)n;
-  assert_int_equal(tdl_reader_read_exactly(&r, dst, left, NULL, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_reader_until(&r, "x", 1, soon(10 * TDL_MSEC)), -ETIMEDOUT);
-  tdl_close(k->c);
-  tdl_close(k->s);
-
-  /* On a pipe. */
-  int p[2];
-  t_pipe(p);
-  assert_int_equal(write(p[1], "one\ntwo\n", 8), 8);
-  tdl_reader_init(&r, p[0], mem, sizeof mem);
-  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 4);
-  tdl_reader_consume(&r, 4);
-  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 4);
-  assert_memory_equal(tdl_reader_data(&r), "two\n", 4);
-  tdl_close(p[0]);
-  tdl_close(p[1]);
-  return NULL;
-}
-
-static void reader_pipelined_and_limits(void **state)
-{
-  (void)state;
-  conn_ctx k;
-  k.lfd = listen_on("127.0.0.1:0", 0, &k.to);
-  run_fiber(reader_body, &k);
-  tdl_close(k.lfd);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Datagrams                                                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -1130,10 +1037,12 @@ static void outside_a_fiber(void **state)
   assert_int_equal(tdl_net_recv_exactly(lfd, buf, 4, &n, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_net_recv_until(lfd, buf, 4, "\n", 1, &n, TDL_FOREVER), -EPERM);
   tdl_reader r;
-  tdl_reader_init(&r, lfd, buf, sizeof buf);
+  assert_int_equal(tdl_reader_init(&r, lfd, buf, sizeof buf, 1024), 0);
   assert_int_equal(tdl_reader_fill(&r, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_reader_need(&r, 1, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_until(&r, "\n", 1, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_read(&r, buf, 1, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
   assert_int_equal(tdl_net_connect_str("localhost:1", TDL_FOREVER), -EPERM);
   int u = tdl_net_udp_bind(&(tdl_addr){0}, 0);
   assert_int_equal(u, -EINVAL);
@@ -1173,8 +1082,9 @@ static void *blocked(void *arg)
     c->result = (int)tdl_net_recv_until(c->fd, buf, sizeof buf, "\n", 1, NULL, TDL_FOREVER);
     break;
   case C_READER:
-    tdl_reader_init(&r, c->fd, buf, sizeof buf);
+    assert_int_equal(tdl_reader_init(&r, c->fd, buf, 16, sizeof buf), 0);
     c->result = (int)tdl_reader_until(&r, "\n", 1, TDL_FOREVER);
+    assert_int_equal(tdl_reader_destroy(&r), 0);
     break;
   case C_CONNECT_TCP:
   case C_CONNECT_UNIX:
@@ -1316,7 +1226,6 @@ int main(void)
       cmocka_unit_test_setup_teardown(recv_until_delimiter_and_limit, setup, teardown),
       cmocka_unit_test_setup_teardown(send_allv_gathers, setup, teardown),
       cmocka_unit_test_setup_teardown(peer_vanishes_mid_send, setup, teardown),
-      cmocka_unit_test_setup_teardown(reader_pipelined_and_limits, setup, teardown),
       cmocka_unit_test_setup_teardown(udp_ipv4, setup, teardown),
       cmocka_unit_test_setup_teardown(udp_ipv6, setup, teardown),
       cmocka_unit_test_setup_teardown(unix_datagram_abstract, setup, teardown),

@@ -1,7 +1,7 @@
 /*
  * Sockets for fibers: addresses, TCP and Unix stream listeners and
- * connections, full-buffer transfers, a buffered reader, UDP, options.
- * Include <treadle.h>.
+ * connections, full-buffer transfers, a buffered reader and writer, UDP,
+ * options.  Include <treadle.h>.
  *
  * Everything here is built on the fiber I/O of fiber.h and follows its rules:
  *
@@ -18,7 +18,8 @@
  *    -ECONNRESET); the process is never signalled.
  *
  * The calls that do not block (address helpers, tdl_net_listen, tdl_net_udp_bind,
- * options, shutdown) work anywhere, in fibers or not.
+ * the appends of a tdl_writer, options, shutdown) work anywhere, in fibers or
+ * not.
  *
  * Names resolve nowhere: addresses are literals, the wildcard, or
  * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).
@@ -341,10 +342,11 @@ TDL_API ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *de
                                size_t *got, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
-/* Buffered reader                                                           */
+/* Buffered reader and writer                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Private: the fd and growable buffer of tdl_reader (src/net/netbuf.c). */
+/* Private: the fd and growable buffer of tdl_reader and tdl_writer
+ * (src/net/netbuf.c). */
 typedef struct tdl__netbuf {
   unsigned char *p;    /* the block in use: home, or a grown one from malloc */
   size_t cap;          /* its size */
@@ -353,7 +355,7 @@ typedef struct tdl__netbuf {
   size_t home_cap, max;
   int fd;              /* -1 when not set up or destroyed */
   bool home_owned;     /* home came from malloc */
-  bool busy;           /* a read into the block is parked */
+  bool busy;           /* a read or send into or from the block is parked */
 } tdl__netbuf;
 
 /*
@@ -461,6 +463,87 @@ TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t
  * returns 0, or -EPIPE for an early EOF, other errors as tdl_reader_read;
  * *got (may be NULL) always receives the count stored. */
 TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline);
+
+/*
+ * A write buffer over an fd: answers are appended with no system call and
+ * leave together at the next tdl_writer_flush().  The unsent bytes are
+ * contiguous, so a flush the kernel takes whole is ONE send(): a pipelined
+ * batch of answers leaves in one system call.  Fields are private.
+ *
+ * Memory: as tdl_reader's (an initial buffer, the caller's or allocated;
+ * growth by doubling up to max; the grown buffer is given back as soon as
+ * the unsent bytes fit the initial one again, e.g. after a flush).
+ *
+ * The maximum: appending never blocks and never flushes on its own.  An
+ * append that would take the unsent bytes past max fails with -ENOBUFS and
+ * appends nothing: flush, then append again.  A piece larger than max never
+ * fits: flush, then send it with tdl_net_send_all().
+ *
+ * Pointers: a pointer from tdl_writer_reserve() stays valid until the next
+ * call on the writer.
+ *
+ * Signals.  On a socket, a flush is send() with MSG_NOSIGNAL: a peer that has
+ * gone is -EPIPE or -ECONNRESET, never a SIGPIPE.  On anything else (a pipe,
+ * a terminal, a file: the first flush finds out, from send()'s ENOTSOCK, and
+ * uses write() from then on) the kernel raises SIGPIPE when a pipe's reader
+ * has gone, as for any write(); a program writing to pipes that wants -EPIPE
+ * instead ignores SIGPIPE (signal(SIGPIPE, SIG_IGN)).
+ *
+ * One fiber at a time.  While a flush is parked, appends, reserve, flush and
+ * tdl_writer_destroy from other fibers return -EBUSY.
+ */
+typedef struct tdl_writer {
+  tdl__netbuf b;
+  bool not_socket; /* send() said ENOTSOCK: write() */
+} tdl_writer;
+
+/* Set w up to write to fd; mem, size and max as tdl_reader_init.  Errors:
+ * -EINVAL, -EBADF, -ENOMEM as tdl_reader_init (destroy is then harmless). */
+TDL_API int tdl_writer_init(tdl_writer *w, int fd, void *mem, size_t size, size_t max);
+
+/* Free what the writer allocated.  Unsent bytes are dropped (flush first);
+ * the fd stays open; later calls fail with -EBADF.  Errors: -EBUSY (a flush
+ * is parked on it; nothing changes). */
+TDL_API int tdl_writer_destroy(tdl_writer *w);
+
+/* Bytes appended and not yet sent. */
+static inline size_t tdl_writer_len(const tdl_writer *w) { return w->b.end - w->b.start; }
+/* The size of the buffer in use: the initial size, or more while grown. */
+static inline size_t tdl_writer_capacity(const tdl_writer *w) { return w->b.cap; }
+
+/* Append n bytes of p.  Errors (nothing is appended): -ENOBUFS (the unsent
+ * bytes would exceed max), -ENOMEM (could not grow), -EBUSY, -EBADF,
+ * -EINVAL (p NULL with n > 0).  Cost: a memcpy, and a growth now and then. */
+TDL_API int tdl_writer_put(tdl_writer *w, const void *p, size_t n);
+/* Append the string s without its NUL; -EINVAL for NULL; as tdl_writer_put. */
+TDL_API int tdl_writer_puts(tdl_writer *w, const char *s);
+/* Append v in decimal: "-" for negatives, no padding, no plus sign, no
+ * locale (INT64_MIN included).  Errors as tdl_writer_put.  Cost: no printf,
+ * one division by ten per digit. */
+TDL_API int tdl_writer_put_i64(tdl_writer *w, int64_t v);
+TDL_API int tdl_writer_put_u64(tdl_writer *w, uint64_t v);
+
+/* Room to format in place: *room = n writable bytes at the end of the
+ * unsent ones (growing as an append would).  Write up to n bytes there, then
+ * tdl_writer_commit() how many were written; until then they are not part
+ * of the output.  Errors as tdl_writer_put, and -EINVAL (room NULL); *room is
+ * NULL on error. */
+TDL_API int tdl_writer_reserve(tdl_writer *w, size_t n, void **room);
+/* Add n bytes written at the reserved room to the output.  Errors: -EINVAL
+ * (n larger than the room; nothing is added). */
+TDL_API int tdl_writer_commit(tdl_writer *w, size_t n);
+
+/*
+ * Send every unsent byte, parking while the kernel's buffer is full, until
+ * all went or the deadline passed.  Returns 0: nothing is left unsent.
+ * Errors: -ETIMEDOUT (the peer does not read fast enough) and -ECANCELED:
+ * what did not go stays buffered, in order, and a later flush continues with
+ * it (tdl_writer_len says how much); -EPIPE or -ECONNRESET (the peer has
+ * gone: the bytes will never go); -EPERM (outside a fiber), -EBUSY, -EBADF...
+ * Cost: one system call when the kernel takes everything; one per kernel
+ * buffer's worth otherwise; none when nothing is buffered.
+ */
+TDL_API int tdl_writer_flush(tdl_writer *w, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
 /* Datagrams (UDP; also Unix datagram sockets)                               */

@@ -1,6 +1,6 @@
 /*
  * What the files of the net layer share: the growable buffer under
- * tdl_reader (netbuf.c), the "exactly n bytes" loop
+ * tdl_reader and tdl_writer (netbuf.c), the "exactly n bytes" loop
  * (stream.c), and address parsing that also says what kind of host a string
  * named (addr.c, for socket.c's string forms of listen and connect).
  */
@@ -42,7 +42,7 @@ int tdl__netbuf_destroy(tdl__netbuf *b);
 int tdl__netbuf_room(tdl__netbuf *b, size_t n);
 
 /* Drop the first n live bytes (all when n is larger).  Unless b is busy (a
- * parked read holds a pointer into the block: nothing may move), a
+ * parked read or send holds a pointer into the block: nothing may move), a
  * grown block whose live bytes fit home again is given back and they move
  * home. */
 void tdl__netbuf_drop(tdl__netbuf *b, size_t n);

@@ -1,5 +1,5 @@
 /*
- * The growable buffer of tdl_reader.
+ * The growable buffer of tdl_reader and tdl_writer.
  *
  * A buffer has a home block (the caller's memory or one malloc'd block of
  * the initial size) that it keeps for its whole life, and at most one grown

@@ -2,7 +2,8 @@
  * addresses and from strings), whole-buffer transfers, UDP, Unix and
  * abstract sockets, IPv6 loopback, a peer that vanishes mid-send,
  * cancellation, options.  Loopback only; every wait is bounded.  Address
- * parsing is tested in test_addr.c, the reader in test_buffered.c. */
+ * parsing is tested in test_addr.c, the reader and writer in
+ * test_buffered.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -1043,6 +1044,13 @@ static void outside_a_fiber(void **state)
   assert_int_equal(tdl_reader_until(&r, "\n", 1, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_read(&r, buf, 1, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_reader_destroy(&r), 0);
+  /* A writer appends anywhere; only flushing blocks. */
+  tdl_writer w;
+  assert_int_equal(tdl_writer_init(&w, lfd, NULL, 16, 16), 0);
+  assert_int_equal(tdl_writer_puts(&w, "+OK\r\n"), 0);
+  assert_int_equal(tdl_writer_flush(&w, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_writer_len(&w), 5);
+  assert_int_equal(tdl_writer_destroy(&w), 0);
   assert_int_equal(tdl_net_connect_str("localhost:1", TDL_FOREVER), -EPERM);
   int u = tdl_net_udp_bind(&(tdl_addr){0}, 0);
   assert_int_equal(u, -EINVAL);

@@ -387,8 +387,9 @@ typedef struct tdl__netbuf {
  * tdl_reader_data() stay right across fills, until a consume.
  *
  * One fiber at a time.  While a fill is parked in read(), another fiber's
- * fill, need, until or read returns -EBUSY, tdl_reader_destroy returns
- * -EBUSY, and consume drops bytes without moving any.
+ * fill, need, until or read that would have to read returns -EBUSY (one that
+ * the buffered bytes answer succeeds), tdl_reader_destroy returns -EBUSY,
+ * and consume drops bytes without moving any.
  */
 typedef struct tdl_reader {
   tdl__netbuf b;

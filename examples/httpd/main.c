@@ -73,8 +73,12 @@ int main(int argc, char **argv)
   httpd_server s;
   int e = httpd_init(&s, &cfg);
   if (e < 0) {
-    fprintf(stderr, "httpd: cannot listen on %s%s%s: %s\n", cfg.listen, cfg.root ? " / open " : "",
-            cfg.root ? cfg.root : "", tdl_strerror(e));
+    char why[TDL_ADDR_ERRLEN];
+    if (tdl_addr_parse_error(cfg.listen, why, sizeof why) < 0) /* which part of it is wrong */
+      fprintf(stderr, "httpd: --listen: %s\n", why);
+    else
+      fprintf(stderr, "httpd: cannot listen on %s%s%s: %s\n", cfg.listen, cfg.root ? " / open " : "",
+              cfg.root ? cfg.root : "", tdl_strerror(e));
     return 1;
   }
   fprintf(stderr, "httpd: listening on %s (port %d)\n", cfg.listen, s.port);

@@ -65,18 +65,19 @@ httpd_config httpd_defaults(void)
 /* Listening                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Bind and listen (net.h: literal addresses only, SO_REUSEADDR); *port gets
- * the port bound (the kernel's pick for port 0). */
+/* Bind and listen (net.h: "127.0.0.1:8080", "*:8080", "localhost:8080",
+ * "[::1]:8080", "unix:/path"...; SO_REUSEADDR); *port gets the port bound
+ * (the kernel's pick for port 0; 0 for a Unix socket). */
 static int listen_on(const char *text, int *port)
 {
-  tdl_addr a;
-  int e = tdl_addr_parse(&a, text);
-  if (e < 0)
-    return e;
-  int fd = tdl_net_listen(&a, 4096, 0);
+  int fd = tdl_net_listen_str(text, 4096, 0);
   if (fd < 0)
     return fd;
-  if ((e = tdl_net_local_addr(fd, &a)) < 0 || (e = tdl_addr_port(&a)) < 0) {
+  tdl_addr a;
+  int e = tdl_net_local_addr(fd, &a);
+  if (e == 0 && (e = tdl_addr_port(&a)) == -EAFNOSUPPORT)
+    e = 0;
+  if (e < 0) {
     tdl_close(fd);
     return e;
   }

@@ -21,7 +21,9 @@
 #include <treadle.h>
 
 typedef struct httpd_config {
-  const char *listen;       /* "ADDR:PORT", e.g. "127.0.0.1:8080", "[::1]:0" (0: any free port) */
+  const char *listen;       /* "HOST:PORT" as net.h's tdl_addr_parse reads it: "127.0.0.1:8080",
+                               "*:8080" (all addresses), "localhost:0" (0: any free port),
+                               "[::1]:8080", "unix:/run/httpd.sock" */
   const char *root;         /* directory served under /static/, or NULL for none */
   uint32_t max_head;        /* request line + headers, bytes (431 beyond) */
   uint64_t max_body;        /* request body, bytes (413 beyond) */

@@ -1,7 +1,7 @@
 /*
  * Sockets for fibers: addresses, TCP and Unix stream listeners and
- * connections, full-buffer transfers, a buffered reader, UDP, options.
- * Include <treadle.h>.
+ * connections, full-buffer transfers, a buffered reader and writer, UDP,
+ * options.  Include <treadle.h>.
  *
  * Everything here is built on the fiber I/O of fiber.h and follows its rules:
  *
@@ -18,9 +18,11 @@
  *    -ECONNRESET); the process is never signalled.
  *
  * The calls that do not block (address helpers, tdl_net_listen, tdl_net_udp_bind,
- * options, shutdown) work anywhere, in fibers or not.
+ * the appends of a tdl_writer, options, shutdown) work anywhere, in fibers or
+ * not.
  *
- * Names resolve nowhere: addresses are literals (no DNS, no /etc/hosts).
+ * Names resolve nowhere: addresses are literals, the wildcard, or
+ * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).
  */
 #ifndef TREADLE_NET_H
 #define TREADLE_NET_H
@@ -61,23 +63,54 @@ typedef struct tdl_addr {
 #define TDL_ADDR_STRLEN 440
 
 /*
- * Parse a literal address.  Accepted forms (nothing else):
- *   "127.0.0.1:8080"      IPv4 dotted quad (four decimal parts, no leading
+ * Parse an address as users write them.  Accepted forms (nothing else):
+ *   "127.0.0.1:6379"      IPv4 dotted quad (four decimal parts, no leading
  *                         zeros) and port
- *   "[::1]:80"            IPv6 in brackets and port; "[fe80::1%2]:80" with a
+ *   "[::1]:6379"          IPv6 in brackets and port; "[fe80::1%2]:80" with a
  *                         numeric scope (interface index)
+ *   "localhost:6379"      the loopback: 127.0.0.1 (any case of "localhost")
+ *   "*:6379", ":6379"     the wildcard (all local addresses): [::]
  *   "unix:/run/app.sock"  Unix socket at a path (relative paths allowed), at
  *                         most 107 bytes
  *   "unix:@name"          Linux abstract Unix name, 1 to 107 bytes (the name
  *                         is exactly the bytes after '@', no trailing NUL)
  * A port is 1 to 5 decimal digits, 0..65535 (0: any, for listening).
- * Errors: -EINVAL for NULL arguments, an empty host or name, a missing or
- * malformed port, a port above 65535, a host that is not a literal address
- * (no names are resolved), a path or name that does not fit, trailing
- * garbage; *a is then zeroed (len 0).
- * Cost: pure parsing, no system call.
+ * "0.0.0.0:6379" and "[::]:6379" are literals: exactly that family.
+ *
+ * The wildcard is the IPv6 one, [::]: tdl_net_listen() and tdl_net_udp_bind()
+ * clear IPV6_V6ONLY on it (unless TDL_NET_V6ONLY), so ONE socket takes IPv4
+ * and IPv6 clients alike (IPv4 peers then show as [::ffff:a.b.c.d]:port),
+ * whatever the machine's net.ipv6.bindv6only says; 0.0.0.0 would silently
+ * leave IPv6 clients out.  On a kernel without IPv6, tdl_net_listen_str()
+ * falls back to 0.0.0.0.
+ *
+ * "localhost" needs no resolver: RFC 6761 (section 6.3) lets name APIs map
+ * it to the loopback without asking DNS, and treadle does, without reading
+ * /etc/hosts either.  tdl_addr_parse() gives 127.0.0.1; tdl_net_connect_str()
+ * tries 127.0.0.1 and then ::1.  Other host names are refused for now (name
+ * resolution blocks, and comes with a pool for blocking work).
+ *
+ * Errors: -EINVAL for NULL arguments or any string not of these forms; *a is
+ * then zeroed (len 0).  tdl_addr_parse_error() says what is wrong and where.
+ * Cost: pure parsing, no system call, no file read.
  */
 TDL_API int tdl_addr_parse(tdl_addr *a, const char *s);
+
+/* Room for any message tdl_addr_parse_error() writes, with its NUL. */
+#define TDL_ADDR_ERRLEN 320
+
+/*
+ * Why s is not an address, for people: parses s as tdl_addr_parse() does
+ * and, when that fails, writes a one-line message naming the string (quoted,
+ * cut after 48 bytes, unprintable bytes as \xHH), the problem and its byte
+ * offset in s, e.g.
+ *   bad address "1.2.3.4:99999": port above 65535 (at offset 8)
+ * into buf (cap bytes; cut to fit, always NUL-terminated when cap > 0;
+ * TDL_ADDR_ERRLEN always suffices).  buf gets "" when s parses.
+ * Returns what tdl_addr_parse(s) returns: 0, or -EINVAL (buf holds why).
+ * buf may be NULL when cap is 0.  Cost: a parse and a few copies.
+ */
+TDL_API int tdl_addr_parse_error(const char *s, char *buf, size_t cap);
 
 /*
  * Write a in the form tdl_addr_parse() reads, NUL-terminated, into buf of
@@ -126,15 +159,17 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
 #define TDL_NET_REUSEPORT 0x1u /* IP: SO_REUSEPORT (several sockets share the
                                   port; the kernel spreads connections) */
 #define TDL_NET_V6ONLY 0x2u    /* IPv6: IPV6_V6ONLY ("[::]" then takes no IPv4
-                                  connections; Linux's default is both) */
+                                  connections); without it, treadle clears
+                                  IPV6_V6ONLY: "[::]" takes both */
 #define TDL_NET_UNLINK 0x4u    /* Unix path: replace a STALE socket file (see
                                   tdl_net_listen) */
 
 /*
  * A listening stream socket on a: non-blocking, close-on-exec; for IP,
  * SO_REUSEADDR is set (a restarted server can bind at once despite old
- * connections in TIME_WAIT).  backlog <= 0 means SOMAXCONN.  Works outside
- * fibers too.  Returns the fd.
+ * connections in TIME_WAIT); for IPv6, IPV6_V6ONLY is set with
+ * TDL_NET_V6ONLY and cleared without it.  backlog <= 0 means SOMAXCONN.
+ * Works outside fibers too.  Returns the fd.
  *
  * Unix paths: treadle never removes a file silently.  When the path exists,
  * the call fails with -EADDRINUSE, unless TDL_NET_UNLINK is given and the
@@ -154,6 +189,20 @@ TDL_API int tdl_net_peer_addr(int fd, tdl_addr *out);
  * Cost: 3-5 system calls (plus 2-3 for a stale Unix path).
  */
 TDL_API int tdl_net_listen(const tdl_addr *a, int backlog, unsigned flags);
+
+/*
+ * tdl_net_listen() on an address string (tdl_addr_parse's forms): the
+ * configuration value goes straight in, e.g.
+ *   int lfd = tdl_net_listen_str("*:6379", 0, 0);
+ * "*:P" and ":P" listen on [::] for both families, or on 0.0.0.0 when the
+ * kernel has no IPv6; "localhost:P" on 127.0.0.1 (::1 when there is no IPv4
+ * loopback).  One socket either way.  Returns the fd.
+ * Errors: -EINVAL (s NULL or not an address: tdl_addr_parse_error(s, ...)
+ * says why), then those of tdl_net_listen (of the last address tried; the
+ * second is tried only when the first's family is missing: -EAFNOSUPPORT,
+ * -EADDRNOTAVAIL).  Cost: a parse and tdl_net_listen's, once or twice.
+ */
+TDL_API int tdl_net_listen_str(const char *s, int backlog, unsigned flags);
 
 /*
  * Accept a connection on listener lfd; return its fd (non-blocking,
@@ -223,6 +272,21 @@ TDL_API void tdl_net_stats_get(tdl_net_stats *out);
  */
 TDL_API int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline);
 
+/*
+ * tdl_net_connect() to an address string (tdl_addr_parse's forms).
+ * "localhost:P" tries 127.0.0.1:P and, if that fails (refused, unreachable),
+ * [::1]:P, both under the one deadline.  A wildcard host ("*:P", ":P") means
+ * this host, as the kernel reads a connect to 0.0.0.0, and is tried the same
+ * way.  Returns the fd of the first connection made.
+ * Errors: -EPERM (outside a fiber) and -ECANCELED, checked before parsing;
+ * -EINVAL (s NULL or not an address: tdl_addr_parse_error(s, ...) says why);
+ * -ETIMEDOUT and -ECANCELED end the call at once (no further address is
+ * tried); otherwise the error of the first address, unless that one's family
+ * is missing (-EAFNOSUPPORT, -EADDRNOTAVAIL, -ENETUNREACH): then the second's.
+ * Nothing is left open on error.  Cost: tdl_net_connect's, once or twice.
+ */
+TDL_API int tdl_net_connect_str(const char *s, tdl_time_t deadline);
+
 /* ------------------------------------------------------------------------ */
 /* Whole-buffer transfers on stream sockets                                  */
 /* ------------------------------------------------------------------------ */
@@ -278,61 +342,209 @@ TDL_API ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *de
                                size_t *got, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
-/* Buffered reader                                                           */
+/* Buffered reader and writer                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Private: the fd and growable buffer of tdl_reader and tdl_writer
+ * (src/net/netbuf.c). */
+typedef struct tdl__netbuf {
+  unsigned char *p;    /* the block in use: home, or a grown one from malloc */
+  size_t cap;          /* its size */
+  size_t start, end;   /* the live bytes: p[start..end) */
+  unsigned char *home; /* the initial block, kept until destroyed */
+  size_t home_cap, max;
+  int fd;              /* -1 when not set up or destroyed */
+  bool home_owned;     /* home came from malloc */
+  bool busy;           /* a read or send into or from the block is parked */
+} tdl__netbuf;
+
 /*
- * A read buffer over an fd, in the caller's memory (nothing is allocated):
- * for protocols parsed in place (an HTTP request head), and for keeping the
- * bytes read past a message (pipelined requests).  The buffered bytes are
- * tdl_reader_data(r)[0 .. tdl_reader_len(r)); they stay there until consumed.
- * The buffer's capacity is also the largest message tdl_reader_until() can
- * find.  Works on any fd (read()), socket or pipe.  Fields are private.
+ * A read buffer over an fd, for protocols parsed in place (an HTTP head, a
+ * Redis command) and for keeping the bytes read past a message (pipelined
+ * requests).  The buffered bytes are tdl_reader_data(r)[0 .. tdl_reader_len(r));
+ * they stay there until consumed.  Works on any fd (read()), socket or
+ * pipe.  Fields are private.
+ *
+ * Memory.  The reader starts with an initial buffer of `size` bytes (the
+ * caller's memory, or allocated by tdl_reader_init) and keeps it until
+ * tdl_reader_destroy.  When a message does not fit (tdl_reader_until finds
+ * no delimiter in a full buffer, tdl_reader_need asks for more than fits),
+ * the bytes move to a larger buffer from malloc, doubling up to `max`.  The
+ * largest message is therefore `max` bytes; larger ones fail with -EMSGSIZE.
+ * As soon as what is still buffered after a consume (or read) fits the
+ * initial buffer, it moves back there and the grown buffer is freed: an idle
+ * connection holds only its initial buffer, whatever it once received.
+ * Costs: a growth copies the buffered bytes once (a large block is remapped
+ * by realloc rather than copied); going back copies at most `size` bytes.
+ * A stream of messages each a little larger than `size` pays a malloc and a
+ * free per message: size the initial buffer for the usual message.
+ *
+ * Pointers.  tdl_reader_data(), and every pointer into the buffered bytes
+ * (e.g. to the message tdl_reader_until found), stays valid only until the
+ * next call on the reader that may read or consume: tdl_reader_fill, _need,
+ * _until, _read, _read_exactly, _consume, _destroy.  Any of them may move the
+ * bytes (to the front, to a grown buffer, back home).  Offsets from
+ * tdl_reader_data() stay right across fills, until a consume.
+ *
+ * One fiber at a time.  While a fill is parked in read(), another fiber's
+ * fill, need, until or read that would have to read returns -EBUSY (one that
+ * the buffered bytes answer succeeds), tdl_reader_destroy returns -EBUSY,
+ * and consume drops bytes without moving any.
  */
 typedef struct tdl_reader {
-  int fd;
-  int eof;            /* read() returned 0 */
-  unsigned char *buf;
-  size_t cap;
-  size_t start, end;  /* buffered bytes: buf[start..end) */
+  tdl__netbuf b;
+  bool eof; /* read() returned 0 */
 } tdl_reader;
 
-/* Set r up to read fd into buf[0..cap).  Never fails. */
-TDL_API void tdl_reader_init(tdl_reader *r, int fd, void *buf, size_t cap);
+/*
+ * Set r up to read fd with an initial buffer of size bytes: mem[0..size),
+ * which must stay valid until tdl_reader_destroy and remains the caller's,
+ * or, when mem is NULL, a block of size bytes allocated now.  The buffer
+ * grows up to max bytes (max == size: never).  Nothing is read yet.
+ * Errors: -EINVAL (r NULL, size 0, max < size), -EBADF (fd < 0), -ENOMEM
+ * (mem NULL and no memory).  On error nothing is held and
+ * tdl_reader_destroy(r) is harmless.  Cost: one malloc when mem is NULL.
+ */
+TDL_API int tdl_reader_init(tdl_reader *r, int fd, void *mem, size_t size, size_t max);
 
-static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->buf + r->start; }
-static inline size_t tdl_reader_len(const tdl_reader *r) { return r->end - r->start; }
+/* Free what the reader allocated (a grown buffer; the initial one when
+ * tdl_reader_init allocated it).  The caller's memory stays theirs, the fd
+ * stays open, the buffered bytes are dropped.  Later calls on r fail with
+ * -EBADF until it is set up again.  Errors: -EBUSY (a fill is parked on it;
+ * nothing changes).  Cost: up to two free(). */
+TDL_API int tdl_reader_destroy(tdl_reader *r);
+
+static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->b.p + r->b.start; }
+static inline size_t tdl_reader_len(const tdl_reader *r) { return r->b.end - r->b.start; }
+/* The size of the buffer in use: the initial size, or more while grown. */
+static inline size_t tdl_reader_capacity(const tdl_reader *r) { return r->b.cap; }
 
 /* Drop the first n buffered bytes (all of them when n is larger).  Cost: no
- * copy; data moves to the front only when a fill needs the room. */
+ * copy, except going back to the initial buffer (at most size bytes) when a
+ * grown one is given back. */
 TDL_API void tdl_reader_consume(tdl_reader *r, size_t n);
 
-/* Read once more into the free part of the buffer, moving the buffered bytes
- * to the front first when the end is full.  Returns the number of bytes
- * added (> 0), 0 at EOF (and at every later call), or an error: -ENOBUFS
- * (the buffer is full of unconsumed bytes), -ETIMEDOUT, -ECANCELED, -EPERM,
- * -EBUSY, -ECONNRESET, -EBADF...  Cost: at most one read(). */
+/* Read once more into the free part of the buffer, first moving the buffered
+ * bytes to the front, or growing, when too little is free.  Returns the
+ * number of bytes added (> 0), 0 at EOF (and at every later call), or an
+ * error: -EMSGSIZE (max bytes are buffered: consume some first), -ENOMEM
+ * (could not grow; nothing is lost), -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY,
+ * -EBADF, -ECONNRESET...  Cost: at most one read(). */
 TDL_API ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline);
+
+/* Fill until at least n bytes are buffered, growing at once to hold them:
+ * for a length-prefixed message, parsed in place at tdl_reader_data() next.
+ * Returns the number of bytes buffered (>= n).
+ * Errors: -EMSGSIZE (n > max: returned at once, nothing is read); -EPIPE
+ * (EOF first; what came is still buffered); the errors of tdl_reader_fill.
+ * Cost: one read() per arrival; none when n bytes are already buffered. */
+TDL_API ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline);
 
 /* Fill until the buffered bytes contain delim[0..delim_len).  Returns the
  * length of the message: the delimiter ends at tdl_reader_data(r) + that
  * length.  Nothing is consumed: parse it, then tdl_reader_consume() it.
- * Already buffered bytes are searched first without any system call.
- * Errors: -EMSGSIZE (the buffer is full and holds no delimiter);
- * -EPIPE (EOF before a delimiter; what came is still buffered); -EINVAL
- * (delim NULL or delim_len 0); the errors of tdl_reader_fill. */
+ * Already buffered bytes are searched first without any system call, and no
+ * byte is searched twice.
+ * Errors: -EMSGSIZE (max bytes are buffered and hold no delimiter: the
+ * message is larger than max; the bytes stay buffered, so the caller may
+ * consume them to skip it, answer, or close; nothing else is affected);
+ * -ENOMEM (could not grow; nothing lost); -EPIPE (EOF before a delimiter;
+ * what came is still buffered); -EINVAL (delim NULL or delim_len 0); the
+ * other errors of tdl_reader_fill. */
 TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl_time_t deadline);
 
 /* Like read(): up to len bytes into dst, buffered bytes first; when none are
  * buffered, one read() (straight into dst when len is at least the buffer's
- * capacity).  Returns the count (> 0 when len > 0), 0 at EOF, or the errors
- * of tdl_reader_fill (-ENOBUFS excepted). */
+ * capacity).  Never grows the buffer.  Returns the count (> 0 when
+ * len > 0), 0 at EOF, or the errors of tdl_reader_fill (-EMSGSIZE and
+ * -ENOMEM excepted), -EINVAL (dst NULL with len > 0). */
 TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline);
 
 /* Exactly n bytes into dst, buffered bytes first.  As tdl_net_recv_exactly:
  * returns 0, or -EPIPE for an early EOF, other errors as tdl_reader_read;
  * *got (may be NULL) always receives the count stored. */
 TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline);
+
+/*
+ * A write buffer over an fd: answers are appended with no system call and
+ * leave together at the next tdl_writer_flush().  The unsent bytes are
+ * contiguous, so a flush the kernel takes whole is ONE send(): a pipelined
+ * batch of answers leaves in one system call.  Fields are private.
+ *
+ * Memory: as tdl_reader's (an initial buffer, the caller's or allocated;
+ * growth by doubling up to max; the grown buffer is given back as soon as
+ * the unsent bytes fit the initial one again, e.g. after a flush).
+ *
+ * The maximum: appending never blocks and never flushes on its own.  An
+ * append that would take the unsent bytes past max fails with -ENOBUFS and
+ * appends nothing: flush, then append again.  A piece larger than max never
+ * fits: flush, then send it with tdl_net_send_all().
+ *
+ * Pointers: a pointer from tdl_writer_reserve() stays valid until the next
+ * call on the writer.
+ *
+ * Signals.  On a socket, a flush is send() with MSG_NOSIGNAL: a peer that has
+ * gone is -EPIPE or -ECONNRESET, never a SIGPIPE.  On anything else (a pipe,
+ * a terminal, a file: the first flush finds out, from send()'s ENOTSOCK, and
+ * uses write() from then on) the kernel raises SIGPIPE when a pipe's reader
+ * has gone, as for any write(); a program writing to pipes that wants -EPIPE
+ * instead ignores SIGPIPE (signal(SIGPIPE, SIG_IGN)).
+ *
+ * One fiber at a time.  While a flush is parked, appends, reserve, flush and
+ * tdl_writer_destroy from other fibers return -EBUSY.
+ */
+typedef struct tdl_writer {
+  tdl__netbuf b;
+  bool not_socket; /* send() said ENOTSOCK: write() */
+} tdl_writer;
+
+/* Set w up to write to fd; mem, size and max as tdl_reader_init.  Errors:
+ * -EINVAL, -EBADF, -ENOMEM as tdl_reader_init (destroy is then harmless). */
+TDL_API int tdl_writer_init(tdl_writer *w, int fd, void *mem, size_t size, size_t max);
+
+/* Free what the writer allocated.  Unsent bytes are dropped (flush first);
+ * the fd stays open; later calls fail with -EBADF.  Errors: -EBUSY (a flush
+ * is parked on it; nothing changes). */
+TDL_API int tdl_writer_destroy(tdl_writer *w);
+
+/* Bytes appended and not yet sent. */
+static inline size_t tdl_writer_len(const tdl_writer *w) { return w->b.end - w->b.start; }
+/* The size of the buffer in use: the initial size, or more while grown. */
+static inline size_t tdl_writer_capacity(const tdl_writer *w) { return w->b.cap; }
+
+/* Append n bytes of p.  Errors (nothing is appended): -ENOBUFS (the unsent
+ * bytes would exceed max), -ENOMEM (could not grow), -EBUSY, -EBADF,
+ * -EINVAL (p NULL with n > 0).  Cost: a memcpy, and a growth now and then. */
+TDL_API int tdl_writer_put(tdl_writer *w, const void *p, size_t n);
+/* Append the string s without its NUL; -EINVAL for NULL; as tdl_writer_put. */
+TDL_API int tdl_writer_puts(tdl_writer *w, const char *s);
+/* Append v in decimal: "-" for negatives, no padding, no plus sign, no
+ * locale (INT64_MIN included).  Errors as tdl_writer_put.  Cost: no printf,
+ * one division by ten per digit. */
+TDL_API int tdl_writer_put_i64(tdl_writer *w, int64_t v);
+TDL_API int tdl_writer_put_u64(tdl_writer *w, uint64_t v);
+
+/* Room to format in place: *room = n writable bytes at the end of the
+ * unsent ones (growing as an append would).  Write up to n bytes there, then
+ * tdl_writer_commit() how many were written; until then they are not part
+ * of the output.  Errors as tdl_writer_put, and -EINVAL (room NULL); *room is
+ * NULL on error. */
+TDL_API int tdl_writer_reserve(tdl_writer *w, size_t n, void **room);
+/* Add n bytes written at the reserved room to the output.  Errors: -EINVAL
+ * (n larger than the room; nothing is added). */
+TDL_API int tdl_writer_commit(tdl_writer *w, size_t n);
+
+/*
+ * Send every unsent byte, parking while the kernel's buffer is full, until
+ * all went or the deadline passed.  Returns 0: nothing is left unsent.
+ * Errors: -ETIMEDOUT (the peer does not read fast enough) and -ECANCELED:
+ * what did not go stays buffered, in order, and a later flush continues with
+ * it (tdl_writer_len says how much); -EPIPE or -ECONNRESET (the peer has
+ * gone: the bytes will never go); -EPERM (outside a fiber), -EBUSY, -EBADF...
+ * Cost: one system call when the kernel takes everything; one per kernel
+ * buffer's worth otherwise; none when nothing is buffered.
+ */
+TDL_API int tdl_writer_flush(tdl_writer *w, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
 /* Datagrams (UDP; also Unix datagram sockets)                               */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fiber/fiber_internal.h"
+#include "net/net_internal.h"
 
 #define SUN_OFF offsetof(struct sockaddr_un, sun_path)
 #define NET_FLAGS (TDL_NET_REUSEPORT | TDL_NET_V6ONLY | TDL_NET_UNLINK)
@@ -97,7 +98,9 @@ static int bound_socket(const tdl_addr *a, int type, unsigned flags)
       goto fail;
     if ((flags & TDL_NET_REUSEPORT) && (e = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1)) < 0)
       goto fail;
-    if (fam == AF_INET6 && (flags & TDL_NET_V6ONLY) && (e = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) < 0)
+    /* Set either way: the default comes from a sysctl (bindv6only), and
+     * "[::]" should mean the same on every machine. */
+    if (fam == AF_INET6 && (e = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, (flags & TDL_NET_V6ONLY) != 0)) < 0)
       goto fail;
   }
   if (bind(fd, &a->u.sa, a->len) == 0)
@@ -313,6 +316,59 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
     return e;
   }
   return fd;
+}
+
+/* ---- listen and connect from a string ---- */
+
+/* The addresses a string stands for, in the order to try them: a literal is
+ * itself; "localhost" (and, for connecting, the wildcard: "this host", as
+ * the kernel reads a connect to 0.0.0.0) is 127.0.0.1 then ::1; the wildcard
+ * for listening is [::] then 0.0.0.0.  Returns their count or -EINVAL. */
+static int candidates(const char *s, bool listening, tdl_addr c[2])
+{
+  int kind, e = tdl__addr_parse_kind(&c[0], s, &kind);
+  if (e < 0 || kind == TDL__HOST_LITERAL)
+    return e < 0 ? e : 1;
+  int port = tdl_addr_port(&c[0]);
+  bool any = kind == TDL__HOST_WILDCARD && listening;
+  tdl__addr_ip(&c[0], any ? AF_INET6 : AF_INET, !any, port);
+  tdl__addr_ip(&c[1], any ? AF_INET : AF_INET6, !any, port);
+  return 2;
+}
+
+/* Errors that say "this family is not here" (no IPv6, no IPv4 loopback):
+ * the next candidate may still work, and its error says more. */
+static bool family_missing(int e)
+{
+  return e == -EAFNOSUPPORT || e == -EADDRNOTAVAIL || e == -ENETUNREACH;
+}
+
+int tdl_net_listen_str(const char *s, int backlog, unsigned flags)
+{
+  tdl_addr c[2];
+  int n = candidates(s, true, c), fd = n;
+  for (int i = 0; i < n; i++)
+    if ((fd = tdl_net_listen(&c[i], backlog, flags)) >= 0 || !family_missing(fd))
+      break;
+  return fd;
+}
+
+int tdl_net_connect_str(const char *s, tdl_time_t deadline)
+{
+  if (!tdl_fiber_self())
+    return -EPERM;
+  if (tdl_fiber_cancelled())
+    return -ECANCELED;
+  tdl_addr c[2];
+  int n = candidates(s, false, c), first = n;
+  for (int i = 0; i < n; i++) {
+    int fd = tdl_net_connect(&c[i], deadline);
+    if (fd >= 0 || fd == -ETIMEDOUT || fd == -ECANCELED)
+      return fd; /* the deadline covers every candidate: none after it */
+    if (i == 0 || family_missing(first))
+      first = fd;
+  }
+  return first;
 }
 
 /* getsockname or getpeername into *out. */

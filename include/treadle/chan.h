@@ -41,7 +41,8 @@ typedef struct tdl_chan {
   tdl__list recvq;         /* waiting fibers, oldest first */
   tdl__list sendq;
   int closed;
-  int owned;               /* made by tdl_chan_new */
+  int owned;               /* made by tdl_chan_new or tdl_chan_new_shared */
+  struct tdl__xchan *x;    /* a shared channel's state, or NULL */
 } tdl_chan;
 
 /* Largest elem_size * capacity accepted (1 GiB). */
@@ -50,6 +51,27 @@ typedef struct tdl_chan {
 /* A channel in memory treadle allocates.  Errors: -EINVAL (elem_size 0, or
  * elem_size * capacity overflowing or above TDL_CHAN_MAX_BYTES); -ENOMEM. */
 TDL_API int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity);
+
+/*
+ * A shared channel: its ends may be on different loops (threads).  The same
+ * calls as for any channel (send, recv, try_send, try_recv, close, select,
+ * free), with the same results, deadlines and cancellation, and all of them
+ * THREAD-SAFE on it; a fiber that waits parks only itself.  Made only by
+ * treadle; tdl_chan_free it once no fiber of any loop uses it (fibers still
+ * parked on it then wake with -EBADF; one in the middle of a call would
+ * touch freed memory).
+ *
+ * How it differs inside: buffered, the values go through a lock-free ring
+ * and a waiter is woken to try again rather than handed the value, so a
+ * fiber that did not wait may take it first (waiters are woken oldest
+ * first, but FIFO between waiting and arriving fibers is not promised, as
+ * it is for local channels).  A send that completes without waiting, and a
+ * receive, cost no lock and no system call; waking a fiber of another loop
+ * is a post to that loop (an eventfd write only if it sleeps).  Unbuffered,
+ * the sender's value is handed to the receiver under a spinlock.
+ * Errors: as tdl_chan_new.
+ */
+TDL_API int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacity);
 
 /* A channel in the caller's memory: ch, and buf of buf_len >= elem_size *
  * capacity bytes (buf may be NULL when capacity is 0).
@@ -81,8 +103,9 @@ TDL_API int tdl_chan_try_recv(tdl_chan *ch, void *val);
 /* Close.  Errors: -EPIPE when already closed. */
 TDL_API int tdl_chan_close(tdl_chan *ch);
 
-/* Buffered values and capacity. */
-static inline size_t tdl_chan_len(const tdl_chan *ch) { return ch->len; }
+/* Buffered values (of a shared channel: at one moment, as seen from here)
+ * and capacity. */
+TDL_API size_t tdl_chan_len(const tdl_chan *ch);
 static inline size_t tdl_chan_cap(const tdl_chan *ch) { return ch->cap; }
 
 /* ------------------------------------------------------------------------ */

@@ -15,6 +15,16 @@
 #define TDL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define TDL__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* In a spin-wait: let the other hardware thread (or the hypervisor) run. */
+static inline void tdl__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 /* The struct of `type` whose `member` is at p. */
 #define TDL__CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 

@@ -9,21 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/waitq.h"
-
-/* Values are mostly small scalars or pointers: copy those inline rather than
- * through a call into libc's memcpy. */
-static inline void copy_val(void *dst, const void *src, size_t n)
-{
-  switch (n) {
-  case 1: memcpy(dst, src, 1); break;
-  case 2: memcpy(dst, src, 2); break;
-  case 4: memcpy(dst, src, 4); break;
-  case 8: memcpy(dst, src, 8); break;
-  case 16: memcpy(dst, src, 16); break;
-  default: memcpy(dst, src, n); break;
-  }
-}
+#include "sync/xchan.h"
 
 /* End w's wait (it was taken off its queue): the operation happened
  * (result 0) or cannot (-EPIPE). */
@@ -79,6 +65,28 @@ int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity)
   return 0;
 }
 
+int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacity)
+{
+  *out = NULL;
+  int e = check_size(elem_size, capacity);
+  if (e < 0)
+    return e;
+  tdl_chan *ch = calloc(1, sizeof *ch);
+  if (!ch)
+    return -ENOMEM;
+  if ((e = tdl__xchan_new(ch, elem_size, capacity)) < 0) {
+    free(ch);
+    return e;
+  }
+  ch->elem_size = elem_size;
+  ch->cap = capacity;
+  ch->owned = 1;
+  *out = ch;
+  return 0;
+}
+
+size_t tdl_chan_len(const tdl_chan *ch) { return ch->x ? tdl__xchan_len(ch) : ch->len; }
+
 static void evict_all(tdl__list *q)
 {
   tdl__waiter *w;
@@ -108,13 +116,18 @@ int tdl_chan_free(tdl_chan *ch)
     return 0;
   if (!ch->owned)
     return -EINVAL;
-  destroy(ch);
+  if (ch->x)
+    tdl__xchan_free(ch);
+  else
+    destroy(ch);
   free(ch);
   return 0;
 }
 
 int tdl_chan_close(tdl_chan *ch)
 {
+  if (ch->x)
+    return tdl__xchan_close(ch);
   if (ch->closed)
     return -EPIPE;
   ch->closed = 1;
@@ -138,16 +151,18 @@ static inline unsigned char *slot(tdl_chan *ch, size_t i)
 
 int tdl_chan_try_send(tdl_chan *ch, const void *val)
 {
+  if (TDL__UNLIKELY(ch->x != NULL))
+    return tdl__xchan_try_send(ch, val);
   if (ch->closed)
     return -EPIPE;
   tdl__waiter *r = tdl__waitq_take(&ch->recvq); /* only while the buffer is empty */
   if (r) {
-    copy_val(r->val, val, ch->elem_size);
+    tdl__copy_val(r->val, val, ch->elem_size);
     complete(r, 0);
     return 0;
   }
   if (ch->len < ch->cap) {
-    copy_val(slot(ch, ch->len), val, ch->elem_size);
+    tdl__copy_val(slot(ch, ch->len), val, ch->elem_size);
     ch->len++;
     return 0;
   }
@@ -156,14 +171,16 @@ int tdl_chan_try_send(tdl_chan *ch, const void *val)
 
 int tdl_chan_try_recv(tdl_chan *ch, void *val)
 {
+  if (TDL__UNLIKELY(ch->x != NULL))
+    return tdl__xchan_try_recv(ch, val);
   if (ch->len) {
-    copy_val(val, slot(ch, 0), ch->elem_size);
+    tdl__copy_val(val, slot(ch, 0), ch->elem_size);
     ch->head = ch->head + 1 == ch->cap ? 0 : ch->head + 1;
     ch->len--;
     /* A sender waiting for room takes the freed place, in FIFO order. */
     tdl__waiter *s = tdl__waitq_take(&ch->sendq);
     if (s) {
-      copy_val(slot(ch, ch->len), s->val, ch->elem_size);
+      tdl__copy_val(slot(ch, ch->len), s->val, ch->elem_size);
       ch->len++;
       complete(s, 0);
     }
@@ -171,7 +188,7 @@ int tdl_chan_try_recv(tdl_chan *ch, void *val)
   }
   tdl__waiter *s = tdl__waitq_take(&ch->sendq); /* unbuffered: straight from the sender */
   if (s) {
-    copy_val(val, s->val, ch->elem_size);
+    tdl__copy_val(val, s->val, ch->elem_size);
     complete(s, 0);
     return 0;
   }
@@ -191,6 +208,8 @@ static int wait_on(tdl__list *q, tdl__fiber *f, void *val, const char *what, tdl
 
 int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 {
+  if (TDL__UNLIKELY(ch->x != NULL))
+    return tdl__xchan_send(ch, val, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -204,6 +223,8 @@ int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 
 int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
 {
+  if (TDL__UNLIKELY(ch->x != NULL))
+    return tdl__xchan_recv(ch, val, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;

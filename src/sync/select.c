@@ -15,15 +15,24 @@
 #include <poll.h>
 #include <stdlib.h>
 
-#include "sync/waitq.h"
+#include "sync/xchan.h"
 
 enum { ON_STACK = 16 };
 
 /* One clause's wait record, whichever its kind. */
 typedef union clause {
   tdl__waiter chan;
+  tdl__xwait x; /* a shared channel's */
   tdl__fdwait fd;
 } clause;
+
+/* wait_all's "try everything again" (a shared channel's notification). */
+enum { RETRY = -1000 };
+
+static bool shared(const tdl_select_op *op)
+{
+  return (op->kind == TDL_SELECT_RECV || op->kind == TDL_SELECT_SEND) && op->ch && op->ch->x;
+}
 
 static uint32_t pick(uint32_t n)
 {
@@ -147,9 +156,15 @@ static int fds_ready(tdl__fiber *f, tdl_select_op *ops, size_t n)
   return -EAGAIN;
 }
 
-/* Hang clause i's record; 0 or an error (then nothing of it is hung). */
+/* Hang clause i's record: 0, 1 when it completed at once (a shared
+ * unbuffered channel's partner was there), or an error (then nothing of it
+ * is hung). */
 static int hang(tdl__fiber *f, tdl_select_op *op, int i, clause *c, tdl__select *sel)
 {
+  if (shared(op)) {
+    c->x = (tdl__xwait){.clause = i, .claim = &sel->claim, .val = op->val};
+    return tdl__xchan_hang(op->ch, op->kind, &c->x, f);
+  }
   switch (op->kind) {
   case TDL_SELECT_RECV:
   case TDL_SELECT_SEND:
@@ -168,6 +183,10 @@ static int hang(tdl__fiber *f, tdl_select_op *op, int i, clause *c, tdl__select 
 
 static void unhang(tdl__fiber *f, const tdl_select_op *op, clause *c)
 {
+  if (shared(op)) {
+    tdl__xchan_unhang(op->ch, op->kind, &c->x);
+    return;
+  }
   switch (op->kind) {
   case TDL_SELECT_RECV:
   case TDL_SELECT_SEND: tdl__waitq_leave(&c->chan); break;
@@ -195,35 +214,66 @@ static void unhang_all(tdl__fiber *f, parked *p)
 /* A cancel or a deadline: let go of the fds at once (see fiber.h). */
 static void abort_select(tdl__fiber *f) { unhang_all(f, f->abort_ctx); }
 
+/* A shared buffered clause that could go now: between its try and its
+ * record nobody could see us waiting, so look once more after hanging. */
+static bool shared_ready(const tdl_select_op *ops, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (shared(&ops[i]) && ops[i].ch->cap && tdl__xchan_ready(ops[i].ch, ops[i].kind))
+      return true;
+  return false;
+}
+
+/* The winner r is a shared channel's clause: its wake may be on its way
+ * from another thread (it lives in our record); then say what it means. */
+static int shared_outcome(tdl_select_op *ops, clause *c, int r)
+{
+  tdl__xchan_await(&c[r].x);
+  int st = c[r].x.status;
+  if (st == TDL__X_RETRY)
+    return RETRY;
+  if (st == -EBADF)
+    return -EBADF;
+  ops[r].result = st; /* 0 (the value moved) or -EPIPE */
+  return r;
+}
+
 /* Hang every clause, park, take everything down again.  Returns the
- * winning clause's index or park's error. */
+ * winning clause's index, park's error, or RETRY. */
 static int wait_all(tdl__fiber *f, tdl_select_op *ops, size_t n, clause *c, tdl_time_t deadline)
 {
   tdl__select sel = {.ops = ops};
   parked p = {ops, c, 0};
-  int r = 0;
+  int r = 0; /* hang's: 0 hung, 1 completed at once, < 0 an error */
   for (; p.n < n && r == 0; p.n++) {
     if (is_on(&ops[p.n]))
       r = hang(f, &ops[p.n], (int)p.n, &c[p.n], &sel);
   }
-  if (r < 0) {
+  if (r < 0)
     p.n--; /* the failed clause hung nothing */
-  } else {
+  bool look = r == 0 && shared_ready(ops, n);
+  if (r == 0 && !look) {
     f->abort_wait = abort_select;
     f->abort_ctx = &p;
     r = tdl__park(f, "select", -1, deadline);
     f->abort_wait = NULL;
-    /* Whoever took the claim won, even if the deadline or a cancel woke us
-     * first (then the clause completed meanwhile and must be reported). */
-    int won = tdl__claim_close(&sel.claim);
-    if (won >= 0)
-      r = won;
   }
+  /* Whoever took the claim won: also when the deadline, a cancel or a
+   * failed hang came first (the clause completed meanwhile: it must be
+   * reported, and a wake on its way from another thread lives in our
+   * record). */
+  int won = tdl__claim_close(&sel.claim);
+  if (won >= 0)
+    r = won;
+  else if (look)
+    r = RETRY;
   unhang_all(f, &p);
-  if (r >= 0 && ops[r].kind == TDL_SELECT_FD)
-    ops[r].result = c[r].fd.events;
-  else if (r >= 0 && ops[r].kind == TDL_SELECT_PARK)
-    ops[r].result = 0;
+  if (won >= 0 && shared(&ops[won]))
+    return shared_outcome(ops, c, won);
+  if (won >= 0 && ops[won].kind == TDL_SELECT_FD)
+    ops[won].result = c[won].fd.events;
+  else if (won >= 0 && ops[won].kind == TDL_SELECT_PARK)
+    ops[won].result = 0;
   return r;
 }
 
@@ -239,17 +289,24 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  int r = try_any(f, ops, n, false);
-  if (r != -EAGAIN)
-    return r;
-  if ((r = fds_ready(f, ops, n)) != -EAGAIN)
-    return r;
-  if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
-    return -ETIMEDOUT;
   clause local[ON_STACK], *c = local;
-  if (n > ON_STACK && !(c = malloc(n * sizeof *c)))
-    return -ENOMEM;
-  r = wait_all(f, ops, n, c, deadline);
+  int r;
+  do {
+    if ((r = try_any(f, ops, n, false)) != -EAGAIN)
+      break;
+    if ((r = fds_ready(f, ops, n)) != -EAGAIN)
+      break;
+    if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
+      r = -ETIMEDOUT;
+      break;
+    }
+    if (c == local && n > ON_STACK && !(c = malloc(n * sizeof *c))) {
+      c = local;
+      r = -ENOMEM;
+      break;
+    }
+    r = wait_all(f, ops, n, c, deadline);
+  } while (r == RETRY);
   if (c != local)
     free(c);
   return r;

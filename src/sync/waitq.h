@@ -22,7 +22,23 @@
 #ifndef TDL_SYNC_WAITQ_H
 #define TDL_SYNC_WAITQ_H
 
+#include <string.h>
+
 #include "fiber/fiber_internal.h"
+
+/* Values are mostly small scalars or pointers: copy those inline rather than
+ * through a call into libc's memcpy. */
+static inline void tdl__copy_val(void *dst, const void *src, size_t n)
+{
+  switch (n) {
+  case 1: memcpy(dst, src, 1); break;
+  case 2: memcpy(dst, src, 2); break;
+  case 4: memcpy(dst, src, 4); break;
+  case 8: memcpy(dst, src, 8); break;
+  case 16: memcpy(dst, src, 16); break;
+  default: memcpy(dst, src, n); break;
+  }
+}
 
 /* The records of one select share this: the first clause to take the claim
  * wins (channels here, fds and unparks in the fiber layer, other threads

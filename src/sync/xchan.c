@@ -1,0 +1,550 @@
+/*
+ * Shared channels: a channel whose ends may be on different loops.
+ *
+ * Buffered (capacity > 0).  The values live in a bounded lock-free ring
+ * (Vyukov's MPMC queue: each cell carries a sequence number that says whose
+ * turn it is), so a send or a receive that need not wait touches only its
+ * own index, the cell and, to see whether anybody waits, one counter: no
+ * lock, no system call.  A fiber that must wait registers a record under the
+ * channel's spinlock and parks; the other side, after it moved a value,
+ * wakes one waiter of the opposite direction, which tries again.  Waiting is
+ * an eventcount: the waiter counts itself in (a sequentially consistent
+ * increment) before it looks at the ring once more, and the other side
+ * looks at the count after a full fence, so that one of them always sees
+ * the other.  Wakes are notifications, not hand-offs: a woken fiber may find
+ * the value taken by one that did not wait, and waits again.
+ *
+ * Unbuffered (capacity 0).  A rendezvous needs a hand-off: everything goes
+ * through the spinlock, and the side that finds a waiter of the other
+ * direction moves the value straight between the two fibers' buffers.
+ *
+ * Waking across threads.  The waker takes the record's claim (its own, or
+ * its select's, so that exactly one thing ends a wait), unlinks it and
+ * delivers: directly when it runs on the waiter's loop, else by posting the
+ * record's post to that loop's port.  A waiter whose deadline or cancel came
+ * first closes the claim itself and leaves; if it finds the claim taken it
+ * waits for the delivery (uncancellably: it is already on its way), because
+ * the post in flight lives in its record.  While it waits a fiber holds a
+ * reference to its loop's port, so the loop knows a post may come (and does
+ * not call it a deadlock).
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/xchan.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+
+typedef struct tdl__xchan {
+  _Alignas(64) uint64_t tail; /* senders' position (atomic) */
+  _Alignas(64) uint64_t head; /* receivers' position (atomic) */
+  _Alignas(64) int lock;      /* a spinlock over the queues */
+  uint32_t nrecv, nsend;      /* records queued (atomic: read without the lock) */
+  int closed;                 /* atomic */
+  tdl__list recvq, sendq;     /* tdl__xwait, under the lock */
+  size_t cap, elem, cell;     /* cell: 8 bytes of sequence, then the value */
+  size_t cells_n;             /* cap, but at least 2 (the ring's rule) */
+  size_t mask;                /* cells_n - 1 when a power of two, else 0 */
+  unsigned char *cells;
+} tdl__xchan;
+
+/* ---- the lock ---- */
+
+static void lock(tdl__xchan *x)
+{
+  for (;;) {
+    if (!__atomic_exchange_n(&x->lock, 1, __ATOMIC_ACQUIRE))
+      return;
+    while (__atomic_load_n(&x->lock, __ATOMIC_RELAXED))
+      tdl__cpu_relax();
+  }
+}
+
+static void unlock(tdl__xchan *x) { __atomic_store_n(&x->lock, 0, __ATOMIC_RELEASE); }
+
+/* ---- the ring ---- */
+
+static inline uint64_t *seq_at(tdl__xchan *x, uint64_t pos)
+{
+  size_t i = x->mask ? (size_t)(pos & x->mask) : (size_t)(pos % x->cells_n);
+  return (uint64_t *)(void *)(x->cells + i * x->cell);
+}
+
+static bool ring_put(tdl__xchan *x, const void *val)
+{
+  uint64_t pos = __atomic_load_n(&x->tail, __ATOMIC_RELAXED);
+  for (;;) {
+    uint64_t *seq = seq_at(x, pos);
+    int64_t dif = (int64_t)(__atomic_load_n(seq, __ATOMIC_ACQUIRE) - pos);
+    if (dif == 0) {
+      /* A ring of one cell cannot tell full from empty: capacity 1 has two
+       * cells and counts. */
+      if (x->cells_n != x->cap && pos - __atomic_load_n(&x->head, __ATOMIC_ACQUIRE) >= x->cap)
+        return false;
+      if (__atomic_compare_exchange_n(&x->tail, &pos, pos + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        tdl__copy_val(seq + 1, val, x->elem);
+        __atomic_store_n(seq, pos + 1, __ATOMIC_RELEASE);
+        return true;
+      }
+    } else if (dif < 0) {
+      return false; /* full */
+    } else {
+      pos = __atomic_load_n(&x->tail, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+static bool ring_get(tdl__xchan *x, void *val)
+{
+  uint64_t pos = __atomic_load_n(&x->head, __ATOMIC_RELAXED);
+  for (;;) {
+    uint64_t *seq = seq_at(x, pos);
+    int64_t dif = (int64_t)(__atomic_load_n(seq, __ATOMIC_ACQUIRE) - (pos + 1));
+    if (dif == 0) {
+      if (__atomic_compare_exchange_n(&x->head, &pos, pos + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        tdl__copy_val(val, seq + 1, x->elem);
+        __atomic_store_n(seq, pos + x->cells_n, __ATOMIC_RELEASE);
+        return true;
+      }
+    } else if (dif < 0) {
+      return false; /* empty */
+    } else {
+      pos = __atomic_load_n(&x->head, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* ---- waking ---- */
+
+static void arrive(tdl_loop *loop, tdl_post *p)
+{
+  (void)loop; /* the waiter's loop lives while it waits */
+  tdl__xwait *w = p->data;
+  w->delivered = 1;
+  tdl__wake(w->f, w->clause);
+}
+
+/* Hand w its wake (its claim is taken, it is unlinked). */
+static void deliver(tdl__xwait *w)
+{
+  if (w->loop == tdl__tl_loop) {
+    w->delivered = 1;
+    tdl__wake(w->f, w->clause);
+  } else {
+    tdl_post_init(&w->post, arrive, w);
+    (void)tdl_port_post(w->loop->port, &w->post); /* it holds the port: cannot be refused */
+  }
+}
+
+/* Under the lock: take the oldest record of q whose claim can be taken
+ * (dropping the others, which their own wait ended), with status. */
+static tdl__xwait *take(tdl__list *q, uint32_t *count, int status)
+{
+  tdl__list *n;
+  while ((n = tdl__list_pop(q)) != NULL) {
+    ADD(count, -1);
+    tdl__xwait *w = TDL__CONTAINER_OF(n, tdl__xwait, link);
+    if (tdl__claim_take(w->claim, w->clause)) {
+      w->status = status;
+      return w;
+    }
+  }
+  return NULL;
+}
+
+/* A value or room came: wake one waiter of q, if any waits. */
+static void notify_one(tdl__xchan *x, tdl__list *q, uint32_t *count)
+{
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the ring's change, then the count (see the top) */
+  if (!__atomic_load_n(count, __ATOMIC_RELAXED))
+    return;
+  lock(x);
+  tdl__xwait *w = take(q, count, TDL__X_RETRY);
+  unlock(x);
+  if (w)
+    deliver(w);
+}
+
+/* Every waiter of q, with status (close, destroy).  The lock is held. */
+static void take_all(tdl__list *q, uint32_t *count, int status, tdl__list *out)
+{
+  tdl__xwait *w;
+  while ((w = take(q, count, status)) != NULL)
+    tdl__list_push(out, &w->link);
+}
+
+static void deliver_all(tdl__list *l)
+{
+  tdl__list *n;
+  while ((n = tdl__list_pop(l)) != NULL)
+    deliver(TDL__CONTAINER_OF(n, tdl__xwait, link));
+}
+
+/* ---- waiting ---- */
+
+static bool hand_off(tdl__xchan *x, int op, void *val);
+
+static int prepare(tdl__xwait *w, tdl__fiber *f)
+{
+  w->f = f;
+  w->loop = f->sched->loop;
+  w->delivered = 0;
+  return tdl_loop_port(w->loop, &w->hold); /* made on first use; held while waiting */
+}
+
+/* Unbuffered, a select's clause: a partner already waiting completes it
+ * now (the lock keeps partners from both hanging and missing each other).
+ * Returns 1 when it did (w's claim taken, status set), 0 otherwise; the lock
+ * is held on return. */
+static int hang_rendezvous(tdl__xchan *x, int op, tdl__xwait *w)
+{
+  if (LOAD(&x->closed)) {
+    if (!tdl__claim_take(w->claim, w->clause))
+      return 0;
+    w->status = -EPIPE;
+    w->delivered = 1;
+    return 1;
+  }
+  tdl__list *q = op == TDL_SELECT_SEND ? &x->recvq : &x->sendq;
+  if (tdl__list_empty(q) || !tdl__claim_take(w->claim, w->clause))
+    return 0;
+  if (hand_off(x, op, w->val)) { /* it unlocked */
+    lock(x);
+    w->status = TDL__X_MOVED;
+    w->delivered = 1;
+    return 1;
+  }
+  /* Every record there had gone: we hold our own claim, so finish as an
+   * unbuffered retry: the select tries again. */
+  w->status = TDL__X_RETRY;
+  w->delivered = 1;
+  return 1;
+}
+
+int tdl__xchan_hang(tdl_chan *ch, int op, tdl__xwait *w, tdl__fiber *f)
+{
+  tdl__xchan *x = ch->x;
+  int e = prepare(w, f);
+  if (e < 0)
+    return e;
+  lock(x);
+  if (!ch->cap && hang_rendezvous(x, op, w)) {
+    unlock(x);
+    tdl_port_release(w->hold);
+    w->hold = NULL;
+    return 1;
+  }
+  if (op == TDL_SELECT_RECV) {
+    tdl__list_push(&x->recvq, &w->link);
+    ADD(&x->nrecv, 1);
+  } else {
+    tdl__list_push(&x->sendq, &w->link);
+    ADD(&x->nsend, 1);
+  }
+  unlock(x);
+  return 0;
+}
+
+void tdl__xchan_unhang(tdl_chan *ch, int op, tdl__xwait *w)
+{
+  tdl__xchan *x = ch->x;
+  lock(x);
+  if (tdl__list_linked(&w->link)) {
+    tdl__list_remove(&w->link);
+    ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
+  }
+  unlock(x);
+  tdl_port_release(w->hold);
+  w->hold = NULL;
+}
+
+void tdl__xchan_await(tdl__xwait *w)
+{
+  while (!w->delivered)
+    (void)tdl__park_uncancellable(w->f, "chan wake");
+}
+
+/* Wait on ch for op: park until woken, the deadline, or a cancel.  Returns
+ * the waker's status (TDL__X_RETRY, TDL__X_MOVED, -EPIPE, -EBADF), or the
+ * park's error when nothing woke it.  The record is hung already. */
+static int wait_for(tdl_chan *ch, int op, tdl__xwait *w, const char *what, tdl_time_t deadline)
+{
+  int r = tdl__park(w->f, what, -1, deadline);
+  int won = tdl__claim_close(w->claim);
+  if (won < 0) {
+    tdl__xchan_unhang(ch, op, w);
+    return r < 0 ? r : -ECANCELED;
+  }
+  tdl__xchan_await(w);
+  tdl_port_release(w->hold);
+  w->hold = NULL;
+  return w->status;
+}
+
+/* ---- buffered ---- */
+
+static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_t deadline)
+{
+  tdl__xchan *x = ch->x;
+  for (;;) {
+    if (LOAD(&x->closed))
+      return -EPIPE;
+    if (ring_put(x, val)) {
+      notify_one(x, &x->recvq, &x->nrecv);
+      return 0;
+    }
+    if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
+      return -ETIMEDOUT;
+    tdl__xwait w = {.clause = 0};
+    w.claim = &w.own;
+    int e = tdl__xchan_hang(ch, TDL_SELECT_SEND, &w, f);
+    if (e < 0)
+      return e;
+    /* Counted in: look once more (a receiver may have made room between
+     * our try and the count); else park. */
+    if (!LOAD(&x->closed) && ring_put(x, val)) {
+      if (tdl__claim_close(w.claim) >= 0)
+        tdl__xchan_await(&w); /* a wake was on its way: absorb it */
+      tdl__xchan_unhang(ch, TDL_SELECT_SEND, &w);
+      notify_one(x, &x->recvq, &x->nrecv);
+      return 0;
+    }
+    e = wait_for(ch, TDL_SELECT_SEND, &w, "chan send", deadline);
+    if (e < 0 && e != -EPIPE)
+      return e;
+  }
+}
+
+static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t deadline)
+{
+  tdl__xchan *x = ch->x;
+  for (;;) {
+    if (ring_get(x, val)) {
+      notify_one(x, &x->sendq, &x->nsend);
+      return 0;
+    }
+    if (LOAD(&x->closed))
+      return ring_get(x, val) ? 0 : -EPIPE; /* sent before the close: still received */
+    if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
+      return -ETIMEDOUT;
+    tdl__xwait w = {.clause = 0};
+    w.claim = &w.own;
+    int e = tdl__xchan_hang(ch, TDL_SELECT_RECV, &w, f);
+    if (e < 0)
+      return e;
+    bool got = ring_get(x, val);
+    if (got || LOAD(&x->closed)) {
+      if (!got)
+        got = ring_get(x, val); /* sent before the close: still received */
+      if (tdl__claim_close(w.claim) >= 0)
+        tdl__xchan_await(&w); /* a wake was on its way: absorb it */
+      tdl__xchan_unhang(ch, TDL_SELECT_RECV, &w);
+      if (!got)
+        return -EPIPE;
+      notify_one(x, &x->sendq, &x->nsend);
+      return 0;
+    }
+    e = wait_for(ch, TDL_SELECT_RECV, &w, "chan recv", deadline);
+    if (e < 0 && e != -EPIPE)
+      return e;
+  }
+}
+
+/* ---- unbuffered: hand-off under the lock ---- */
+
+/* Move a value to or from a waiter of the other direction, if one waits. */
+static bool hand_off(tdl__xchan *x, int op, void *val)
+{
+  tdl__xwait *peer = op == TDL_SELECT_SEND ? take(&x->recvq, &x->nrecv, TDL__X_MOVED)
+                                           : take(&x->sendq, &x->nsend, TDL__X_MOVED);
+  if (!peer)
+    return false;
+  if (op == TDL_SELECT_SEND)
+    memcpy(peer->val, val, x->elem);
+  else
+    memcpy(val, peer->val, x->elem);
+  unlock(x);
+  deliver(peer);
+  return true;
+}
+
+static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t deadline)
+{
+  tdl__xchan *x = ch->x;
+  tdl__xwait w = {.clause = 0, .val = val};
+  w.claim = &w.own;
+  int e = prepare(&w, f);
+  if (e < 0)
+    return e;
+  lock(x);
+  if (LOAD(&x->closed)) {
+    unlock(x);
+    tdl_port_release(w.hold);
+    return -EPIPE;
+  }
+  if (hand_off(x, op, val)) {
+    tdl_port_release(w.hold);
+    return 0;
+  }
+  if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
+    unlock(x);
+    tdl_port_release(w.hold);
+    return -ETIMEDOUT;
+  }
+  tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
+  ADD(op == TDL_SELECT_SEND ? &x->nsend : &x->nrecv, 1);
+  unlock(x);
+  return wait_for(ch, op, &w, op == TDL_SELECT_SEND ? "chan send" : "chan recv", deadline);
+}
+
+/* ---- the operations ---- */
+
+static int may_block(tdl__fiber **out)
+{
+  tdl__fiber *f = tdl__self();
+  *out = f;
+  if (!f)
+    return -EPERM;
+  return f->cancelled ? -ECANCELED : 0;
+}
+
+int tdl__xchan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
+{
+  tdl__fiber *f;
+  int e = may_block(&f);
+  if (e < 0)
+    return e;
+  if (ch->cap)
+    return buffered_send(ch, f, val, deadline);
+  return rendezvous(ch, f, TDL_SELECT_SEND, (void *)val, deadline);
+}
+
+int tdl__xchan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
+{
+  tdl__fiber *f;
+  int e = may_block(&f);
+  if (e < 0)
+    return e;
+  if (ch->cap)
+    return buffered_recv(ch, f, val, deadline);
+  e = rendezvous(ch, f, TDL_SELECT_RECV, val, deadline);
+  return e;
+}
+
+int tdl__xchan_try_send(tdl_chan *ch, const void *val)
+{
+  tdl__xchan *x = ch->x;
+  if (LOAD(&x->closed))
+    return -EPIPE;
+  if (ch->cap) {
+    if (!ring_put(x, val))
+      return -EAGAIN;
+    notify_one(x, &x->recvq, &x->nrecv);
+    return 0;
+  }
+  lock(x);
+  if (hand_off(x, TDL_SELECT_SEND, (void *)val))
+    return 0;
+  unlock(x);
+  return -EAGAIN;
+}
+
+int tdl__xchan_try_recv(tdl_chan *ch, void *val)
+{
+  tdl__xchan *x = ch->x;
+  if (ch->cap) {
+    if (ring_get(x, val)) {
+      notify_one(x, &x->sendq, &x->nsend);
+      return 0;
+    }
+    return LOAD(&x->closed) ? (ring_get(x, val) ? 0 : -EPIPE) : -EAGAIN;
+  }
+  lock(x);
+  if (hand_off(x, TDL_SELECT_RECV, val))
+    return 0;
+  int closed = LOAD(&x->closed);
+  unlock(x);
+  return closed ? -EPIPE : -EAGAIN;
+}
+
+/* End every wait with status: closing (-EPIPE; buffered waiters try again
+ * and find it closed) or destroying (-EBADF). */
+static void end_waits(tdl__xchan *x, bool buffered, int status)
+{
+  tdl__list woken = {NULL, NULL};
+  lock(x);
+  take_all(&x->recvq, &x->nrecv, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
+  take_all(&x->sendq, &x->nsend, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
+  unlock(x);
+  deliver_all(&woken);
+}
+
+int tdl__xchan_close(tdl_chan *ch)
+{
+  tdl__xchan *x = ch->x;
+  if (__atomic_exchange_n(&x->closed, 1, __ATOMIC_SEQ_CST))
+    return -EPIPE;
+  end_waits(x, ch->cap > 0, -EPIPE);
+  return 0;
+}
+
+size_t tdl__xchan_len(const tdl_chan *ch)
+{
+  tdl__xchan *x = ch->x;
+  if (!ch->cap)
+    return 0;
+  uint64_t t = __atomic_load_n(&x->tail, __ATOMIC_ACQUIRE), h = __atomic_load_n(&x->head, __ATOMIC_ACQUIRE);
+  return t > h ? (size_t)(t - h) : 0; /* a moment's view, as any length of a shared queue */
+}
+
+int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity)
+{
+  size_t cell = 8 + ((elem_size + 7) & ~(size_t)7);
+  if (capacity && cell > TDL_CHAN_MAX_BYTES / capacity)
+    return -EINVAL;
+  tdl__xchan *x = aligned_alloc(64, (sizeof *x + 63) & ~(size_t)63);
+  if (!x)
+    return -ENOMEM;
+  memset(x, 0, sizeof *x);
+  x->cap = capacity;
+  x->elem = elem_size;
+  x->cell = cell;
+  x->cells_n = capacity == 1 ? 2 : capacity;
+  x->mask = x->cells_n && !(x->cells_n & (x->cells_n - 1)) ? x->cells_n - 1 : 0;
+  if (capacity) {
+    x->cells = aligned_alloc(64, (x->cells_n * cell + 63) & ~(size_t)63);
+    if (!x->cells) {
+      free(x);
+      return -ENOMEM;
+    }
+    for (size_t i = 0; i < x->cells_n; i++)
+      *(uint64_t *)(void *)(x->cells + i * cell) = i;
+  }
+  ch->x = x;
+  return 0;
+}
+
+void tdl__xchan_free(tdl_chan *ch)
+{
+  tdl__xchan *x = ch->x;
+  STORE(&x->closed, 1);
+  end_waits(x, false, -EBADF);
+  free(x->cells);
+  free(x);
+  ch->x = NULL;
+}
+
+bool tdl__xchan_ready(tdl_chan *ch, int op)
+{
+  tdl__xchan *x = ch->x;
+  if (!ch->cap || LOAD(&x->closed))
+    return LOAD(&x->closed) != 0;
+  if (op == TDL_SELECT_RECV) {
+    uint64_t pos = LOAD(&x->head);
+    return __atomic_load_n(seq_at(x, pos), __ATOMIC_ACQUIRE) == pos + 1;
+  }
+  return LOAD(&x->tail) - LOAD(&x->head) < x->cap;
+}

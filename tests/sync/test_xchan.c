@@ -1,0 +1,305 @@
+/* Shared channels: ends on different loops. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "treadle.h"
+
+#include "helpers.h"
+
+/* Everything a test's fibers share; set before the group starts. */
+static struct {
+  tdl_chan *a, *b, *local_ch;
+  long n;
+  long sum[4], count[4], bad[4];
+  int results[8];
+  int done;
+} S;
+
+static long rounds(long full) { return RUNNING_ON_VALGRIND ? full / 20 : full; }
+
+static tdl_group *run_group(unsigned loops, tdl_fiber_fn main)
+{
+  tdl_group *g;
+  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = loops, .main = main}), 0);
+  return g;
+}
+
+static void finish(tdl_group *g)
+{
+  assert_int_equal(tdl_group_wait(g, tdl_after(120 * TDL_SEC)), 0);
+  assert_int_equal(tdl_group_free(g), 0);
+}
+
+/* ---- one producer, one consumer, on two loops ---- */
+
+static void *pipe_main(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  if (me == 0) {
+    for (long i = 1; i <= S.n; i++)
+      assert_int_equal(tdl_chan_send(S.a, &i, TDL_FOREVER), 0);
+    assert_int_equal(tdl_chan_close(S.a), 0);
+  } else {
+    long v, prev = 0;
+    int e;
+    while ((e = tdl_chan_recv(S.a, &v, TDL_FOREVER)) == 0) {
+      if (v != prev + 1)
+        S.bad[1]++; /* one producer: its order is kept */
+      prev = v;
+      S.sum[1] += v;
+      S.count[1]++;
+    }
+    assert_int_equal(e, -EPIPE);
+    tdl_group_stop(tdl_group_self());
+  }
+  return NULL;
+}
+
+static void check_pipe(size_t cap, long n)
+{
+  memset(&S, 0, sizeof S);
+  S.n = n;
+  assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+  finish(run_group(2, pipe_main));
+  assert_int_equal(S.count[1], S.n);
+  assert_int_equal(S.sum[1], S.n * (S.n + 1) / 2);
+  assert_int_equal(S.bad[1], 0);
+  assert_int_equal(tdl_chan_free(S.a), 0);
+}
+
+static void buffered_across_loops(void **state)
+{
+  (void)state;
+  check_pipe(1024, rounds(300000));
+  check_pipe(1, rounds(20000));   /* full and empty all the time */
+  check_pipe(1000, rounds(20000)); /* a capacity that is no power of two */
+}
+
+static void unbuffered_across_loops(void **state)
+{
+  (void)state;
+  check_pipe(0, rounds(20000));
+}
+
+/* ---- two producers and two consumers on four loops ---- */
+
+static void *mpmc_main(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  if (me < 2) {
+    for (long i = 1; i <= S.n; i++)
+      assert_int_equal(tdl_chan_send(S.a, &i, TDL_FOREVER), 0);
+    if (__atomic_add_fetch(&S.done, 1, __ATOMIC_SEQ_CST) == 2)
+      assert_int_equal(tdl_chan_close(S.a), 0);
+  } else {
+    long v;
+    while (tdl_chan_recv(S.a, &v, TDL_FOREVER) == 0) {
+      S.sum[me] += v;
+      S.count[me]++;
+    }
+    if (__atomic_add_fetch(&S.done, 1, __ATOMIC_SEQ_CST) == 4)
+      tdl_group_stop(tdl_group_self());
+  }
+  return NULL;
+}
+
+static void two_by_two(void **state)
+{
+  (void)state;
+  for (size_t cap = 0; cap <= 64; cap += 64) {
+    memset(&S, 0, sizeof S);
+    S.n = rounds(cap ? 100000 : 10000);
+    assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+    finish(run_group(4, mpmc_main));
+    assert_int_equal(S.count[2] + S.count[3], 2 * S.n); /* none lost, none twice */
+    assert_int_equal(S.sum[2] + S.sum[3], S.n * (S.n + 1));
+    assert_int_equal(tdl_chan_free(S.a), 0);
+  }
+}
+
+/* ---- close, deadline, cancel across loops ---- */
+
+static tdl_fiber_t victim;
+
+static void *cancel_there(tdl_loop *loop, void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_fiber_cancel(loop, victim);
+}
+
+static void *recv_cancel_close(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  long v = 0;
+  if (me == 1) {
+    S.results[0] = tdl_chan_recv(S.a, &v, tdl_after(TDL_MSEC)); /* nobody sends */
+    victim = tdl_fiber_self();
+    __atomic_store_n(&S.done, 1, __ATOMIC_SEQ_CST);
+    S.results[1] = tdl_chan_recv(S.a, &v, TDL_FOREVER); /* loop 0 cancels us */
+    __atomic_store_n(&S.done, 2, __ATOMIC_SEQ_CST);
+  } else if (me == 2) {
+    /* Parks on the channel until loop 0 closes it. */
+    S.results[2] = tdl_chan_recv(S.a, &v, TDL_FOREVER);
+    S.results[3] = (int)v;
+    S.results[4] = tdl_chan_recv(S.a, &v, TDL_FOREVER);
+    __atomic_store_n(&S.done, 3, __ATOMIC_SEQ_CST);
+  } else {
+    while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 1)
+      tdl_sleep_for(TDL_MSEC);
+    void *r = NULL;
+    assert_int_equal(tdl_port_call(tdl_group_port(tdl_group_self(), 1), cancel_there, NULL, &r, TDL_FOREVER), 0);
+    assert_int_equal((intptr_t)r, 0);
+    while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 2)
+      tdl_sleep_for(TDL_MSEC);
+    /* The cancelled receiver took nothing: loop 2's gets this one. */
+    v = 77;
+    assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), 0);
+    assert_int_equal(tdl_chan_close(S.a), 0);
+    assert_int_equal(tdl_chan_close(S.a), -EPIPE);
+    assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), -EPIPE);
+    while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 3)
+      tdl_sleep_for(TDL_MSEC);
+    tdl_group_stop(tdl_group_self());
+  }
+  return NULL;
+}
+
+static void close_deadline_cancel(void **state)
+{
+  (void)state;
+  for (size_t cap = 0; cap <= 8; cap += 8) {
+    memset(&S, 0, sizeof S);
+    assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+    finish(run_group(3, recv_cancel_close));
+    assert_int_equal(S.results[0], -ETIMEDOUT);
+    assert_int_equal(S.results[1], -ECANCELED);
+    assert_int_equal(S.results[2], 0);
+    assert_int_equal(S.results[3], 77);
+    assert_int_equal(S.results[4], -EPIPE); /* closed while it waited */
+    assert_int_equal(tdl_chan_free(S.a), 0);
+  }
+}
+
+/* ---- select over shared and local channels ---- */
+
+static void *selector(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  if (me == 1) {
+    long va = 0, vb = 0, vl = 0;
+    tdl_select_op ops[] = {
+        {.kind = TDL_SELECT_RECV, .ch = S.a, .val = &va},
+        {.kind = TDL_SELECT_RECV, .ch = S.b, .val = &vb},
+        {.kind = TDL_SELECT_RECV, .ch = S.local_ch, .val = &vl},
+    };
+    for (int k = 0; k < 2; k++) {
+      int i = tdl_select(ops, 3, tdl_after(30 * TDL_SEC));
+      assert_true(i == 0 || i == 1);
+      assert_int_equal(ops[i].result, 0);
+      S.results[i] = (int)(i == 0 ? va : vb);
+    }
+    /* Nothing more comes: the deadline. */
+    assert_int_equal(tdl_select(ops, 3, tdl_after(TDL_MSEC)), -ETIMEDOUT);
+    tdl_group_stop(tdl_group_self());
+  } else {
+    long v = 5;
+    assert_int_equal(tdl_chan_send(S.b, &v, TDL_FOREVER), 0); /* unbuffered: a hand-off */
+    v = 6;
+    assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), 0);
+  }
+  return NULL;
+}
+
+static void select_across_loops(void **state)
+{
+  (void)state;
+  memset(&S, 0, sizeof S);
+  assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), 4), 0);
+  assert_int_equal(tdl_chan_new_shared(&S.b, sizeof(long), 0), 0);
+  /* A local channel of loop 1 that nobody sends on: its clause just waits. */
+  assert_int_equal(tdl_chan_new(&S.local_ch, sizeof(long), 0), 0);
+  finish(run_group(2, selector));
+  assert_int_equal(S.results[0], 6);
+  assert_int_equal(S.results[1], 5);
+  tdl_chan_free(S.a);
+  tdl_chan_free(S.b);
+  tdl_chan_free(S.local_ch);
+}
+
+/* ---- one loop, and outside fibers ---- */
+
+static void *ping(void *arg)
+{
+  tdl_chan **ch = arg;
+  for (long i = 0; i < 1000; i++) {
+    long v;
+    assert_int_equal(tdl_chan_send(ch[0], &i, TDL_FOREVER), 0);
+    assert_int_equal(tdl_chan_recv(ch[1], &v, TDL_FOREVER), 0);
+    assert_int_equal(v, i);
+  }
+  return NULL;
+}
+
+static void *pong(void *arg)
+{
+  tdl_chan **ch = arg;
+  long v;
+  while (tdl_chan_recv(ch[0], &v, tdl_after(TDL_SEC)) == 0)
+    assert_int_equal(tdl_chan_send(ch[1], &v, TDL_FOREVER), 0);
+  return NULL;
+}
+
+static void one_loop_and_misuse(void **state)
+{
+  (void)state;
+  tdl_chan *ch[2];
+  assert_int_equal(tdl_chan_new_shared(&ch[0], sizeof(long), 0), 0);
+  assert_int_equal(tdl_chan_new_shared(&ch[1], sizeof(long), 2), 0);
+  tdl_loop *loop = t_loop_new();
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, ping, ch, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, pong, ch, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  /* Outside fibers: the try calls work, the blocking ones refuse. */
+  long v = 1;
+  assert_int_equal(tdl_chan_try_send(ch[1], &v), 0);
+  assert_int_equal(tdl_chan_try_send(ch[1], &v), 0);
+  assert_int_equal(tdl_chan_try_send(ch[1], &v), -EAGAIN); /* full */
+  assert_int_equal(tdl_chan_len(ch[1]), 2);
+  assert_int_equal(tdl_chan_cap(ch[1]), 2);
+  assert_int_equal(tdl_chan_send(ch[1], &v, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_chan_recv(ch[1], &v, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_chan_try_recv(ch[0], &v), -EAGAIN); /* unbuffered, no sender */
+  assert_int_equal(tdl_chan_close(ch[1]), 0);
+  assert_int_equal(tdl_chan_try_recv(ch[1], &v), 0); /* drained after the close */
+  assert_int_equal(tdl_chan_try_recv(ch[1], &v), 0);
+  assert_int_equal(tdl_chan_try_recv(ch[1], &v), -EPIPE);
+  assert_int_equal(tdl_chan_destroy(ch[0]), -EINVAL); /* made by treadle: free it */
+  tdl_chan *bad;
+  assert_int_equal(tdl_chan_new_shared(&bad, 0, 4), -EINVAL);
+  assert_int_equal(tdl_chan_new_shared(&bad, 1 << 20, 1 << 20), -EINVAL);
+  assert_int_equal(tdl_chan_free(ch[0]), 0);
+  assert_int_equal(tdl_chan_free(ch[1]), 0);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(buffered_across_loops),
+      cmocka_unit_test(unbuffered_across_loops),
+      cmocka_unit_test(two_by_two),
+      cmocka_unit_test(close_deadline_cancel),
+      cmocka_unit_test(select_across_loops),
+      cmocka_unit_test(one_loop_and_misuse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

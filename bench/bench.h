@@ -62,5 +62,7 @@ int bench_ring_main(int argc, char **argv);
 int bench_spawn_main(int argc, char **argv);
 int bench_idle_main(int argc, char **argv);
 int bench_chan_main(int argc, char **argv);
+int bench_xchan_main(int argc, char **argv);
+int bench_xping_main(int argc, char **argv);
 
 #endif

@@ -11,6 +11,8 @@
 #pragma weak bench_spawn_main
 #pragma weak bench_idle_main
 #pragma weak bench_chan_main
+#pragma weak bench_xchan_main
+#pragma weak bench_xping_main
 
 static const struct {
   const char *name;
@@ -18,6 +20,7 @@ static const struct {
 } workloads[] = {
     {"pipes", bench_pipes_main}, {"timers", bench_timers_main}, {"ring", bench_ring_main},
     {"spawn", bench_spawn_main}, {"idle", bench_idle_main},     {"chan", bench_chan_main},
+    {"xchan", bench_xchan_main}, {"xping", bench_xping_main},
 };
 
 int main(int argc, char **argv)
@@ -33,7 +36,7 @@ int main(int argc, char **argv)
       }
     }
   }
-  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan [options]\n"
+  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan|xchan|xping [options]\n"
                   "       (see ../shared/BENCHMARKS.md)\n");
   return 2;
 }

@@ -34,6 +34,13 @@ typedef enum tdl_backend {
 
 typedef struct tdl_loop_options {
   tdl_backend backend;
+  /* Spin before sleeping: when the loop has nothing to do but has a port or
+   * a wakeup, it first watches for work from other threads for up to this
+   * many nanoseconds (bounded by its next timer) instead of going to sleep
+   * at once.  Work that comes then costs the sender no eventfd write and the
+   * loop no wake-up from the kernel (a few microseconds each way), at the
+   * price of a busy core while it waits.  0 (the default): never. */
+  tdl_time_t spin;
 } tdl_loop_options;
 
 /* Create a loop owned by the calling thread.  opts may be NULL.

@@ -50,6 +50,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
   if (!loop)
     return -ENOMEM;
   loop->be = be;
+  loop->spin = opts && opts->spin > 0 ? opts->spin : 0;
   loop->owner = pthread_self();
   loop->wake_fd = -1;
   loop->sig_fd = -1;
@@ -150,6 +151,8 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
       err = -EDEADLK;
       break;
     }
+    if (timeout != 0 && loop->spin > 0 && tdl__remote_spin(loop, timeout))
+      timeout = 0; /* work came while it spun */
     if (timeout != 0 && !tdl__remote_may_sleep(loop))
       timeout = 0; /* another thread left work meanwhile */
     /* With no fd to poll and no time to sleep, asking the kernel is a wasted

@@ -174,17 +174,16 @@ struct tdl_loop {
   uint32_t io_started; /* started watchers, internal ones included */
   int running;
   int stop_flag;
+  tdl_time_t spin;   /* tdl_loop_options.spin */
   pthread_t owner;
 
-  /* remote.c: wakeups and ports, the thread-safe entries */
-  int wake_fd;        /* the eventfd that wakes a sleeping loop */
-  int wake_signalled; /* atomic: an eventfd write is outstanding */
-  int busy;           /* atomic: tdl_loop_run goes round and will look at
-                         remote_pending before it sleeps */
-  int remote_pending; /* atomic: a sender left work (a wakeup, a post) */
+  /* remote.c: wakeups and ports, the thread-safe entries.  What other
+   * threads write is in the port, on a cache line of its own. */
+  int wake_fd;        /* the port's eventfd, or -1 */
   tdl_io wake_io;
   tdl__list wakeups;  /* started tdl_wakeup */
   struct tdl_port *port; /* made on first use; other threads hold references */
+  int remote_waits;   /* fibers waiting for a wake from another thread */
 
   /* signal.c */
   int sig_fd;
@@ -276,10 +275,18 @@ void tdl__hooks_run(tdl_loop *loop, int kind);
  * expected whether other threads hold the loop's port (so a post may come);
  * close refuses further posts, hands back the queued ones, frees the fd. */
 bool tdl__remote_may_sleep(tdl_loop *loop);
+/* Spin (the loop still busy) up to loop->spin, and at most timeout (-1:
+ * none), watching for work from other threads; returns whether it came. */
+bool tdl__remote_spin(tdl_loop *loop, tdl_time_t timeout);
 void tdl__remote_busy(tdl_loop *loop, bool busy);
 void tdl__remote_run(tdl_loop *loop);
 bool tdl__remote_has_work(const tdl_loop *loop);
 bool tdl__remote_expected(const tdl_loop *loop);
+/* A fiber is about to wait for a wake from another thread (a post to this
+ * loop's port, made here if need be: 0 or its errors), or is done waiting:
+ * while some wait, parked fibers are not a deadlock.  Loop thread only. */
+int tdl__remote_expect(tdl_loop *loop);
+void tdl__remote_unexpect(tdl_loop *loop);
 void tdl__remote_close(tdl_loop *loop);
 
 /* signal.c: release the fd it created. */

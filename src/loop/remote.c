@@ -3,14 +3,14 @@
  *
  * Waking only a loop that will not look.  A sender (a wakeup or a post)
  * first leaves its work where the loop will look (a pending flag, the port's
- * queue), then raises the loop's remote_pending flag, and writes the eventfd
+ * queue), then raises the port's `pending` flag, and writes the eventfd
  * only when it was the one to raise it AND the loop is not busy.  A loop is
  * busy while tdl_loop_run goes round without sleeping; before it sleeps it
- * clears busy and then looks at remote_pending; both sides use sequentially
+ * clears busy and then looks at `pending`; both sides use sequentially
  * consistent operations, so either the sender sees it idle or the loop sees
  * the flag: no work is left unseen, and a burst of sends costs at most one
  * write.  A loop outside tdl_loop_run (embedded in another, or not running
- * yet) is not busy: its eventfd, and so its tdl_loop_fd, becomes readable.  The loop clears remote_pending before it
+ * yet) is not busy: its eventfd, and so its tdl_loop_fd, becomes readable.  The loop clears `pending` before it
  * looks at the work, so a send that lands after that raises it again.
  *
  * The port's queue is a lock-free stack that posters push onto (one
@@ -23,6 +23,7 @@
  * still queued back to its owner (callback with loop NULL).
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -35,52 +36,98 @@
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 
+/* What a sender touches: the queue on one cache line, the flags on another
+ * (a loop that spins reads the flags over and over; a sender's several
+ * writes to the queue are not disturbed by that).  The loop holds one
+ * reference; posters hold their own. */
 struct tdl_port {
   tdl_post *head;     /* pushed posts, newest first (atomic) */
   tdl_loop *loop;     /* valid while !closed, for posters counted in `posting` */
   uint32_t refs;      /* atomic */
   uint32_t posting;   /* posters inside tdl_port_post (atomic) */
   int closed;         /* atomic */
+  int fd;             /* the loop's eventfd */
   uint64_t posts, wakes; /* atomic */
+  _Alignas(64) int pending; /* atomic: a sender left work (a wakeup, a post) */
+  int busy;           /* atomic: tdl_loop_run goes round and will look at
+                         `pending` before it sleeps */
+  int signalled;      /* atomic: an eventfd write is outstanding */
 };
 
 /* ---- the loop's side ---- */
 
 static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
 {
-  (void)loop;
   (void)events;
   uint64_t v;
   while (read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
     ;
-  STORE(&loop->wake_signalled, 0); /* the next sleeping-time send writes again */
+  STORE(&loop->port->signalled, 0); /* the next send to an idle loop writes again */
 }
 
-/* The eventfd and its watcher, made on first use. */
+/* The port and the eventfd under it, made on first use (of a port or a
+ * wakeup). */
 static int notify_open(tdl_loop *loop)
 {
-  if (loop->wake_fd >= 0)
+  if (loop->port)
     return 0;
+  tdl_port *port = aligned_alloc(64, (sizeof *port + 63) & ~(size_t)63);
+  if (!port)
+    return -ENOMEM;
+  memset(port, 0, sizeof *port);
   int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fd < 0)
+  if (fd < 0) {
+    free(port);
     return -errno;
+  }
+  port->loop = loop;
+  port->refs = 1; /* the loop's */
+  port->fd = fd;
+  port->busy = loop->running; /* made from a callback or a fiber: it runs */
+  loop->port = port;
   int e = tdl__io_open_internal(loop, &loop->wake_io, fd, on_eventfd);
-  if (e < 0)
+  if (e < 0) {
+    loop->port = NULL;
+    free(port);
     return e;
+  }
   loop->wake_fd = fd;
   return 0;
 }
 
 bool tdl__remote_may_sleep(tdl_loop *loop)
 {
-  STORE(&loop->busy, 0);
-  if (!LOAD(&loop->remote_pending))
+  tdl_port *port = loop->port;
+  if (!port)
     return true;
-  STORE(&loop->busy, 1);
+  STORE(&port->busy, 0);
+  if (!LOAD(&port->pending))
+    return true;
+  STORE(&port->busy, 1);
   return false;
 }
 
-void tdl__remote_busy(tdl_loop *loop, bool busy) { STORE(&loop->busy, busy); }
+bool tdl__remote_spin(tdl_loop *loop, tdl_time_t timeout)
+{
+  if (!loop->port)
+    return false; /* nothing but this thread could bring work */
+  tdl_time_t span = timeout >= 0 && timeout < loop->spin ? timeout : loop->spin;
+  tdl_time_t until = tdl__clock_now() + span;
+  do {
+    for (int i = 0; i < 64; i++) {
+      if (__atomic_load_n(&loop->port->pending, __ATOMIC_ACQUIRE))
+        return true;
+      tdl__cpu_relax();
+    }
+  } while (tdl__clock_now() < until);
+  return false;
+}
+
+void tdl__remote_busy(tdl_loop *loop, bool busy)
+{
+  if (loop->port)
+    STORE(&loop->port->busy, busy);
+}
 
 static void deliver(tdl__list *n, void *loop)
 {
@@ -116,35 +163,45 @@ static void run_posts(tdl_post *p, tdl_loop *loop)
 
 void tdl__remote_run(tdl_loop *loop)
 {
-  if (!LOAD(&loop->remote_pending))
+  tdl_port *port = loop->port;
+  if (!port || !LOAD(&port->pending))
     return;
-  STORE(&loop->remote_pending, 0);
+  STORE(&port->pending, 0);
   tdl__list_walk(&loop->wakeups, deliver, loop); /* a callback may stop any wakeup */
-  if (loop->port)
-    run_posts(take_all(loop->port), loop);
+  run_posts(take_all(port), loop);
 }
 
-bool tdl__remote_has_work(const tdl_loop *loop) { return LOAD(&loop->remote_pending) != 0; }
+bool tdl__remote_has_work(const tdl_loop *loop) { return loop->port && LOAD(&loop->port->pending) != 0; }
 
 bool tdl__remote_expected(const tdl_loop *loop)
 {
-  return loop->port && LOAD(&loop->port->refs) > 1;
+  return loop->remote_waits > 0 || (loop->port && LOAD(&loop->port->refs) > 1);
 }
+
+int tdl__remote_expect(tdl_loop *loop)
+{
+  int e = notify_open(loop);
+  if (e == 0)
+    loop->remote_waits++;
+  return e;
+}
+
+void tdl__remote_unexpect(tdl_loop *loop) { loop->remote_waits--; }
 
 /* ---- the senders' side ---- */
 
 /* Work was left for loop: wake it if it sleeps.  Returns whether this send
  * wrote the eventfd. */
-static bool notify(tdl_loop *loop)
+static bool notify(tdl_port *port)
 {
-  if (XCHG(&loop->remote_pending, 1) || LOAD(&loop->busy))
+  if (XCHG(&port->pending, 1) || LOAD(&port->busy))
     return false; /* raised already, or busy: it will look before it sleeps */
-  if (XCHG(&loop->wake_signalled, 1))
+  if (XCHG(&port->signalled, 1))
     return false;
   uint64_t one = 1;
   int saved = errno; /* may run in a signal handler */
   /* EAGAIN means the counter is saturated: the loop will wake anyway. */
-  while (write(loop->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+  while (write(port->fd, &one, sizeof one) < 0 && errno == EINTR)
     ;
   errno = saved;
   return true;
@@ -192,7 +249,7 @@ int tdl_wakeup_send(tdl_wakeup *wk)
     return -EINVAL;
   if (XCHG(&wk->pending, 1))
     return 0; /* already on its way */
-  notify(wk->loop);
+  notify(wk->loop->port);
   return 0;
 }
 
@@ -209,17 +266,9 @@ int tdl_loop_port(tdl_loop *loop, tdl_port **out)
 {
   TDL__CHECK_THREAD(loop);
   *out = NULL;
-  if (!loop->port) {
-    int e = notify_open(loop);
-    if (e < 0)
-      return e;
-    tdl_port *port = calloc(1, sizeof *port);
-    if (!port)
-      return -ENOMEM;
-    port->loop = loop;
-    port->refs = 1; /* the loop's */
-    loop->port = port;
-  }
+  int e = notify_open(loop);
+  if (e < 0)
+    return e;
   *out = tdl_port_ref(loop->port);
   return 0;
 }
@@ -254,7 +303,7 @@ int tdl_port_post(tdl_port *port, tdl_post *p)
     p->next = head;
   while (!__atomic_compare_exchange_n(&port->head, &head, p, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
   ADD(&port->posts, 1);
-  if (notify(port->loop))
+  if (notify(port))
     ADD(&port->wakes, 1);
   ADD(&port->posting, -1); /* the last touch of the loop */
   return 0;

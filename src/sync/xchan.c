@@ -24,9 +24,9 @@
  * record's post to that loop's port.  A waiter whose deadline or cancel came
  * first closes the claim itself and leaves; if it finds the claim taken it
  * waits for the delivery (uncancellably: it is already on its way), because
- * the post in flight lives in its record.  While it waits a fiber holds a
- * reference to its loop's port, so the loop knows a post may come (and does
- * not call it a deadlock).
+ * the post in flight lives in its record.  While it waits a fiber is
+ * counted in its loop's remote waits, so the loop knows a post may come (and
+ * does not call it a deadlock).
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -135,7 +135,7 @@ static void deliver(tdl__xwait *w)
     tdl__wake(w->f, w->clause);
   } else {
     tdl_post_init(&w->post, arrive, w);
-    (void)tdl_port_post(w->loop->port, &w->post); /* it holds the port: cannot be refused */
+    (void)tdl_port_post(w->loop->port, &w->post); /* the waiter keeps its loop: not refused */
   }
 }
 
@@ -187,12 +187,21 @@ static void deliver_all(tdl__list *l)
 
 static bool hand_off(tdl__xchan *x, int op, void *val);
 
+static void done_waiting(tdl__xwait *w)
+{
+  if (w->expecting)
+    tdl__remote_unexpect(w->loop);
+  w->expecting = 0;
+}
+
 static int prepare(tdl__xwait *w, tdl__fiber *f)
 {
   w->f = f;
   w->loop = f->sched->loop;
   w->delivered = 0;
-  return tdl_loop_port(w->loop, &w->hold); /* made on first use; held while waiting */
+  int e = tdl__remote_expect(w->loop); /* makes the port if need be */
+  w->expecting = e == 0;
+  return e;
 }
 
 /* Unbuffered, a select's clause: a partner already waiting completes it
@@ -233,8 +242,7 @@ int tdl__xchan_hang(tdl_chan *ch, int op, tdl__xwait *w, tdl__fiber *f)
   lock(x);
   if (!ch->cap && hang_rendezvous(x, op, w)) {
     unlock(x);
-    tdl_port_release(w->hold);
-    w->hold = NULL;
+    done_waiting(w);
     return 1;
   }
   if (op == TDL_SELECT_RECV) {
@@ -257,8 +265,7 @@ void tdl__xchan_unhang(tdl_chan *ch, int op, tdl__xwait *w)
     ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
   }
   unlock(x);
-  tdl_port_release(w->hold);
-  w->hold = NULL;
+  done_waiting(w);
 }
 
 void tdl__xchan_await(tdl__xwait *w)
@@ -279,8 +286,7 @@ static int wait_for(tdl_chan *ch, int op, tdl__xwait *w, const char *what, tdl_t
     return r < 0 ? r : -ECANCELED;
   }
   tdl__xchan_await(w);
-  tdl_port_release(w->hold);
-  w->hold = NULL;
+  done_waiting(w);
   return w->status;
 }
 
@@ -382,16 +388,16 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   lock(x);
   if (LOAD(&x->closed)) {
     unlock(x);
-    tdl_port_release(w.hold);
+    done_waiting(&w);
     return -EPIPE;
   }
   if (hand_off(x, op, val)) {
-    tdl_port_release(w.hold);
+    done_waiting(&w);
     return 0;
   }
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
     unlock(x);
-    tdl_port_release(w.hold);
+    done_waiting(&w);
     return -ETIMEDOUT;
   }
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);

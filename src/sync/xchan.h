@@ -28,7 +28,7 @@ typedef struct tdl__xwait {
   void *val;          /* unbuffered: the fiber's value buffer */
   int status;         /* set by the waker */
   int delivered;      /* the wake has arrived (the waiter's thread only) */
-  tdl_port *hold;     /* a reference to the waiter's port while it waits */
+  int expecting;      /* counted in its loop's remote waits (tdl__remote_expect) */
   tdl_post post;
 } tdl__xwait;
 

@@ -174,9 +174,13 @@ func main() {
 			os.Exit(benchIdle(args))
 		case "pipes":
 			os.Exit(benchPipes(args))
+		case "xchan":
+			os.Exit(benchXchan(args))
+		case "xping":
+			os.Exit(benchXping(args))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes [options]\n"+
+	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping [options]\n"+
 		"       (see shared/BENCHMARKS.md)\n")
 	os.Exit(2)
 }

@@ -52,8 +52,9 @@
  * and may be freed or reused.
  *
  * Threads.  These objects are for the fibers of loops run by one thread; they
- * are not THREAD-SAFE.  (Their internals keep every state change in a few
- * functions, so that a cross-thread version can add a lock word there.)
+ * are not THREAD-SAFE, except a semaphore or wait group made with its
+ * _init_shared function, which fibers of several loops (and, for releasing,
+ * any thread) may use at once.
  *
  * Fields of the structs below are private; they are public only so that the
  * objects can live in the caller's memory.
@@ -228,16 +229,29 @@ typedef struct tdl_sem {
   uint32_t max;               /* 0: TDL_SEM_VALUE_MAX */
   tdl__list waiters;          /* oldest first */
   uint32_t inside;            /* fibers inside tdl_sem_acquire that parked */
+  struct tdl__xsync *x;       /* a shared semaphore's state, or NULL */
 } tdl_sem;
 
 #define TDL_SEM_VALUE_MAX UINT32_MAX
 /* A semaphore with `value` permits that may hold at most `max` (0: no limit
  * but TDL_SEM_VALUE_MAX).  A zero-filled tdl_sem has no permits, no limit. */
-#define TDL_SEM_INIT(value, max) {(value), (max), {NULL, NULL}, 0}
+#define TDL_SEM_INIT(value, max) {(value), (max), {NULL, NULL}, 0, NULL}
 
 /* Initialize with `value` permits and at most `max` (0: TDL_SEM_VALUE_MAX).
  * Returns 0, or -EINVAL when value > max (s is then not touched). */
 TDL_API int tdl_sem_init(tdl_sem *s, uint32_t value, uint32_t max);
+
+/*
+ * A semaphore shared by the fibers of several loops (threads): every call
+ * below is then THREAD-SAFE, acquire from a fiber of any loop, release and
+ * try_acquire from any thread.  Its state is allocated: tdl_sem_destroy it.
+ * A permit released while fibers wait goes to the oldest of them, whatever
+ * its loop.  A semaphore of one permit is the way to exclude across loops:
+ * tdl_mutex stays for the fibers of one loop (its hand-off, dead-owner and
+ * condition-variable guarantees rest on one thread).
+ * Errors: -EINVAL (value > max), -ENOMEM.
+ */
+TDL_API int tdl_sem_init_shared(tdl_sem *s, uint32_t value, uint32_t max);
 
 /* Take one permit, waiting until the deadline if there is none.
  * Returns 0, -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber).  A call that
@@ -272,9 +286,15 @@ TDL_API int tdl_sem_destroy(tdl_sem *s);
 typedef struct tdl_waitgroup {
   int64_t count;
   tdl__list waiters;          /* oldest first */
+  struct tdl__xsync *x;       /* a shared wait group's state, or NULL */
 } tdl_waitgroup;
 
-#define TDL_WAITGROUP_INIT {0, {NULL, NULL}}
+#define TDL_WAITGROUP_INIT {0, {NULL, NULL}, NULL}
+
+/* A wait group shared by several loops: add and done are THREAD-SAFE from
+ * any thread, wait from a fiber of any loop.  Its state is allocated:
+ * tdl_waitgroup_destroy it.  Errors: -ENOMEM. */
+TDL_API int tdl_waitgroup_init_shared(tdl_waitgroup *wg);
 
 /* Initialize with a count of 0.  Returns 0. */
 TDL_API int tdl_waitgroup_init(tdl_waitgroup *wg);

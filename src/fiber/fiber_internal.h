@@ -60,7 +60,7 @@ typedef struct tdl__fiber {
    * touches another fiber's block). */
   tdl__ctx ctx;
   tdl__sched *sched;
-  tdl__list run;         /* in the run queue while runnable */
+  tdl__qnode run;        /* in the run queue while runnable */
   const char *waits_on;
   tdl_time_t deadline;
   int wake_result;
@@ -83,7 +83,7 @@ typedef struct tdl__fiber {
   void (*abort_wait)(struct tdl__fiber *f); /* a cancel or deadline ends the
                                             park: undo the wait at once */
   void *abort_ctx;
-  int unpark_result;     /* parked where tdl_fiber_unpark ends it: its result; else -1 */
+  int unpark_result;     /* in a select with a PARK clause: its number; else -1 */
   tdl__claim *unpark_claim; /* and the select that must be taken first, or NULL */
   tdl__cleanup fls_cleanup; /* fls.c's, linked once a value is set */
   uint8_t fls_rounds;    /* fls.c: rounds of destructors run */
@@ -114,7 +114,7 @@ struct tdl__sched {
   tdl_loop *loop;
   tdl__ctx loop_ctx;     /* the loop's own (thread) context while fibers run */
   tdl__fiber *current;   /* NULL while the loop's own code runs */
-  tdl__list runq;        /* runnable fibers, oldest first */
+  tdl__queue runq;       /* runnable fibers, oldest first */
   tdl__list all;         /* every unreleased fiber */
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
@@ -165,7 +165,7 @@ int tdl__park_nocancel(tdl__fiber *f, const char *what, tdl_time_t deadline);
 static inline void tdl__runq_push(tdl__sched *s, tdl__fiber *f)
 {
   f->state = TDL__FIBER_RUNNABLE;
-  tdl__list_push(&s->runq, &f->run);
+  tdl__queue_push(&s->runq, &f->run);
 }
 
 /* End f's park with `result`.  Returns whether f was parked (and is now

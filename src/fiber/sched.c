@@ -78,7 +78,8 @@ static int slot_alloc(tdl__sched *s, uint32_t *out)
 
 static inline tdl__fiber *runq_pop(tdl__sched *s)
 {
-  return TDL__LIST_ENTRY(tdl__list_pop(&s->runq), tdl__fiber, run);
+  tdl__qnode *n = tdl__queue_pop(&s->runq);
+  return n ? TDL__CONTAINER_OF(n, tdl__fiber, run) : NULL;
 }
 
 /* ---- releasing ---- */
@@ -180,7 +181,7 @@ static void fiber_entry(void *arg)
 static void sched_run(tdl_loop *loop)
 {
   tdl__sched *s = loop->sched;
-  if (tdl__list_empty(&s->runq))
+  if (tdl__queue_empty(&s->runq))
     return;
   tdl__sched *outer = tdl__tl_sched; /* a callback of another loop may run us */
   tdl__tl_sched = s;
@@ -195,7 +196,7 @@ static void sched_run(tdl_loop *loop)
 static bool sched_busy(tdl_loop *loop)
 {
   tdl__sched *s = loop->sched;
-  return !tdl__list_empty(&s->runq);
+  return !tdl__queue_empty(&s->runq);
 }
 
 /* Fibers that have not finished keep the loop going (finished ones only
@@ -287,9 +288,13 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   f->wait_fd = fd;
   f->deadline = deadline;
   f->io_budget = IO_BUDGET;
-  f->nocancel = nocancel;
-  switch_out(s, f);
-  f->nocancel = 0;
+  if (nocancel) {
+    f->nocancel = 1;
+    switch_out(s, f);
+    f->nocancel = 0;
+  } else {
+    switch_out(s, f);
+  }
   if (timed)
     tdl_timer_stop(s->loop, &f->timer);
   return f->wake_result;
@@ -409,6 +414,9 @@ void tdl_fiber_exit(void *result)
     finish(f->sched, f, result);
 }
 
+/* What a fiber parked in tdl_fiber_park waits on (unpark compares it). */
+static const char park_reason[] = "park";
+
 int tdl_fiber_park(tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -418,10 +426,7 @@ int tdl_fiber_park(tdl_time_t deadline)
     f->permit = 0;
     return 0;
   }
-  f->unpark_result = 0;
-  int e = tdl__park(f, "park", -1, deadline);
-  f->unpark_result = -1;
-  return e;
+  return tdl__park(f, park_reason, -1, deadline);
 }
 
 int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
@@ -430,9 +435,18 @@ int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
   tdl__fiber *f = tdl__fiber_lookup(loop->sched, h);
   if (!f || f->state == TDL__FIBER_DONE)
     return -ESRCH;
-  if (f->state != TDL__FIBER_PARKED || f->unpark_result < 0 ||
-      (f->unpark_claim && !tdl__claim_take(f->unpark_claim, f->unpark_result)) || !tdl__wake(f, f->unpark_result))
-    f->permit = 1;
+  if (f->state == TDL__FIBER_PARKED) {
+    if (f->waits_on == park_reason) {
+      tdl__wake(f, 0);
+      return 0;
+    }
+    /* A select with a PARK clause: it must win the select's claim. */
+    if (f->unpark_result >= 0 && (!f->unpark_claim || tdl__claim_take(f->unpark_claim, f->unpark_result))) {
+      tdl__wake(f, f->unpark_result);
+      return 0;
+    }
+  }
+  f->permit = 1;
   return 0;
 }
 

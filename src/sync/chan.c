@@ -149,10 +149,8 @@ static inline unsigned char *slot(tdl_chan *ch, size_t i)
   return ch->buf + k * ch->elem_size;
 }
 
-int tdl_chan_try_send(tdl_chan *ch, const void *val)
+static inline int try_send(tdl_chan *ch, const void *val)
 {
-  if (TDL__UNLIKELY(ch->x != NULL))
-    return tdl__xchan_try_send(ch, val);
   if (ch->closed)
     return -EPIPE;
   tdl__waiter *r = tdl__waitq_take(&ch->recvq); /* only while the buffer is empty */
@@ -169,10 +167,8 @@ int tdl_chan_try_send(tdl_chan *ch, const void *val)
   return -EAGAIN;
 }
 
-int tdl_chan_try_recv(tdl_chan *ch, void *val)
+static inline int try_recv(tdl_chan *ch, void *val)
 {
-  if (TDL__UNLIKELY(ch->x != NULL))
-    return tdl__xchan_try_recv(ch, val);
   if (ch->len) {
     tdl__copy_val(val, slot(ch, 0), ch->elem_size);
     ch->head = ch->head + 1 == ch->cap ? 0 : ch->head + 1;
@@ -196,6 +192,16 @@ int tdl_chan_try_recv(tdl_chan *ch, void *val)
 }
 
 
+int tdl_chan_try_send(tdl_chan *ch, const void *val)
+{
+  return TDL__UNLIKELY(ch->x != NULL) ? tdl__xchan_try_send(ch, val) : try_send(ch, val);
+}
+
+int tdl_chan_try_recv(tdl_chan *ch, void *val)
+{
+  return TDL__UNLIKELY(ch->x != NULL) ? tdl__xchan_try_recv(ch, val) : try_recv(ch, val);
+}
+
 /* ---- blocking send and receive ---- */
 
 static int wait_on(tdl__list *q, tdl__fiber *f, void *val, const char *what, tdl_time_t deadline)
@@ -215,7 +221,7 @@ int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  int r = tdl_chan_try_send(ch, val);
+  int r = try_send(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->sendq, f, (void *)val, "chan send", deadline);
@@ -230,7 +236,7 @@ int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
     return -EPERM;
   if (f->cancelled)
     return -ECANCELED;
-  int r = tdl_chan_try_recv(ch, val);
+  int r = try_recv(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->recvq, f, val, "chan recv", deadline);

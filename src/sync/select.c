@@ -228,7 +228,7 @@ static bool shared_ready(const tdl_select_op *ops, size_t n)
  * from another thread (it lives in our record); then say what it means. */
 static int shared_outcome(tdl_select_op *ops, clause *c, int r)
 {
-  tdl__xchan_await(&c[r].x);
+  tdl__xwait_await(&c[r].x);
   int st = c[r].x.status;
   if (st == TDL__X_RETRY)
     return RETRY;

@@ -1,5 +1,5 @@
 /* The wait group: a count of outstanding tasks; waiters wake at zero. */
-#include "sync/waitq.h"
+#include "sync/sync_internal.h"
 
 int tdl_waitgroup_init(tdl_waitgroup *wg)
 {
@@ -9,6 +9,8 @@ int tdl_waitgroup_init(tdl_waitgroup *wg)
 
 int tdl_waitgroup_add(tdl_waitgroup *wg, int64_t delta)
 {
+  if (wg->x)
+    return tdl__xwg_add(wg, delta);
   int64_t n;
   if (__builtin_add_overflow(wg->count, delta, &n))
     return delta > 0 ? -EOVERFLOW : -EINVAL;
@@ -27,6 +29,8 @@ int tdl_waitgroup_done(tdl_waitgroup *wg) { return tdl_waitgroup_add(wg, -1); }
 
 int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline)
 {
+  if (wg->x)
+    return tdl__xwg_wait(wg, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -43,10 +47,12 @@ int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline)
   return f->cancelled ? -ECANCELED : 0;
 }
 
-int64_t tdl_waitgroup_count(const tdl_waitgroup *wg) { return wg->count; }
+int64_t tdl_waitgroup_count(const tdl_waitgroup *wg) { return wg->x ? tdl__xwg_count(wg) : wg->count; }
 
 int tdl_waitgroup_destroy(tdl_waitgroup *wg)
 {
+  if (wg->x)
+    return tdl__xwg_destroy(wg);
   if (!tdl__list_empty(&wg->waiters))
     return -EBUSY;
   *wg = (tdl_waitgroup)TDL_WAITGROUP_INIT;

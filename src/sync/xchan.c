@@ -18,15 +18,7 @@
  * through the spinlock, and the side that finds a waiter of the other
  * direction moves the value straight between the two fibers' buffers.
  *
- * Waking across threads.  The waker takes the record's claim (its own, or
- * its select's, so that exactly one thing ends a wait), unlinks it and
- * delivers: directly when it runs on the waiter's loop, else by posting the
- * record's post to that loop's port.  A waiter whose deadline or cancel came
- * first closes the claim itself and leaves; if it finds the claim taken it
- * waits for the delivery (uncancellably: it is already on its way), because
- * the post in flight lives in its record.  While it waits a fiber is
- * counted in its loop's remote waits, so the loop knows a post may come (and
- * does not call it a deadlock).
+ * Waking across threads is xwait.h's: records, claims, deliveries.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -51,19 +43,8 @@ typedef struct tdl__xchan {
   unsigned char *cells;
 } tdl__xchan;
 
-/* ---- the lock ---- */
-
-static void lock(tdl__xchan *x)
-{
-  for (;;) {
-    if (!__atomic_exchange_n(&x->lock, 1, __ATOMIC_ACQUIRE))
-      return;
-    while (__atomic_load_n(&x->lock, __ATOMIC_RELAXED))
-      tdl__cpu_relax();
-  }
-}
-
-static void unlock(tdl__xchan *x) { __atomic_store_n(&x->lock, 0, __ATOMIC_RELEASE); }
+static inline void lock(tdl__xchan *x) { tdl__spin_lock(&x->lock); }
+static inline void unlock(tdl__xchan *x) { tdl__spin_unlock(&x->lock); }
 
 /* ---- the ring ---- */
 
@@ -119,42 +100,6 @@ static bool ring_get(tdl__xchan *x, void *val)
 
 /* ---- waking ---- */
 
-static void arrive(tdl_loop *loop, tdl_post *p)
-{
-  (void)loop; /* the waiter's loop lives while it waits */
-  tdl__xwait *w = p->data;
-  w->delivered = 1;
-  tdl__wake(w->f, w->clause);
-}
-
-/* Hand w its wake (its claim is taken, it is unlinked). */
-static void deliver(tdl__xwait *w)
-{
-  if (w->loop == tdl__tl_loop) {
-    w->delivered = 1;
-    tdl__wake(w->f, w->clause);
-  } else {
-    tdl_post_init(&w->post, arrive, w);
-    (void)tdl_port_post(w->loop->port, &w->post); /* the waiter keeps its loop: not refused */
-  }
-}
-
-/* Under the lock: take the oldest record of q whose claim can be taken
- * (dropping the others, which their own wait ended), with status. */
-static tdl__xwait *take(tdl__list *q, uint32_t *count, int status)
-{
-  tdl__list *n;
-  while ((n = tdl__list_pop(q)) != NULL) {
-    ADD(count, -1);
-    tdl__xwait *w = TDL__CONTAINER_OF(n, tdl__xwait, link);
-    if (tdl__claim_take(w->claim, w->clause)) {
-      w->status = status;
-      return w;
-    }
-  }
-  return NULL;
-}
-
 /* A value or room came: wake one waiter of q, if any waits. */
 static void notify_one(tdl__xchan *x, tdl__list *q, uint32_t *count)
 {
@@ -162,47 +107,15 @@ static void notify_one(tdl__xchan *x, tdl__list *q, uint32_t *count)
   if (!__atomic_load_n(count, __ATOMIC_RELAXED))
     return;
   lock(x);
-  tdl__xwait *w = take(q, count, TDL__X_RETRY);
+  tdl__xwait *w = tdl__xwait_take(q, count, TDL__X_RETRY);
   unlock(x);
   if (w)
-    deliver(w);
-}
-
-/* Every waiter of q, with status (close, destroy).  The lock is held. */
-static void take_all(tdl__list *q, uint32_t *count, int status, tdl__list *out)
-{
-  tdl__xwait *w;
-  while ((w = take(q, count, status)) != NULL)
-    tdl__list_push(out, &w->link);
-}
-
-static void deliver_all(tdl__list *l)
-{
-  tdl__list *n;
-  while ((n = tdl__list_pop(l)) != NULL)
-    deliver(TDL__CONTAINER_OF(n, tdl__xwait, link));
+    tdl__xwait_deliver(w);
 }
 
 /* ---- waiting ---- */
 
 static bool hand_off(tdl__xchan *x, int op, void *val);
-
-static void done_waiting(tdl__xwait *w)
-{
-  if (w->expecting)
-    tdl__remote_unexpect(w->loop);
-  w->expecting = 0;
-}
-
-static int prepare(tdl__xwait *w, tdl__fiber *f)
-{
-  w->f = f;
-  w->loop = f->sched->loop;
-  w->delivered = 0;
-  int e = tdl__remote_expect(w->loop); /* makes the port if need be */
-  w->expecting = e == 0;
-  return e;
-}
 
 /* Unbuffered, a select's clause: a partner already waiting completes it
  * now (the lock keeps partners from both hanging and missing each other).
@@ -236,13 +149,13 @@ static int hang_rendezvous(tdl__xchan *x, int op, tdl__xwait *w)
 int tdl__xchan_hang(tdl_chan *ch, int op, tdl__xwait *w, tdl__fiber *f)
 {
   tdl__xchan *x = ch->x;
-  int e = prepare(w, f);
+  int e = tdl__xwait_prepare(w, f);
   if (e < 0)
     return e;
   lock(x);
   if (!ch->cap && hang_rendezvous(x, op, w)) {
     unlock(x);
-    done_waiting(w);
+    tdl__xwait_done(w);
     return 1;
   }
   if (op == TDL_SELECT_RECV) {
@@ -265,13 +178,7 @@ void tdl__xchan_unhang(tdl_chan *ch, int op, tdl__xwait *w)
     ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
   }
   unlock(x);
-  done_waiting(w);
-}
-
-void tdl__xchan_await(tdl__xwait *w)
-{
-  while (!w->delivered)
-    (void)tdl__park_uncancellable(w->f, "chan wake");
+  tdl__xwait_done(w);
 }
 
 /* Wait on ch for op: park until woken, the deadline, or a cancel.  Returns
@@ -280,13 +187,11 @@ void tdl__xchan_await(tdl__xwait *w)
 static int wait_for(tdl_chan *ch, int op, tdl__xwait *w, const char *what, tdl_time_t deadline)
 {
   int r = tdl__park(w->f, what, -1, deadline);
-  int won = tdl__claim_close(w->claim);
-  if (won < 0) {
+  if (tdl__xwait_settle(w) < 0) {
     tdl__xchan_unhang(ch, op, w);
     return r < 0 ? r : -ECANCELED;
   }
-  tdl__xchan_await(w);
-  done_waiting(w);
+  tdl__xwait_done(w);
   return w->status;
 }
 
@@ -313,7 +218,7 @@ static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_
      * our try and the count); else park. */
     if (!LOAD(&x->closed) && ring_put(x, val)) {
       if (tdl__claim_close(w.claim) >= 0)
-        tdl__xchan_await(&w); /* a wake was on its way: absorb it */
+        tdl__xwait_await(&w); /* a wake was on its way: absorb it */
       tdl__xchan_unhang(ch, TDL_SELECT_SEND, &w);
       notify_one(x, &x->recvq, &x->nrecv);
       return 0;
@@ -346,7 +251,7 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
       if (!got)
         got = ring_get(x, val); /* sent before the close: still received */
       if (tdl__claim_close(w.claim) >= 0)
-        tdl__xchan_await(&w); /* a wake was on its way: absorb it */
+        tdl__xwait_await(&w); /* a wake was on its way: absorb it */
       tdl__xchan_unhang(ch, TDL_SELECT_RECV, &w);
       if (!got)
         return -EPIPE;
@@ -364,8 +269,8 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
 /* Move a value to or from a waiter of the other direction, if one waits. */
 static bool hand_off(tdl__xchan *x, int op, void *val)
 {
-  tdl__xwait *peer = op == TDL_SELECT_SEND ? take(&x->recvq, &x->nrecv, TDL__X_MOVED)
-                                           : take(&x->sendq, &x->nsend, TDL__X_MOVED);
+  tdl__xwait *peer = op == TDL_SELECT_SEND ? tdl__xwait_take(&x->recvq, &x->nrecv, TDL__X_MOVED)
+                                           : tdl__xwait_take(&x->sendq, &x->nsend, TDL__X_MOVED);
   if (!peer)
     return false;
   if (op == TDL_SELECT_SEND)
@@ -373,7 +278,7 @@ static bool hand_off(tdl__xchan *x, int op, void *val)
   else
     memcpy(val, peer->val, x->elem);
   unlock(x);
-  deliver(peer);
+  tdl__xwait_deliver(peer);
   return true;
 }
 
@@ -382,22 +287,22 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   tdl__xchan *x = ch->x;
   tdl__xwait w = {.clause = 0, .val = val};
   w.claim = &w.own;
-  int e = prepare(&w, f);
+  int e = tdl__xwait_prepare(&w, f);
   if (e < 0)
     return e;
   lock(x);
   if (LOAD(&x->closed)) {
     unlock(x);
-    done_waiting(&w);
+    tdl__xwait_done(&w);
     return -EPIPE;
   }
   if (hand_off(x, op, val)) {
-    done_waiting(&w);
+    tdl__xwait_done(&w);
     return 0;
   }
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
     unlock(x);
-    done_waiting(&w);
+    tdl__xwait_done(&w);
     return -ETIMEDOUT;
   }
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
@@ -482,10 +387,10 @@ static void end_waits(tdl__xchan *x, bool buffered, int status)
 {
   tdl__list woken = {NULL, NULL};
   lock(x);
-  take_all(&x->recvq, &x->nrecv, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
-  take_all(&x->sendq, &x->nsend, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
+  tdl__xwait_take_all(&x->recvq, &x->nrecv, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
+  tdl__xwait_take_all(&x->sendq, &x->nsend, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
   unlock(x);
-  deliver_all(&woken);
+  tdl__xwait_deliver_all(&woken);
 }
 
 int tdl__xchan_close(tdl_chan *ch)

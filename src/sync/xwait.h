@@ -1,0 +1,79 @@
+/*
+ * Waiting across threads (xwait.c): what shared channels, semaphores and
+ * wait groups have in common.  A fiber that must wait puts a record on its
+ * own stack into the object's queue (under the object's spinlock) and
+ * parks; whoever ends its wait, from any thread, takes the record's claim
+ * (its own, or its select's), unlinks it, sets its status and delivers the
+ * wake: directly when it runs on the waiter's loop, else by posting the
+ * record's post to that loop.  A waiter whose deadline or cancel came first
+ * closes the claim itself and unhangs; if it finds the claim taken it waits
+ * for the delivery (uncancellably: it is on its way), because the post in
+ * flight lives in its record.  While it waits, its loop counts it, so that
+ * parked fibers there are not taken for a deadlock.
+ */
+#ifndef TDL_SYNC_XWAIT_H
+#define TDL_SYNC_XWAIT_H
+
+#include "sync/waitq.h"
+
+/* What a waker tells a waiting record (its status). */
+enum {
+  TDL__X_RETRY = 1, /* something may be there now: try again */
+  TDL__X_MOVED = 0, /* done for it: a value moved, a permit was granted */
+  /* or -EPIPE (closed), -EBADF (destroyed) */
+};
+
+typedef struct tdl__xwait {
+  tdl__list link;
+  tdl__fiber *f;
+  tdl_loop *loop;
+  tdl__claim *claim;  /* the record's own, or its select's */
+  tdl__claim own;
+  int clause;         /* a select's clause; 0 for a plain wait */
+  void *val;          /* channels, unbuffered: the fiber's value buffer */
+  int status;         /* set by the waker */
+  int delivered;      /* the wake has arrived (the waiter's thread only) */
+  int expecting;      /* counted in its loop (tdl__remote_expect) */
+  tdl_post post;
+} tdl__xwait;
+
+/* A spinlock: the sections it guards are a few dozen instructions. */
+static inline void tdl__spin_lock(int *l)
+{
+  for (;;) {
+    if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+      return;
+    while (__atomic_load_n(l, __ATOMIC_RELAXED))
+      tdl__cpu_relax();
+  }
+}
+
+static inline void tdl__spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* Set w up for the running fiber f (claim: w's own unless the caller set a
+ * select's); counts it in its loop.  0, or the errors of making the loop's
+ * port. */
+int tdl__xwait_prepare(tdl__xwait *w, tdl__fiber *f);
+/* The wait is over for good (after the last touch of the object). */
+void tdl__xwait_done(tdl__xwait *w);
+
+/* Under the object's lock: take the oldest record of q whose claim can be
+ * taken (dropping the others: their own wait ended them), with status;
+ * *count (may be NULL) counts the records of q. */
+tdl__xwait *tdl__xwait_take(tdl__list *q, uint32_t *count, int status);
+/* Every record of q into out, each with status. */
+void tdl__xwait_take_all(tdl__list *q, uint32_t *count, int status, tdl__list *out);
+
+/* Hand w its wake (outside the lock), or each record of a list. */
+void tdl__xwait_deliver(tdl__xwait *w);
+void tdl__xwait_deliver_all(tdl__list *l);
+
+/* After the park: close the claim.  Returns -1 when nobody took it (the
+ * caller unhangs and reports the park's error), else waits for the
+ * delivery and returns 0: w->status says what came. */
+int tdl__xwait_settle(tdl__xwait *w);
+
+/* For a record whose claim was taken: wait until its wake has arrived. */
+void tdl__xwait_await(tdl__xwait *w);
+
+#endif /* TDL_SYNC_XWAIT_H */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ typedef struct pipe_st {
 
 struct pipes_run {
   tdl_loop *loop;
+  void (*done)(pipes_run *r); /* all its messages arrived */
   bool watch; /* watch style, else callback */
   tdl_time_t delay;
   long messages, started, received;
@@ -106,7 +108,7 @@ static bool do_read(pipes_run *r, pipe_st *p)
   ssize_t n = read(p->rfd, &b, 1);
   if (n == 1) {
     if (++r->received == r->messages)
-      tdl_loop_stop(r->loop);
+      r->done(r);
     else
       pipe_free(r, p);
     return true;
@@ -145,41 +147,70 @@ static void read_cb(tdl_loop *loop, tdl_io *w, unsigned events)
   do_read(r, p);
 }
 
-static int run_callbacks(const char *style, bool watch, int npipes, long messages, long delay_us,
-                         tdl_backend backend)
+/* Make the run's pipes and start their read watchers on r->loop. */
+static void setup_run(pipes_run *r)
 {
-  tdl_loop_options opts = {.backend = backend};
-  pipes_run r = {.watch = watch, .delay = delay_us * TDL_USEC, .messages = messages, .npipes = npipes};
-  int rc = tdl_loop_new(&r.loop, &opts);
-  if (rc < 0)
-    bench_die("tdl_loop_new: %s", tdl_strerror(rc));
-  r.p = calloc((size_t)npipes, sizeof *r.p);
-  if (!r.p)
+  int rc;
+  r->p = calloc((size_t)r->npipes, sizeof *r->p);
+  if (!r->p)
     bench_die("out of memory");
-  for (int i = 0; i < npipes; i++) {
-    pipe_st *p = &r.p[i];
+  for (int i = 0; i < r->npipes; i++) {
+    pipe_st *p = &r->p[i];
     int fds[2];
     if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
-      bench_die("pipe2 (pipe %d of %d): %s", i, npipes, strerror(errno));
+      bench_die("pipe2 (pipe %d of %d): %s", i, r->npipes, strerror(errno));
     p->rfd = fds[0];
     p->wfd = fds[1];
-    p->run = &r;
+    p->run = r;
     tdl_io_init(&p->rw, p->rfd, read_cb, p);
     tdl_io_init(&p->ww, p->wfd, write_cb, p);
     tdl_timer_init(&p->delay, delay_cb, p);
     /* The first start registers the fd with the kernel: setup, not work. */
-    if ((rc = tdl_io_start(r.loop, &p->rw, TDL_READ)) < 0)
+    if ((rc = tdl_io_start(r->loop, &p->rw, TDL_READ)) < 0)
       bench_die("tdl_io_start(read): %s", tdl_strerror(rc));
   }
+}
+
+/* Put the first message in every pipe. */
+static void kick_run(pipes_run *r)
+{
+  tdl_loop_now_update(r->loop);
+  for (int i = 0; i < r->npipes; i++)
+    pipe_free(r, &r->p[i]);
+}
+
+static void teardown_run(pipes_run *r)
+{
+  for (int i = 0; i < r->npipes; i++) {
+    tdl_io_stop(r->loop, &r->p[i].rw);
+    tdl_io_stop(r->loop, &r->p[i].ww);
+    tdl_timer_stop(r->loop, &r->p[i].delay);
+    close(r->p[i].rfd);
+    close(r->p[i].wfd);
+  }
+  free(r->p);
+  r->p = NULL;
+}
+
+static void stop_loop(pipes_run *r) { tdl_loop_stop(r->loop); }
+
+static int run_callbacks(const char *style, bool watch, int npipes, long messages, long delay_us,
+                         tdl_backend backend)
+{
+  tdl_loop_options opts = {.backend = backend};
+  pipes_run r = {.watch = watch, .delay = delay_us * TDL_USEC, .messages = messages, .npipes = npipes,
+                 .done = stop_loop};
+  int rc = tdl_loop_new(&r.loop, &opts);
+  if (rc < 0)
+    bench_die("tdl_loop_new: %s", tdl_strerror(rc));
+  setup_run(&r);
   if ((rc = tdl_loop_run(r.loop, TDL_LOOP_NOWAIT)) < 0)
     bench_die("tdl_loop_run: %s", tdl_strerror(rc));
   r.spurious = 0;
 
   bench_span s;
   bench_begin(&s);
-  tdl_loop_now_update(r.loop);
-  for (int i = 0; i < npipes; i++)
-    pipe_free(&r, &r.p[i]);
+  kick_run(&r);
   rc = tdl_loop_run(r.loop, TDL_LOOP_DEFAULT);
   bench_end(&s);
 
@@ -196,17 +227,97 @@ static int run_callbacks(const char *style, bool watch, int npipes, long message
   snprintf(impl, sizeof impl, "treadle-%s", style);
   bench_result(impl, "pipes", &s, "pipes=%d messages=%ld delay_us=%ld msgs_per_s=%.0f cpu_us_per_msg=%.4f", npipes,
                messages, delay_us, (double)messages / s.wall_s, (s.user_s + s.sys_s) * 1e6 / (double)messages);
-
-  for (int i = 0; i < npipes; i++) {
-    tdl_io_stop(r.loop, &r.p[i].rw);
-    tdl_io_stop(r.loop, &r.p[i].ww);
-    tdl_timer_stop(r.loop, &r.p[i].delay);
-    close(r.p[i].rfd);
-    close(r.p[i].wfd);
-  }
+  teardown_run(&r);
   if ((rc = tdl_loop_free(r.loop)) < 0)
     fprintf(stderr, "treadle-%s: tdl_loop_free: %s\n", style, tdl_strerror(rc));
-  free(r.p);
+  return 0;
+}
+
+/* ---- --loops N: the pipes split over N loops on N threads ---- */
+
+static struct {
+  pipes_run *runs;
+  int loops;
+  int finished; /* atomic */
+  pthread_barrier_t ready;
+} G;
+
+static void run_done(pipes_run *r)
+{
+  (void)r;
+  if (__atomic_add_fetch(&G.finished, 1, __ATOMIC_SEQ_CST) == G.loops)
+    tdl_group_stop(tdl_group_self());
+}
+
+/* Each loop's first fiber: its share of the pipes, then the start line. */
+static void *loop_main(void *arg)
+{
+  (void)arg;
+  pipes_run *r = &G.runs[tdl_group_index()];
+  r->loop = tdl_fiber_loop();
+  setup_run(r);
+  pthread_barrier_wait(&G.ready); /* blocks this loop's thread: only at setup */
+  kick_run(r);
+  return NULL;
+}
+
+static void on_group_stop(tdl_loop *loop, void *arg)
+{
+  (void)loop;
+  (void)arg;
+  teardown_run(&G.runs[tdl_group_index()]);
+}
+
+static int run_loops(int loops, int npipes, long messages, long delay_us, tdl_backend backend)
+{
+  if (loops < 1 || loops > npipes)
+    bench_die("pipes: need 1 <= --loops <= --pipes");
+  G.loops = loops;
+  G.runs = calloc((size_t)loops, sizeof *G.runs);
+  if (!G.runs)
+    bench_die("out of memory");
+  long total = 0;
+  for (int i = 0; i < loops; i++) {
+    pipes_run *r = &G.runs[i];
+    r->delay = delay_us * TDL_USEC;
+    r->npipes = npipes / loops + (i < npipes % loops);
+    r->messages = messages / loops + (i < messages % loops);
+    r->done = run_done;
+    total += r->messages;
+  }
+  pthread_barrier_init(&G.ready, NULL, (unsigned)loops + 1);
+  tdl_loop_options lo = {.backend = backend};
+  tdl_group_options o = {.loops = (unsigned)loops, .pin = true, .main = loop_main, .loop = &lo,
+                         .on_stop = on_group_stop};
+  tdl_group *g;
+  int rc = tdl_group_start(&g, &o);
+  if (rc == -EINVAL) { /* more loops than CPUs: unpinned */
+    o.pin = false;
+    rc = tdl_group_start(&g, &o);
+  }
+  if (rc < 0)
+    bench_die("tdl_group_start: %s", tdl_strerror(rc));
+  bench_span s;
+  pthread_barrier_wait(&G.ready);
+  bench_begin(&s);
+  rc = tdl_group_wait(g, TDL_FOREVER);
+  bench_end(&s);
+  long received = 0, started = 0;
+  for (int i = 0; i < loops; i++) {
+    received += G.runs[i].received;
+    started += G.runs[i].started;
+  }
+  if (rc < 0 || received != total || started != total) {
+    fprintf(stderr, "treadle-callback: FAILED: %ld received, %ld started, %ld expected (wait %d)\n", received,
+            started, total, rc);
+    return 1;
+  }
+  bench_result("treadle-callback", "pipes", &s,
+               "pipes=%d messages=%ld delay_us=%ld loops=%d msgs_per_s=%.0f cpu_us_per_msg=%.4f", npipes, messages,
+               delay_us, loops, (double)messages / s.wall_s, (s.user_s + s.sys_s) * 1e6 / (double)messages);
+  tdl_group_free(g);
+  pthread_barrier_destroy(&G.ready);
+  free(G.runs);
   return 0;
 }
 
@@ -219,6 +330,7 @@ int bench_pipes_main(int argc, char **argv)
    * callback style. */
   const char *style = bench_opt_str(argc, argv, "style", bench_pipes_fiber ? "fiber" : "callback");
   const char *be = bench_opt_str(argc, argv, "backend", NULL);
+  long loops = bench_opt_long(argc, argv, "loops", 0);
 
   if (pipes < 1 || pipes > 1000000 || messages < 1 || delay_us < 0) {
     fprintf(stderr, "pipes: need --pipes >= 1, --messages >= 1, --delay-us >= 0\n");
@@ -237,6 +349,11 @@ int bench_pipes_main(int argc, char **argv)
   }
   bench_raise_nofile();
 
+  if (loops > 0) {
+    if (strcmp(style, "callback") != 0 && bench_opt_str(argc, argv, "style", NULL))
+      bench_die("pipes: --loops runs the callback style");
+    return run_loops((int)loops, (int)pipes, messages, delay_us, backend);
+  }
   if (strcmp(style, "callback") == 0)
     return run_callbacks(style, false, (int)pipes, messages, delay_us, backend);
   if (strcmp(style, "watch") == 0)

@@ -50,6 +50,8 @@ SIZES = {
     "hops": (10_000_000, 200_000),
     "spawns": (2_000, 100),
     "fibers": (100_000, 10_000),
+    "xhops": (10_000_000, 200_000),
+    "trips": (1_000_000, 20_000),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -68,6 +70,9 @@ IMPLS = {
     "go-1": ("bench-go", [], {"GOMAXPROCS": "1"}),
     "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
+    "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
+    "treadle-2-loops": ("treadle-bench", ["--loops", "2"], {}),
+    "go-2": ("bench-go", [], {"GOMAXPROCS": "2"}),
     # spawn methods, all in treadle-bench
     "popen": ("treadle-bench", ["--method", "popen"], {}),
     "fork": ("treadle-bench", ["--method", "fork"], {}),
@@ -135,6 +140,15 @@ for e in EXPERIMENTS:
     if e["group"] in ("ring", "chan", "idle", "pipes-fiber"):
         pass
 EXPERIMENTS.append(experiment(
+    "loops", "xchan T={xhops}", "xchan", "--hops {xhops}",
+    ["treadle", "go-2", "tokio-mt"], ["msgs_per_s", "cpu_ns_per_msg", "wakeups_per_msg"]))
+EXPERIMENTS.append(experiment(
+    "loops", "pipes P=1000 D=0", "pipes", "--pipes 1000 --messages {messages} --delay-us 0 --style callback",
+    ["treadle-callback", "treadle-2-loops"], ["msgs_per_s", "cpu_us_per_msg"]))
+EXPERIMENTS.append(experiment(
+    "loops", "xping T={trips}", "xping", "--hops {trips}",
+    ["treadle", "treadle-spin", "go-2"], ["ns_per_round_trip", "cpu_ns_per_round_trip"]))
+EXPERIMENTS.append(experiment(
     "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
     ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"]))
 EXPERIMENTS.append(experiment(
@@ -170,6 +184,15 @@ GROUP_NOTES = {
                    "the read first and parking only on EAGAIN; sleep D }: the same work as the "
                    "callback styles, written as blocking code. treadle-callback-vs-fiber is treadle's "
                    "callback style in the same run, for the fiber/callback ratio. CPU time per message.",
+    "loops": "Two loops on two threads (treadle: a group of 2, pinned; Go: GOMAXPROCS=2; tokio: "
+             "multi_thread with 2 workers). xchan: a fiber on one loop sends 1..T over a shared "
+             "channel of capacity 1024 to a fiber on the other (Go: a buffered channel of 1024; tokio: "
+             "a bounded mpsc of 1024); msgs_per_s is wall time, so above 1 the peer is faster; "
+             "wakeups_per_msg counts eventfd writes. xping: two fibers pass one value back and forth "
+             "over two unbuffered shared channels (Go: unbuffered channels); treadle-spin lets each "
+             "loop spin 100 us before it sleeps (tdl_loop_options.spin). pipes: the callback-style pipes "
+             "workload on one loop, and split over a group of 2 (treadle-2-loops: 500 pipes and half the "
+             "messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "

@@ -8,6 +8,7 @@
 //! bench-tokio chan  --hops T                                  [--flavor ...]
 //! bench-tokio idle  --fibers F                                [--flavor ...]
 //! bench-tokio pipes --pipes P --messages M --delay-us D [--style fiber] [--flavor ...]
+//! bench-tokio xchan --hops T                                  [--flavor ...]
 //! ```
 //!
 //! impl is `tokio-ct` (current_thread: one thread runs every task and the I/O
@@ -20,6 +21,7 @@ mod chan;
 mod idle;
 mod pipes;
 mod ring;
+mod xchan;
 
 use std::collections::HashMap;
 use std::process::exit;
@@ -170,7 +172,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
         usage_exit(
-            "usage: bench-tokio ring|chan|idle|pipes [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
+            "usage: bench-tokio ring|chan|idle|pipes|xchan [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
         )
     };
     if argv.len() < 2 {
@@ -183,6 +185,7 @@ fn main() {
         "chan" => &["hops"],
         "idle" => &["fibers"],
         "pipes" => &["pipes", "messages", "delay-us", "style", "backend"],
+        "xchan" => &["hops"],
         _ => usage(),
     };
     let opts = Opts::parse(args, known);
@@ -221,6 +224,7 @@ fn main() {
             "chan" => chan::run(&opts).await,
             "idle" => idle::run(&opts).await,
             "pipes" => pipes::run(&opts).await,
+            "xchan" => xchan::run(&opts).await,
             _ => unreachable!(),
         }
     });

@@ -18,4 +18,16 @@ for t in "$dir"/tests/test_*; do
     rm -f "$log"
   done
 done
+# The kv example talks to real clients; run its test with kv under valgrind.
+kv="$dir/examples/kv/kv"
+if [ -x "$kv" ] && command -v redis-server >/dev/null; then
+  log=$(mktemp)
+  if TDL_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect --log-file=$log.vg" \
+       python3 "$(dirname "$0")/../tests/examples/test_kv.py" "$kv" >"$log" 2>&1 && ! grep -q '==[0-9]*== [A-Z]' "$log.vg"; then
+    echo "valgrind ok   kv (tests/examples/test_kv.py)"
+  else
+    echo "valgrind FAIL kv (tests/examples/test_kv.py)"; tail -20 "$log"; tail -40 "$log.vg"; status=1
+  fi
+  rm -f "$log" "$log.vg"
+fi
 exit $status

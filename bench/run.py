@@ -52,6 +52,7 @@ SIZES = {
     "fibers": (100_000, 10_000),
     "xhops": (10_000_000, 200_000),
     "trips": (1_000_000, 20_000),
+    "kv_requests": (300_000, 20_000),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -78,7 +79,11 @@ IMPLS = {
     "fork": ("treadle-bench", ["--method", "fork"], {}),
     "vfork": ("treadle-bench", ["--method", "vfork"], {}),
     "posix_spawn": ("treadle-bench", ["--method", "posix_spawn"], {}),
+    # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
+    "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {}),
+    "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
 }
+SCRIPT = "script:"
 
 FIBER_PEERS = ["go-1", "go", "tokio-ct", "tokio-mt"]
 
@@ -155,6 +160,12 @@ EXPERIMENTS.append(experiment(
     "spawn", "2 GiB parent, K=100", "spawn", "--count 100 --parent-mib 2048",
     ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"]))
 
+for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
+    EXPERIMENTS.append(experiment(
+        "kv", f"-c{clients} -P{pipeline}", "kv",
+        f"--clients {clients} --pipeline {pipeline} --requests {{kv_requests}}",
+        ["treadle-kv", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"]))
+
 # What each group's section of the doc says about its figures.
 GROUP_NOTES = {
     "pipes-callback": "CPU time (user+sys) per message, `cpu_us_per_msg`; callback style.",
@@ -193,6 +204,11 @@ GROUP_NOTES = {
              "loop spin 100 us before it sleeps (tdl_loop_options.spin). pipes: the callback-style pipes "
              "workload on one loop, and split over a group of 2 (treadle-2-loops: 500 pipes and half the "
              "messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
+    "kv": "examples/kv (treadle, one loop, a fiber per connection) and redis-server (Debian's 7.0) "
+          "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
+          "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
+          "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
+          "reads_per_req: the server's read() calls per request (/proc/PID/io syscr).",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
@@ -303,7 +319,10 @@ def main():
         for impl in e["impls"]:
             name = IMPLS[impl][0]
             if name not in binaries:
-                if name.startswith(BASELINE):
+                if name.startswith(SCRIPT):
+                    cand = os.path.join(ROOT, "bench", name[len(SCRIPT):])
+                    binaries[name] = cand if os.access(cand, os.X_OK) else None
+                elif name.startswith(BASELINE):
                     binaries[name] = find_binary(opts.baseline, name[len(BASELINE):])
                 else:
                     binaries[name] = find_binary(opts.build, name)
@@ -329,10 +348,15 @@ def main():
                     continue
                 binary, extra, env = IMPLS[impl]
                 cmd = [binaries[binary], e["bench"]] + args + extra
+                if binary.startswith(SCRIPT):
+                    cmd += ["--build", opts.build]
                 tag = f"[{r + 1}/{rounds}] {e['group']} {label} {impl}"
                 try:
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout,
                                        env=dict(os.environ, **env) if env else None)
+                    if p.returncode == 77:  # a driver's "cannot run here": a note, like a missing binary
+                        print(f"{tag}: skipped ({p.stdout.strip()[-200:]})", flush=True)
+                        continue
                     res = parse_result(p.stdout) if p.returncode == 0 else None
                     err = None if res else (f"exit {p.returncode}: " + (p.stderr.strip() or p.stdout.strip())[-400:])
                 except subprocess.TimeoutExpired:

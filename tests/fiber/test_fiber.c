@@ -809,6 +809,75 @@ static void short_read_parks_without_a_read(void **state)
   tdl_close(RR[1]);
 }
 
+/* More readers ready at once than the scheduler runs between two polls
+ * (its dispatch batch, 512): the poll that comes while the rest are still
+ * queued reports their fds again, and that must not cost them their
+ * read-free parking (it did: each such fd went edge-triggered, and from then
+ * on every message cost a read that heard EAGAIN). */
+enum { CROWD = 700, CROWD_ROUNDS = 12 };
+static int crowd_srv[CROWD], crowd_cli[CROWD];
+static int crowd_answered;
+static tdl_fiber_t crowd_driver;
+
+static void *crowd_echo(void *arg)
+{
+  int fd = crowd_srv[(intptr_t)arg];
+  char b[64];
+  for (;;) {
+    ssize_t n = tdl_read(fd, b, sizeof b, tdl_after(10 * TDL_SEC));
+    if (n == 0)
+      return NULL;
+    assert_int_equal(n, 1);
+    assert_int_equal(tdl_write(fd, b, 1, TDL_FOREVER), 1);
+    if (++crowd_answered == CROWD)
+      tdl_fiber_unpark(tdl_fiber_loop(), crowd_driver);
+  }
+}
+
+static void *crowd_drive(void *arg)
+{
+  (void)arg;
+  long before = reads_made();
+  for (int r = 0; r < CROWD_ROUNDS; r++) {
+    crowd_answered = 0;
+    /* Plain calls: no yield between them, so every echo is ready at once. */
+    for (int i = 0; i < CROWD; i++)
+      assert_int_equal(write(crowd_cli[i], "x", 1), 1);
+    while (crowd_answered < CROWD)
+      assert_int_equal(tdl_fiber_park(tdl_after(10 * TDL_SEC)), 0);
+    char b;
+    for (int i = 0; i < CROWD; i++)
+      assert_int_equal(read(crowd_cli[i], &b, 1), 1);
+  }
+  long echo_reads = reads_made() - before - (long)CROWD * CROWD_ROUNDS;
+  /* One read per message, plus the first of each fd (EAGAIN: not yet
+   * registered), plus a few spare. */
+  assert_true(echo_reads >= (long)CROWD * CROWD_ROUNDS);
+  assert_true(echo_reads <= (long)CROWD * (CROWD_ROUNDS + 1) + 16);
+  for (int i = 0; i < CROWD; i++)
+    close(crowd_cli[i]);
+  return NULL;
+}
+
+static void crowd_ready_at_once_reads_once_each(void **state)
+{
+  (void)state;
+  if (reads_made() < 0 || RUNNING_ON_VALGRIND)
+    skip();
+  for (int i = 0; i < CROWD; i++) {
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    crowd_srv[i] = sv[0];
+    crowd_cli[i] = sv[1];
+  }
+  for (intptr_t i = 0; i < CROWD; i++)
+    go(crowd_echo, (void *)i);
+  crowd_driver = go(crowd_drive, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  for (int i = 0; i < CROWD; i++)
+    tdl_close(crowd_srv[i]);
+}
+
 static void dump_lists_fibers(void **state)
 {
   (void)state;
@@ -1034,6 +1103,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(dump_lists_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_names_the_call, setup, teardown),
       cmocka_unit_test_setup_teardown(short_read_parks_without_a_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(crowd_ready_at_once_reads_once_each, setup, teardown),
       cmocka_unit_test_setup_teardown(free_with_fibers_is_refused, setup, teardown),
       cmocka_unit_test(fiber_main),
       cmocka_unit_test(fiber_main_deadlock_frees_everything),

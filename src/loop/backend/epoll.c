@@ -184,8 +184,16 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     unsigned bits = to_bits(events[i].events);
     /* Level-triggered and reporting what nobody wants (or an error or
      * hang-up, which level-triggering would repeat on every wait): this fd
-     * needs edges from now on.  (rec->kernel never holds ERR or HUP.) */
-    if (TDL__UNLIKELY(bits & ~rec->kernel) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
+     * needs edges from now on, or the loop would spin on it.  (rec->kernel
+     * never holds ERR or HUP.)  But a poll that does not sleep, because
+     * fibers are still queued to run, reports again the levels of the fds
+     * those fibers were woken for and have not read yet: repeats of what is
+     * cached cost nothing there, and edges would cost those fds their
+     * read-free parking (TDL__FD_LEVEL) for good. */
+    unsigned unwanted = bits & ~rec->kernel;
+    if (TDL__UNLIKELY(unwanted) && timeout_ns == 0)
+      unwanted &= ~rec->ready;
+    if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
       to_edge(s, (int)fd, rec);
     tdl__fd_report(rec, (int)fd, bits, queue, &queued);
   }

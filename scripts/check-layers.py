@@ -34,7 +34,7 @@ LOWER = {
     "sync": {"base", "loop", "fiber"},
     "net": {"base", "loop", "fiber"},
     "proc": {"base", "loop", "fiber"},
-    "mt": {"base", "loop", "fiber", "sync"},
+    "mt": {"base", "loop", "fiber", "sync", "net"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

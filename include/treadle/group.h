@@ -22,6 +22,8 @@
 #endif
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +123,112 @@ TDL_API int tdl_port_call(tdl_port *port, void *(*fn)(tdl_loop *loop, void *arg)
                           tdl_time_t deadline);
 TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts,
                            tdl_time_t deadline);
+
+/* ------------------------------------------------------------------------ */
+/* Accepting connections on several loops                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An acceptor spreads a listening address's connections over N loops
+ * ("slots" 0..N-1, usually a group's loops) and runs a handler for each in
+ * a detached fiber of the loop that takes it:
+ *
+ *   static void handle(int fd, void *arg) { ...; tdl_close(fd); }
+ *   static void *loop_main(void *arg) {          // a group's main, on every loop
+ *     return (void *)(intptr_t)tdl_acceptor_serve(arg, (unsigned)tdl_group_index());
+ *   }
+ *   tdl_acceptor_new(&a, &(tdl_acceptor_options){.listen = "*:8080", .loops = n,
+ *                    .mode = TDL_ACCEPT_DISTRIBUTE, .handler = handle});
+ *   tdl_group_start(&g, &(tdl_group_options){.loops = n, .main = loop_main, .arg = a, ...});
+ *
+ * Two ways to spread them:
+ *   TDL_ACCEPT_REUSEPORT   a listener per slot, bound with SO_REUSEPORT; the
+ *       kernel hashes each connection (its addresses and ports) to one.
+ *       Nothing is shared between loops, but the hash knows nothing of
+ *       load: with few clients it can leave a loop idle.
+ *   TDL_ACCEPT_DISTRIBUTE  one listener; slot 0 accepts every connection
+ *       and hands it to the serving slot with the fewest open connections
+ *       (ties in turn), through that slot's inbox (a shared channel);
+ *       slot 0 takes its own share directly.  A connection costs slot 0 one
+ *       accept and the other loop a wake-up if it sleeps.
+ * Each slot's counts are visible to any thread (tdl_acceptor_stats_get).
+ */
+typedef enum tdl_accept_mode {
+  TDL_ACCEPT_REUSEPORT = 1,
+  TDL_ACCEPT_DISTRIBUTE = 2,
+} tdl_accept_mode;
+
+typedef struct tdl_acceptor tdl_acceptor;
+
+/* Runs in a detached fiber of the loop that serves the connection; owns fd
+ * (tdl_close it).  tdl_group_index() tells a group's loops apart, for
+ * per-loop state. */
+typedef void (*tdl_conn_fn)(int fd, void *arg);
+
+typedef struct tdl_acceptor_options {
+  const char *listen;    /* an address as tdl_net_listen_str reads it ("*:8080") */
+  unsigned loops;        /* slots: 1..TDL_GROUP_MAX */
+  tdl_accept_mode mode;
+  int backlog;           /* per listener; <= 0: SOMAXCONN */
+  tdl_conn_fn handler;
+  void *arg;             /* handler's second argument */
+  size_t stack_size;     /* of the handlers' fibers; 0: TDL_STACK_DEFAULT */
+  size_t inbox;          /* distribute: connections queued per slot at most
+                            (0: 1024); a full inbox's connection is taken
+                            by slot 0 instead */
+} tdl_acceptor_options;
+
+/*
+ * Make an acceptor and its listener(s), in any thread.  With reuseport and
+ * port 0 the first listener picks the port and the others share it.
+ * Errors: -EINVAL (NULL out, opts, listen or handler; loops 0 or above
+ * TDL_GROUP_MAX; an unknown mode; listen not an address:
+ * tdl_addr_parse_error says why); tdl_net_listen's (-EADDRINUSE...);
+ * -ENOMEM.  Nothing is left open on failure.
+ */
+TDL_API int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *opts);
+
+/* The port the listeners are bound to (IP), 0 for a Unix address, -EINVAL
+ * for NULL.  THREAD-SAFE. */
+TDL_API int tdl_acceptor_port(const tdl_acceptor *a);
+
+/*
+ * Serve slot `index` from a fiber of the loop that is to run its
+ * connections: accept (reuseport; distribute, slot 0) or take handed-over
+ * connections (distribute, other slots), and start the handler for each.
+ * Returns 0 once stopped (tdl_acceptor_stop; the slot's listener is closed
+ * and, for an inbox, what was queued has been started), -ECANCELED when the
+ * fiber is cancelled (say, by tdl_group_stop), or -EBADF / -ENOTSOCK when
+ * the listener was closed behind its back.  It does not wait for handlers
+ * still running.  A slot serves once: a second call while it serves is
+ * -EBUSY, after it returned -ESHUTDOWN.  Other errors: -EPERM (outside a
+ * fiber), -EINVAL (a NULL acceptor, index >= loops).  In distribute mode,
+ * slot 0 must serve for any connection to arrive; slots that do not serve
+ * are given none; when slot 0 returns, the other slots return too.
+ */
+TDL_API int tdl_acceptor_serve(tdl_acceptor *a, unsigned index);
+
+/* Stop accepting, on every slot: accepting fibers wake and their serve
+ * returns 0 (connections already accepted are still handled).  Handlers
+ * keep running: ending them is the application's business (or
+ * tdl_group_stop's).  Twice is harmless.  THREAD-SAFE (not
+ * async-signal-safe: from a signal, use a tdl_signal watcher). */
+TDL_API void tdl_acceptor_stop(tdl_acceptor *a);
+
+typedef struct tdl_acceptor_stats {
+  uint64_t accepted; /* connections given to the slot, ever */
+  uint64_t open;     /* of those, not yet ended: queued, or a handler that has not returned */
+  bool serving;      /* tdl_acceptor_serve runs for it */
+} tdl_acceptor_stats;
+
+/* Slot index's counts, at one moment.  THREAD-SAFE.  Errors: -EINVAL. */
+TDL_API int tdl_acceptor_stats_get(const tdl_acceptor *a, unsigned index, tdl_acceptor_stats *out);
+
+/* Free an acceptor whose slots no longer serve and whose handlers have all
+ * returned; connections still queued for a slot that does not serve are
+ * closed first.  -EBUSY (nothing freed) while a slot serves or a handler
+ * runs.  NULL: 0.  Any thread. */
+TDL_API int tdl_acceptor_free(tdl_acceptor *a);
 
 #ifdef __cplusplus
 }

@@ -135,9 +135,15 @@ def cpu_seconds(pid):
 
 
 class Server:
-    def __init__(self, name, cores, argv, env=None, cpus=None, workdir=None):
+    """One configuration: `key` names its row; `cpus` restricts the server
+    (taskset), `wrk_cpus` the wrk that measures it."""
+
+    def __init__(self, name, cores, argv, env=None, cpus=None, workdir=None, key=None, wrk_cpus=None, label=""):
         self.name, self.cores, self.argv, self.env, self.cpus = name, cores, argv, env, cpus
         self.workdir = workdir
+        self.key = key or name
+        self.wrk_cpus = wrk_cpus
+        self.label = label
         self.proc = None
         self.port = None
 
@@ -176,10 +182,10 @@ def parse_duration(s):
     return v * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
 
 
-def run_wrk(server, conns, duration, pinned):
+def run_wrk(server, conns, duration):
     argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"http://127.0.0.1:{server.port}/"]
-    if pinned:
-        argv = ["taskset", "-c", "1"] + argv
+    if server.wrk_cpus:
+        argv = ["taskset", "-c", server.wrk_cpus] + argv
     before = cpu_seconds(server.proc.pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     after = cpu_seconds(server.proc.pid)
@@ -195,6 +201,24 @@ def run_wrk(server, conns, duration, pinned):
         errors += int(m.group(1))
     cpu100k = (after - before) / requests * 1e5 if requests else float("nan")
     return {"rps": rps, "p99": p99, "cpu100k": cpu100k, "errors": errors, "requests": requests}
+
+
+def balance_probe(httpd, mode, conns):
+    """Per-loop connection counts of a fresh `httpd --loops 2 --accept mode`
+    after one short wrk run at `conns` connections."""
+    port = free_port()
+    proc = subprocess.Popen([httpd, "--listen", f"127.0.0.1:{port}", "--loops", "2", "--accept", mode],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        if not wait_ready(port, proc):
+            return []
+        subprocess.run(["wrk", "-t1", f"-c{conns}", "-d2s", f"http://127.0.0.1:{port}/"],
+                       capture_output=True, check=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=30)[1]
+    m = re.search(r"connections per loop: ([\d ]+)", err)
+    return [int(x) for x in m.group(1).split()] if m else []
 
 
 def fmt_p99(s):
@@ -223,27 +247,49 @@ def main():
     two_cpus = (os.cpu_count() or 1) >= 2
 
     tmp = tempfile.mkdtemp(prefix="treadle-http-bench-")
-    servers = [Server("httpd", 1, [httpd, "--listen", "127.0.0.1:@PORT@"], cpus="0")]
-    if gobin:
-        servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus="0"))
     nginx = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx")
-    if nginx:
-        d = os.path.join(tmp, "nginx1")
+
+    def nginx_server(workers, key, label, cpus=None, wrk_cpus=None):
+        d = os.path.join(tmp, key)
         os.makedirs(d)
-        servers.append(Server("nginx", 1, [nginx, "-p", d, "-c", d + "/nginx.conf", "-e", d + "/error.log"],
-                              cpus="0", workdir=d))
+        return Server("nginx", workers, [nginx, "-p", d, "-c", d + "/nginx.conf", "-e", d + "/error.log"],
+                      cpus=cpus, workdir=d, key=key, wrk_cpus=wrk_cpus, label=label)
+
+    one = "0" if two_cpus else None
+    wrk_one = "1" if two_cpus else None
+    servers = [Server("httpd", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"], cpus=one,
+                      wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)")]
+    if gobin:
+        servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,
+                              wrk_cpus=wrk_one, key="go-1", label="Go net/http, GOMAXPROCS=1"))
+    if nginx:
+        servers.append(nginx_server(1, "nginx-1", "nginx, 1 worker", cpus=one, wrk_cpus=wrk_one))
     if two_cpus:
-        servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@"]))
-        if gobin:
-            servers.append(Server("go", 2, [gobin, "-listen", "127.0.0.1:@PORT@"]))
-        if nginx:
-            d = os.path.join(tmp, "nginx2")
-            os.makedirs(d)
-            servers.append(Server("nginx", 2, [nginx, "-p", d, "-c", d + "/nginx.conf", "-e", d + "/error.log"],
-                                  workdir=d))
+        # Two cores, shared with wrk: nothing pinned ("shared" rows), and the
+        # same servers with wrk restricted to CPU 1 ("wrk on CPU 1" rows:
+        # the server may use both CPUs, wrk only the second).
+        for place, wrk_cpus in (("shared", None), ("wrk on CPU 1", "1")):
+            tag = "" if wrk_cpus is None else "-w1"
+            servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "2",
+                                               "--accept", "distribute"],
+                                  key="httpd-2d" + tag, wrk_cpus=wrk_cpus,
+                                  label=f"httpd, 2 loops, distribute ({place})"))
+            servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "2",
+                                               "--accept", "reuseport"],
+                                  key="httpd-2r" + tag, wrk_cpus=wrk_cpus,
+                                  label=f"httpd, 2 loops, reuseport ({place})"))
+            servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
+                                  key="httpd-2x1" + tag, wrk_cpus=wrk_cpus,
+                                  label=f"httpd, 1 loop ({place})"))
+            if gobin:
+                servers.append(Server("go", 2, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "2"},
+                                      key="go-2" + tag, wrk_cpus=wrk_cpus,
+                                      label=f"Go net/http, GOMAXPROCS=2 ({place})"))
+            if nginx:
+                servers.append(nginx_server(2, "nginx-2" + tag, f"nginx, 2 workers ({place})", wrk_cpus=wrk_cpus))
     if args.only:
         keep = set(args.only.split(","))
-        servers = [s for s in servers if s.name in keep]
+        servers = [s for s in servers if s.name in keep or s.key in keep]
 
     results = {}  # (name, cores, conns) -> list of runs
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -251,13 +297,13 @@ def main():
     try:
         for s in servers:
             s.start(free_port())
-            run_wrk(s, 75, 1, s.cores == 1 and two_cpus)  # warm up
+            run_wrk(s, 75, 1)  # warm up
         for r in range(args.rounds):
             for c in conns:
                 for s in servers:
-                    res = run_wrk(s, c, args.duration, s.cores == 1 and two_cpus)
-                    results.setdefault((s.name, s.cores, c), []).append(res)
-                    note(f"round {r + 1}: {s.name} cores={s.cores} c={c}: {res['rps']:.0f} req/s, "
+                    res = run_wrk(s, c, args.duration)
+                    results.setdefault((s.key, c), []).append(res)
+                    note(f"round {r + 1}: {s.label} c={c}: {res['rps']:.0f} req/s, "
                          f"p99 {fmt_p99(res['p99'])}, {res['cpu100k']:.3f} CPU s/100k req"
                          + (f", {res['errors']} errors" if res["errors"] else ""))
     finally:
@@ -271,44 +317,68 @@ def main():
         med[key] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p99", "cpu100k")}
         med[key]["errors"] = sum(r["errors"] for r in runs)
 
-    label = {("httpd", 1): "httpd (treadle, 1 loop)", ("go", 1): "Go net/http, GOMAXPROCS=1",
-             ("nginx", 1): "nginx, 1 worker", ("httpd", 2): "httpd (treadle, 1 loop), unpinned",
-             ("go", 2): "Go net/http, GOMAXPROCS=2", ("nginx", 2): "nginx, 2 workers"}
     lines = []
     cmd = (f"python3 bench/http/run.py --duration {args.duration} --rounds {args.rounds} --conns {args.conns}"
            + (" --write" if args.write else ""))
     lines.append(f"`{cmd}` — `wrk -t1 -c<conns> -d{args.duration}s --latency http://127.0.0.1:<port>/`, "
                  f"servers interleaved, median of {args.rounds} round(s). One-core rows: server pinned to CPU 0 "
-                 "and wrk to CPU 1 with `taskset`; two-core rows: nothing pinned (wrk shares both CPUs). "
-                 "CPU = the server's utime + stime (/proc/<pid>/stat, its workers included) per 100,000 "
-                 f"requests. Measured {started}; 1-minute load average {load_start:.1f} at the start, "
-                 f"{load_end:.1f} at the end (other work on the machine shares the CPUs: compare ratios "
+                 "and wrk to CPU 1 with `taskset`. Two-core rows: \"shared\", nothing pinned (wrk shares both "
+                 "CPUs with the server); \"wrk on CPU 1\", wrk restricted to CPU 1 with `taskset`, the server "
+                 "free to use both. CPU = the server's utime + stime (/proc/<pid>/stat, its workers included) "
+                 f"per 100,000 requests. Measured {started}; 1-minute load average {load_start:.1f} at the "
+                 f"start, {load_end:.1f} at the end (other work on the machine shares the CPUs: compare ratios "
                  "within this table only).")
     lines.append("")
     lines.append("| server | cores | conns | requests/s | p99 latency | server CPU s / 100k req |")
     lines.append("|---|---|---|---|---|---|")
     for cores in (1, 2):
         for c in conns:
-            for name in ("httpd", "go", "nginx"):
-                m = med.get((name, cores, c))
-                if not m:
+            for sv in servers:
+                m = med.get((sv.key, c))
+                if sv.cores != cores or not m:
                     continue
                 err = f" ({m['errors']} errors)" if m["errors"] else ""
-                lines.append(f"| {label[(name, cores)]} | {cores} | {c} | {m['rps']:,.0f}{err} | "
+                lines.append(f"| {sv.label} | {cores} | {c} | {m['rps']:,.0f}{err} | "
                              f"{fmt_p99(m['p99'])} | {m['cpu100k']:.3f} |")
-    h = med.get(("httpd", 1, 75))
-    g = med.get(("go", 1, 75))
-    n = med.get(("nginx", 1, 75))
-    if h and (g or n):
-        lines.append("")
+
+    def ratios(h, g, n, what, targets):
         parts = []
-        if g:
-            parts.append(f"httpd / Go = {h['rps'] / g['rps']:.2f}x requests/s (target >= 1.2), "
+        if h and g:
+            parts.append(f"httpd / Go = {h['rps'] / g['rps']:.2f}x requests/s (target >= {targets[0]}), "
                          f"CPU per request {h['cpu100k'] / g['cpu100k']:.2f}x Go's")
-        if n:
-            parts.append(f"httpd / nginx = {h['rps'] / n['rps']:.2f}x requests/s (target >= 1.0), "
+        if h and n:
+            parts.append(f"httpd / nginx = {h['rps'] / n['rps']:.2f}x requests/s (target >= {targets[1]}), "
                          f"CPU per request {h['cpu100k'] / n['cpu100k']:.2f}x nginx's")
-        lines.append("One core, 75 connections: " + "; ".join(parts) + ".")
+        if parts:
+            lines.append("")
+            lines.append(what + ": " + "; ".join(parts) + ".")
+
+    ratios(med.get(("httpd-1", 75)), med.get(("go-1", 75)), med.get(("nginx-1", 75)),
+           "One core, 75 connections", ("1.2", "1.0"))
+    for tag, place in (("", "shared"), ("-w1", "wrk on CPU 1")):
+        for c in conns:
+            for mode, key in (("distribute", "httpd-2d"), ("reuseport", "httpd-2r")):
+                ratios(med.get((key + tag, c)), med.get(("go-2" + tag, c)), med.get(("nginx-2" + tag, c)),
+                       f"Two cores ({place}), {c} connections, 2 loops {mode}", ("1.5", "1.0"))
+
+    # How evenly the two accept modes spread connections: a fresh httpd per
+    # mode and connection count, one short wrk run, the per-loop counts it
+    # prints when it stops.
+    if two_cpus and (not args.only or "balance" in args.only.split(",")):
+        lines.append("")
+        lines.append("Connections per loop (httpd --loops 2, a fresh server per cell, one 2 s wrk run; "
+                     "wrk opens each connection once):")
+        lines.append("")
+        lines.append("| accept | " + " | ".join(f"{c} conns" for c in conns) + " |")
+        lines.append("|---|" + "---|" * len(conns))
+        for mode in ("distribute", "reuseport"):
+            cells = []
+            for c in conns:
+                counts = balance_probe(httpd, mode, c)
+                spread = (max(counts) / min(counts)) if counts and min(counts) > 0 else float("inf")
+                cells.append(" / ".join(str(x) for x in counts) + f" (max/min {spread:.2f})")
+                note(f"balance {mode} c={c}: {counts}")
+            lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
 

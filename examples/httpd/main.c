@@ -1,10 +1,19 @@
 /*
- * httpd --listen ADDR:PORT [--root DIR] [--idle-timeout S] [--read-timeout S] [--grace S]
+ * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] ...
  *
- * A small HTTP/1.1 server on one treadle loop (one core).  See server.h.
+ * A small HTTP/1.1 server on treadle loops.  See server.h.
  * SIGINT or SIGTERM: stop accepting, let requests in flight finish (within
  * --grace seconds), exit 0.
+ *
+ * One loop (--loops 1): one httpd_server, its own listener, no threads.
+ * Several: a group of loops, an httpd_server on each, and a tdl_acceptor
+ * that spreads the connections over them (--accept: distribute, the
+ * default, hands each to the loop with the fewest open; reuseport gives
+ * each loop a listener and lets the kernel's hash choose).
  */
+#include <errno.h>
+#include <sched.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +23,10 @@
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: httpd --listen ADDR:PORT [--root DIR] [--idle-timeout S] [--read-timeout S]\n"
-                  "             [--write-timeout S] [--grace S] [--max-body BYTES] [--max-head BYTES]\n");
+  fprintf(stderr, "usage: httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin]\n"
+                  "             [--root DIR] [--idle-timeout S] [--read-timeout S] [--write-timeout S]\n"
+                  "             [--grace S] [--max-body BYTES] [--max-head BYTES]\n"
+                  "  --loops N   loops (threads); default: one per CPU this process may run on\n");
   exit(2);
 }
 
@@ -37,16 +48,185 @@ static void *run(void *arg)
   return (void *)(intptr_t)(e < 0);
 }
 
+/* ---- several loops ---- */
+
+static struct {
+  unsigned n;
+  httpd_server *servers; /* one per loop */
+  tdl_post *shutdowns;   /* posted to loop i: httpd_shutdown(&servers[i]) */
+  tdl_acceptor *acceptor;
+  tdl_group *group;           /* main thread only: in the loops, tdl_group_self() */
+  tdl_signal sigint, sigterm; /* loop 0's */
+  unsigned finished;          /* loops whose server has shut down (atomic) */
+  int failed;                 /* atomic */
+} mt;
+
+static void shutdown_here(tdl_loop *loop, tdl_post *p)
+{
+  if (loop)
+    httpd_shutdown(p->data);
+}
+
+/* On loop 0: stop accepting everywhere and shut every loop's server down
+ * (a second signal cuts their grace short). */
+static void on_signal_mt(tdl_loop *loop, tdl_signal *sig, int signum)
+{
+  (void)loop;
+  (void)sig;
+  (void)signum;
+  tdl_acceptor_stop(mt.acceptor);
+  for (unsigned i = 0; i < mt.n; i++)
+    tdl_port_post(tdl_group_port(tdl_group_self(), i), &mt.shutdowns[i]); /* -EBUSY: still queued */
+}
+
+static void handle_conn(int fd, void *arg)
+{
+  (void)arg;
+  httpd_serve_conn(&mt.servers[tdl_group_index()], fd);
+}
+
+static void *serve_slot(void *arg)
+{
+  int e = tdl_acceptor_serve(mt.acceptor, (unsigned)(intptr_t)arg);
+  return (void *)(intptr_t)e;
+}
+
+static void *loop_main(void *arg)
+{
+  (void)arg;
+  unsigned i = (unsigned)tdl_group_index();
+  tdl_loop *loop = tdl_fiber_loop();
+  if (i == 0) {
+    tdl_signal_init(&mt.sigint, on_signal_mt, NULL);
+    tdl_signal_init(&mt.sigterm, on_signal_mt, NULL);
+    if (tdl_signal_start(loop, &mt.sigint, SIGINT) < 0 || tdl_signal_start(loop, &mt.sigterm, SIGTERM) < 0)
+      fprintf(stderr, "httpd: cannot watch SIGINT/SIGTERM\n");
+  }
+  tdl_fiber_t acc;
+  int e = tdl_fiber_spawn(loop, &acc, serve_slot, (void *)(intptr_t)i, &(tdl_fiber_options){.name = "accept"});
+  if (e == 0) {
+    e = httpd_run(&mt.servers[i]); /* until shut down, every connection closed */
+    tdl_acceptor_stop(mt.acceptor); /* (a failed loop stops the others' accepting too) */
+    void *r = NULL;
+    tdl_fiber_join(acc, TDL_FOREVER, &r);
+    if (e == 0 && (intptr_t)r < 0 && (intptr_t)r != -ECANCELED)
+      e = (int)(intptr_t)r;
+  }
+  if (e < 0) {
+    fprintf(stderr, "httpd: loop %u: %s\n", i, tdl_strerror(e));
+    __atomic_store_n(&mt.failed, 1, __ATOMIC_RELAXED);
+    on_signal_mt(loop, NULL, 0); /* take the others down with it */
+  }
+  if (__atomic_add_fetch(&mt.finished, 1, __ATOMIC_ACQ_REL) == mt.n)
+    tdl_group_stop(tdl_group_self()); /* the last one out */
+  return NULL;
+}
+
+/* When the group stops: loop 0 stops watching signals, so that it can end. */
+static void on_group_stop(tdl_loop *loop, void *arg)
+{
+  (void)arg;
+  if (tdl_group_index() == 0) {
+    tdl_signal_stop(loop, &mt.sigint);
+    tdl_signal_stop(loop, &mt.sigterm);
+  }
+}
+
+static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mode, bool pin)
+{
+  mt.n = loops;
+  mt.servers = calloc(loops, sizeof *mt.servers);
+  mt.shutdowns = calloc(loops, sizeof *mt.shutdowns);
+  if (!mt.servers || !mt.shutdowns) {
+    fprintf(stderr, "httpd: out of memory\n");
+    return 1;
+  }
+  httpd_config per_loop = *cfg;
+  per_loop.listen = NULL; /* the acceptor listens */
+  per_loop.handle_signals = false;
+  unsigned made = 0;
+  int e = 0;
+  for (; made < loops && e == 0; made++) {
+    e = httpd_init(&mt.servers[made], &per_loop);
+    tdl_post_init(&mt.shutdowns[made], shutdown_here, &mt.servers[made]);
+  }
+  if (e == 0)
+    e = tdl_acceptor_new(&mt.acceptor, &(tdl_acceptor_options){.listen = cfg->listen, .loops = loops,
+                                                                .mode = mode, .backlog = 4096,
+                                                                .handler = handle_conn});
+  if (e < 0) {
+    char why[TDL_ADDR_ERRLEN];
+    if (tdl_addr_parse_error(cfg->listen, why, sizeof why) < 0)
+      fprintf(stderr, "httpd: --listen: %s\n", why);
+    else
+      fprintf(stderr, "httpd: cannot listen on %s%s%s: %s\n", cfg->listen, cfg->root ? " / open " : "",
+              cfg->root ? cfg->root : "", tdl_strerror(e));
+    while (made > 0)
+      httpd_destroy(&mt.servers[--made]);
+    return 1;
+  }
+  /* Blocked here, so in every loop's thread too: loop 0 reads them. */
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, &old);
+  e = tdl_group_start(&mt.group, &(tdl_group_options){.loops = loops, .pin = pin, .main = loop_main,
+                                                      .on_stop = on_group_stop});
+  if (e == 0) {
+    fprintf(stderr, "httpd: listening on %s (port %d), %u loops, %s\n", cfg->listen,
+            tdl_acceptor_port(mt.acceptor), loops, mode == TDL_ACCEPT_REUSEPORT ? "reuseport" : "distribute");
+    e = tdl_group_wait(mt.group, TDL_FOREVER);
+    tdl_group_free(mt.group);
+    fprintf(stderr, "httpd: connections per loop:");
+    for (unsigned i = 0; i < loops; i++) {
+      tdl_acceptor_stats st;
+      tdl_acceptor_stats_get(mt.acceptor, i, &st);
+      fprintf(stderr, " %llu", (unsigned long long)st.accepted);
+    }
+    fprintf(stderr, "\n");
+  } else {
+    fprintf(stderr, "httpd: cannot start %u loops: %s\n", loops, tdl_strerror(e));
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  tdl_acceptor_free(mt.acceptor);
+  for (unsigned i = 0; i < loops; i++)
+    httpd_destroy(&mt.servers[i]);
+  free(mt.servers);
+  free(mt.shutdowns);
+  return e < 0 || __atomic_load_n(&mt.failed, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
   httpd_config cfg = httpd_defaults();
   cfg.listen = NULL;
+  unsigned loops = 0;
+  tdl_accept_mode mode = TDL_ACCEPT_DISTRIBUTE;
+  bool pin = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    if (strcmp(a, "--pin") == 0) {
+      pin = true;
+      continue;
+    }
     if (i + 1 >= argc)
       usage();
     const char *v = argv[++i];
-    if (strcmp(a, "--listen") == 0)
+    if (strcmp(a, "--loops") == 0) {
+      char *end;
+      unsigned long n = strtoul(v, &end, 10);
+      if (*end || n == 0 || n > TDL_GROUP_MAX)
+        usage();
+      loops = (unsigned)n;
+    } else if (strcmp(a, "--accept") == 0) {
+      if (strcmp(v, "distribute") == 0)
+        mode = TDL_ACCEPT_DISTRIBUTE;
+      else if (strcmp(v, "reuseport") == 0)
+        mode = TDL_ACCEPT_REUSEPORT;
+      else
+        usage();
+    } else if (strcmp(a, "--listen") == 0)
       cfg.listen = v;
     else if (strcmp(a, "--root") == 0)
       cfg.root = v;
@@ -69,6 +249,12 @@ int main(int argc, char **argv)
     usage();
   /* Sends use MSG_NOSIGNAL; this is for anything else that writes to a socket. */
   signal(SIGPIPE, SIG_IGN);
+  if (loops == 0) {
+    cpu_set_t set;
+    loops = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+  }
+  if (loops > 1)
+    return run_loops(&cfg, loops, mode, pin);
 
   httpd_server s;
   int e = httpd_init(&s, &cfg);

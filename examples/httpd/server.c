@@ -97,8 +97,10 @@ int httpd_init(httpd_server *s, const httpd_config *cfg)
     if (s->rootfd < 0)
       return -errno;
   }
-  s->lfd = listen_on(cfg->listen, &s->port);
-  if (s->lfd < 0) {
+  s->lfd = -1;
+  if (cfg->listen)
+    s->lfd = listen_on(cfg->listen, &s->port);
+  if (cfg->listen && s->lfd < 0) {
     int e = s->lfd;
     if (s->rootfd >= 0)
       close(s->rootfd);
@@ -655,23 +657,8 @@ static void conn_unlink(httpd_server *s, httpd_conn *c)
   s->nconns--;
 }
 
-static void *conn_fiber(void *arg)
-{
-  httpd_conn *c = arg;
-  httpd_server *s = c->srv;
-  bool linger = serve(c);
-  if (conn_flush(c) && linger)
-    linger_close(c);
-  tdl_close(c->fd);
-  conn_unlink(s, c);
-  free(c->in);
-  free(c);
-  if (s->stopping && s->nconns == 0)
-    tdl_fiber_unpark(s->loop, s->main);
-  return NULL;
-}
-
-static int conn_start(httpd_server *s, int fd)
+/* A connection's state, or NULL (out of memory). */
+static httpd_conn *conn_new(httpd_server *s, int fd)
 {
   httpd_conn *c = malloc(sizeof *c);
   size_t in_cap = (size_t)s->cfg.max_head + IN_SPARE;
@@ -679,7 +666,7 @@ static int conn_start(httpd_server *s, int fd)
   if (!c || !in) {
     free(c);
     free(in);
-    return -ENOMEM;
+    return NULL;
   }
   c->srv = s;
   c->fd = fd;
@@ -689,16 +676,58 @@ static int conn_start(httpd_server *s, int fd)
   c->in_off = c->in_len = c->out_len = 0;
   /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
   tdl_net_nodelay(fd, true);
-  tdl_fiber_options opts = {.name = "http-conn", .stack_size = 0};
+  return c;
+}
+
+/* A connection's life, in its own fiber (c->fiber), linked in s->conns. */
+static void conn_run(httpd_conn *c)
+{
+  httpd_server *s = c->srv;
+  bool linger = serve(c);
+  if (conn_flush(c) && linger)
+    linger_close(c);
+  tdl_close(c->fd);
+  conn_unlink(s, c);
+  free(c->in);
+  free(c);
+  if (s->stopping && s->nconns == 0 && s->main)
+    tdl_fiber_unpark(s->loop, s->main);
+}
+
+static void *conn_fiber(void *arg)
+{
+  conn_run(arg);
+  return NULL;
+}
+
+static int conn_start(httpd_server *s, int fd)
+{
+  httpd_conn *c = conn_new(s, fd);
+  if (!c)
+    return -ENOMEM;
+  tdl_fiber_options opts = {.name = "http-conn", .detached = true};
   int e = tdl_fiber_spawn(s->loop, &c->fiber, conn_fiber, c, &opts);
   if (e < 0) {
-    free(in);
+    free(c->in);
     free(c);
     return e;
   }
-  tdl_fiber_detach(s->loop, c->fiber);
   conn_link(s, c);
   return 0;
+}
+
+void httpd_serve_conn(httpd_server *s, int fd)
+{
+  httpd_conn *c = NULL;
+  if (s->stopping || !(c = conn_new(s, fd))) {
+    tdl_close(fd); /* shutting down (or out of memory): not taken */
+    return;
+  }
+  if (!s->loop)
+    s->loop = tdl_fiber_loop();
+  c->fiber = tdl_fiber_self();
+  conn_link(s, c);
+  conn_run(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -771,16 +800,21 @@ int httpd_run(httpd_server *s)
       return e;
     }
   }
-  e = tdl_fiber_spawn(s->loop, &s->acceptor, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
+  e = 0;
+  if (s->lfd >= 0) /* else connections come through httpd_serve_conn */
+    e = tdl_fiber_spawn(s->loop, &s->acceptor, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
   if (e == 0) {
     while (!s->stopping)
       tdl_fiber_park(TDL_FOREVER);
 
-    /* 1. Stop accepting. */
-    tdl_fiber_cancel(s->loop, s->acceptor);
-    tdl_fiber_join(s->acceptor, TDL_FOREVER, NULL);
-    tdl_close(s->lfd);
-    s->lfd = -1;
+    /* 1. Stop accepting (with httpd_serve_conn: whoever accepts stops;
+     *    connections that still arrive are closed at once). */
+    if (s->lfd >= 0) {
+      tdl_fiber_cancel(s->loop, s->acceptor);
+      tdl_fiber_join(s->acceptor, TDL_FOREVER, NULL);
+      tdl_close(s->lfd);
+      s->lfd = -1;
+    }
     /* 2. Idle connections close now; busy ones finish their request and
      *    close (read_head refuses new requests while stopping). */
     cancel_conns(s, true);

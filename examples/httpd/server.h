@@ -42,7 +42,7 @@ typedef struct httpd_conn httpd_conn;
 
 typedef struct httpd_server {
   httpd_config cfg;
-  int lfd;    /* listening socket */
+  int lfd;    /* listening socket, or -1 (httpd_serve_conn) */
   int rootfd; /* O_PATH descriptor of cfg.root, or -1 */
   int port;   /* the port actually bound */
   tdl_loop *loop;
@@ -60,13 +60,20 @@ typedef struct httpd_server {
   unsigned hello_len, hello_head_len;
 } httpd_server;
 
-/* Parse cfg->listen, bind and listen, open cfg->root.  Returns 0 or a
- * negative errno value; nothing is left open on failure. */
+/* Parse cfg->listen, bind and listen, open cfg->root.  cfg->listen NULL:
+ * no listener; connections come through httpd_serve_conn (several loops:
+ * one httpd_server per loop, fed by a tdl_acceptor, see main.c).  Returns 0
+ * or a negative errno value; nothing is left open on failure. */
 int httpd_init(httpd_server *s, const httpd_config *cfg);
 
 /* Serve until shut down; call from a fiber.  Returns 0 after a graceful
  * shutdown (every connection closed), or a negative errno value. */
 int httpd_run(httpd_server *s);
+
+/* Serve connection fd in the calling fiber, on the loop that runs (or will
+ * run) httpd_run(s), until it closes; the server owns fd.  Once s is
+ * shutting down, fd is closed at once.  A tdl_acceptor handler. */
+void httpd_serve_conn(httpd_server *s, int fd);
 
 /* Begin a graceful shutdown: stop accepting, close idle connections, let
  * requests in flight finish within cfg.grace, then make httpd_run return.

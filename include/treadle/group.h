@@ -59,7 +59,9 @@ typedef struct tdl_group_options {
 
 /*
  * Start a group: make its loops, each on a thread of its own, and start
- * main on each.  Returns once every loop exists (or none does).
+ * main on each.  Returns once every loop exists (or none does).  *out is
+ * written when the loops already run: inside them use tdl_group_self(),
+ * not the variable *out points to (a data race).
  * Errors: -EINVAL (more than TDL_GROUP_MAX loops; pin with more loops than
  * CPUs; opts NULL); -EAGAIN (no thread could be made); the errors of
  * tdl_loop_new, tdl_loop_port and tdl_fiber_spawn from the threads; -ENOMEM.

@@ -64,5 +64,6 @@ int bench_idle_main(int argc, char **argv);
 int bench_chan_main(int argc, char **argv);
 int bench_xchan_main(int argc, char **argv);
 int bench_xping_main(int argc, char **argv);
+int bench_blocking_main(int argc, char **argv);
 
 #endif

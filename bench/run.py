@@ -53,6 +53,7 @@ SIZES = {
     "xhops": (10_000_000, 200_000),
     "trips": (1_000_000, 20_000),
     "kv_requests": (300_000, 20_000),
+    "calls": (200_000, 5_000),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -160,6 +161,9 @@ EXPERIMENTS.append(experiment(
     "spawn", "2 GiB parent, K=100", "spawn", "--count 100 --parent-mib 2048",
     ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"]))
 
+EXPERIMENTS.append(experiment(
+    "blocking", "F=64 N={calls}", "blocking", "--calls {calls} --fibers 64",
+    ["treadle", "libuv", "tokio-mt", "tokio-ct"], ["us_per_call", "cpu_us_per_call"]))
 for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
     EXPERIMENTS.append(experiment(
         "kv", f"-c{clients} -P{pipeline}", "kv",
@@ -204,6 +208,10 @@ GROUP_NOTES = {
              "loop spin 100 us before it sleeps (tdl_loop_options.spin). pipes: the callback-style pipes "
              "workload on one loop, and split over a group of 2 (treadle-2-loops: 500 pipes and half the "
              "messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
+    "blocking": "64 fibers (libuv: 64 requests in flight; tokio: 64 tasks) each call a trivial function "
+                "through the blocking-work pool (tdl_blocking; uv_queue_work on libuv's pool of 4; "
+                "spawn_blocking) until N calls are done; the pools are warmed first. us_per_call is wall "
+                "time over N; cpu_us_per_call counts every thread.",
     "kv": "examples/kv (treadle, one loop, a fiber per connection) and redis-server (Debian's 7.0) "
           "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
           "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "

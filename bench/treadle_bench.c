@@ -13,6 +13,7 @@
 #pragma weak bench_chan_main
 #pragma weak bench_xchan_main
 #pragma weak bench_xping_main
+#pragma weak bench_blocking_main
 
 static const struct {
   const char *name;
@@ -20,7 +21,7 @@ static const struct {
 } workloads[] = {
     {"pipes", bench_pipes_main}, {"timers", bench_timers_main}, {"ring", bench_ring_main},
     {"spawn", bench_spawn_main}, {"idle", bench_idle_main},     {"chan", bench_chan_main},
-    {"xchan", bench_xchan_main}, {"xping", bench_xping_main},
+    {"xchan", bench_xchan_main}, {"xping", bench_xping_main}, {"blocking", bench_blocking_main},
 };
 
 int main(int argc, char **argv)
@@ -36,7 +37,7 @@ int main(int argc, char **argv)
       }
     }
   }
-  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan|xchan|xping [options]\n"
+  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan|xchan|xping|blocking [options]\n"
                   "       (see ../shared/BENCHMARKS.md)\n");
   return 2;
 }

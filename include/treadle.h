@@ -91,5 +91,6 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/sync.h"
 #include "treadle/net.h"
 #include "treadle/group.h"
+#include "treadle/pool.h"
 
 #endif /* TREADLE_H */

@@ -35,6 +35,7 @@ LOWER = {
     "net": {"base", "loop", "fiber"},
     "proc": {"base", "loop", "fiber"},
     "mt": {"base", "loop", "fiber", "sync", "net"},
+    "pool": {"base", "loop", "fiber"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -9,6 +9,7 @@
 //! bench-tokio idle  --fibers F                                [--flavor ...]
 //! bench-tokio pipes --pipes P --messages M --delay-us D [--style fiber] [--flavor ...]
 //! bench-tokio xchan --hops T                                  [--flavor ...]
+//! bench-tokio blocking --calls N --fibers F                   [--flavor ...]
 //! ```
 //!
 //! impl is `tokio-ct` (current_thread: one thread runs every task and the I/O
@@ -22,6 +23,7 @@ mod idle;
 mod pipes;
 mod ring;
 mod xchan;
+mod blocking;
 
 use std::collections::HashMap;
 use std::process::exit;
@@ -172,7 +174,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
         usage_exit(
-            "usage: bench-tokio ring|chan|idle|pipes|xchan [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
+            "usage: bench-tokio ring|chan|idle|pipes|xchan|blocking [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
         )
     };
     if argv.len() < 2 {
@@ -186,6 +188,7 @@ fn main() {
         "idle" => &["fibers"],
         "pipes" => &["pipes", "messages", "delay-us", "style", "backend"],
         "xchan" => &["hops"],
+        "blocking" => &["calls", "fibers"],
         _ => usage(),
     };
     let opts = Opts::parse(args, known);
@@ -225,6 +228,7 @@ fn main() {
             "idle" => idle::run(&opts).await,
             "pipes" => pipes::run(&opts).await,
             "xchan" => xchan::run(&opts).await,
+            "blocking" => blocking::run(&opts).await,
             _ => unreachable!(),
         }
     });

@@ -1,0 +1,108 @@
+/*
+ * Blocking work off the loop: a process-wide pool of threads.  Include
+ * <treadle.h>.
+ *
+ * A fiber that calls something that blocks (a file read that misses the
+ * page cache, a name lookup, a library that does its own I/O) stalls every
+ * fiber of its loop.  tdl_blocking runs such a call on a pool thread and
+ * parks only the calling fiber; the result comes back through the fiber's
+ * loop (a post to its port: a wake-up only if that loop sleeps).
+ *
+ *   static void *slow(void *arg) { return (void *)(intptr_t)compress(arg); }
+ *   void *r;
+ *   int e = tdl_blocking(slow, buf, &r, tdl_after(5 * TDL_SEC));
+ *
+ * The pool is elastic: a thread is started when work arrives and no thread
+ * is idle, up to a cap (default 256), and a thread idle for a few seconds
+ * (default 5) exits.  Work goes in lanes, each with a cap on the threads it
+ * may hold at once, so that one kind cannot starve another: TDL_LANE_USER
+ * (tdl_blocking's), TDL_LANE_FILE (fs.h's file calls), TDL_LANE_NAME (host
+ * names; at most half the threads by default: a slow DNS server must not
+ * hold up file reads).  Within a lane, work starts in the order it came.
+ *
+ * A deadline that passes or a cancel returns -ETIMEDOUT / -ECANCELED to the
+ * fiber at once.  Work not yet started is then skipped; work already running
+ * cannot be stopped (it is a plain call on another thread): it finishes in
+ * the background and its result is dropped — the `drop` function of
+ * tdl_blocking_call, if given, is called with its argument afterwards (on
+ * the caller's loop, or on the pool thread if that loop is gone), so that the
+ * argument may be freed.  Until then fn owns its argument: do not pass
+ * pointers into the fiber's stack to work that may be abandoned.
+ *
+ * fork(): the child starts with an empty pool (the parent's threads do not
+ * exist there); work queued in the parent is not run in the child.  The
+ * child may use the pool again; the pool's lock is taken around fork() so
+ * that the child never inherits it held.
+ *
+ * At process exit, work still running is simply abandoned with its threads.
+ */
+#ifndef TREADLE_POOL_H
+#define TREADLE_POOL_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tdl_lane {
+  TDL_LANE_USER = 0, /* tdl_blocking */
+  TDL_LANE_FILE = 1, /* file calls (fs.h) */
+  TDL_LANE_NAME = 2, /* host names */
+} tdl_lane;
+#define TDL_LANES 3
+
+typedef struct tdl_pool_options {
+  unsigned max_threads;        /* 0: 256 */
+  tdl_time_t idle_exit;        /* a thread idle this long exits; 0: 5 s */
+  unsigned lane_max[TDL_LANES]; /* threads a lane may hold at once; 0: max_threads
+                                   (TDL_LANE_NAME: max_threads / 2, at least 1) */
+} tdl_pool_options;
+
+/* Set the pool's limits.  THREAD-SAFE; takes effect for work submitted
+ * afterwards (lowering the cap does not stop threads that run).  Errors:
+ * -EINVAL (NULL, a lane's cap above max_threads). */
+TDL_API int tdl_pool_configure(const tdl_pool_options *opts);
+
+/*
+ * From a fiber: run fn(arg) on a pool thread in `lane` and park until it
+ * returns; its return value goes to *result (may be NULL).
+ * Returns 0; -ETIMEDOUT or -ECANCELED (the fiber went on: see above; drop
+ * (NULL: none) gets arg once fn has run or been skipped); -EPERM (outside a
+ * fiber); -EINVAL (fn NULL, an unknown lane); -ENOMEM; -EAGAIN (no thread
+ * exists and none could be started).  A deadline already past returns
+ * -ETIMEDOUT without running fn.
+ * Cost: one allocation; a lock and, when a thread sleeps, a futex wake; the
+ * way back is a post to the fiber's loop.
+ */
+TDL_API int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg),
+                              void **result, tdl_time_t deadline);
+
+/* tdl_blocking_call in TDL_LANE_USER without a drop function. */
+static inline int tdl_blocking(void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
+{
+  return tdl_blocking_call(TDL_LANE_USER, fn, arg, (void (*)(void *))0, result, deadline);
+}
+
+typedef struct tdl_pool_stats {
+  unsigned threads;            /* started and not exited */
+  unsigned idle;               /* of those, waiting for work */
+  unsigned max_threads;
+  unsigned queued[TDL_LANES];  /* waiting for a thread */
+  unsigned running[TDL_LANES];
+  uint64_t done;               /* calls finished (or skipped), ever */
+  uint64_t started_threads;    /* threads started, ever */
+} tdl_pool_stats;
+
+/* The pool's counts at one moment.  THREAD-SAFE. */
+TDL_API void tdl_pool_stats_get(tdl_pool_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_POOL_H */

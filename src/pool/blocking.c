@@ -1,0 +1,87 @@
+/*
+ * tdl_blocking_call: the fiber's side of the pool.
+ *
+ * The work item is allocated (it may outlive the fiber's wait), handed to
+ * the pool, and comes back as a post to the caller's loop.  It belongs to
+ * one side at a time: the pool until its thread is done with it, then the
+ * caller's loop, which wakes the caller, or frees it (and drops its
+ * argument) when the caller left at its deadline or on a cancel.  The one
+ * field both threads read is `abandoned`, set by the leaving caller, so that
+ * a thread that has not started the work skips it.
+ */
+#include <stdlib.h>
+
+#include "pool/pool_internal.h"
+
+static void dispose(tdl__work *w)
+{
+  if (w->drop)
+    w->drop(w->arg);
+  free(w);
+}
+
+/* Back on the caller's loop (NULL: that loop was freed, and the caller,
+ * which would have kept it alive, with it). */
+static void arrived(tdl_loop *loop, tdl_post *p)
+{
+  tdl__work *w = p->data;
+  tdl_port_release(w->home);
+  w->home = NULL;
+  if (!loop || !w->f) {
+    dispose(w);
+    return;
+  }
+  w->arrived = 1;
+  tdl__wake(w->f, 0);
+}
+
+static void send_home(tdl__work *w)
+{
+  if (tdl_port_post(w->home, &w->back) < 0) { /* the caller's loop has gone */
+    tdl_port_release(w->home);
+    dispose(w);
+  }
+}
+
+int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg), void **result,
+                      tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (!fn || (unsigned)lane >= TDL_LANES)
+    return -EINVAL;
+  if (f->cancelled)
+    return -ECANCELED;
+  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
+    return -ETIMEDOUT; /* nothing started, nothing to drop */
+  tdl__work *w = calloc(1, sizeof *w);
+  if (!w)
+    return -ENOMEM;
+  w->fn = fn;
+  w->arg = arg;
+  w->drop = drop;
+  w->lane = (unsigned)lane;
+  w->done = send_home;
+  w->f = f;
+  tdl_post_init(&w->back, arrived, w);
+  int e = tdl_loop_port(f->sched->loop, &w->home);
+  if (e == 0 && (e = tdl__pool_submit(w)) < 0)
+    tdl_port_release(w->home);
+  if (e < 0) {
+    free(w);
+    return e;
+  }
+  e = tdl__park(f, "blocking", -1, deadline);
+  if (!w->arrived) {
+    /* The deadline or a cancel came first: leave.  The pool skips the work
+     * if it has not started; either way it comes home and is freed there. */
+    __atomic_store_n(&w->abandoned, 1, __ATOMIC_RELEASE);
+    w->f = NULL;
+    return e < 0 ? e : -ECANCELED;
+  }
+  if (result)
+    *result = w->result;
+  free(w);
+  return 0;
+}

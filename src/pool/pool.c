@@ -1,0 +1,315 @@
+/*
+ * The pool's threads and lanes.
+ *
+ * One lock guards everything here: the lanes' FIFO queues and the counts.
+ * Work is short to hand over (a link under the lock), so one lock costs
+ * less than the machinery of several; threads that wait sleep on one
+ * condition variable.
+ *
+ * How many threads: as few as keep the work moving.  Submitting wakes an
+ * idle thread, or starts one while fewer than SPARE exist (the CPUs, at
+ * least 4).  Beyond that, threads are started by a monitor thread, and only
+ * for work that waits: every TICK while work is queued it looks at the
+ * oldest work of each lane, and when that has waited a TICK or more (every
+ * thread is busy with something slow) it starts more, doubling the count
+ * each tick up to the cap.  So trivial calls are run back to back by a few
+ * threads that never sleep, as on libuv's fixed pool, while calls that
+ * block get a thread each within a few ticks, as on an unbounded one.  A
+ * thread that finds no work it may take waits up to idle_exit, then exits.
+ *
+ * A thread takes work from the lanes in turn, skipping a lane that holds
+ * its cap of threads already, so a lane at its cap waits for one of its own
+ * to finish while the others go on.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool/pool_internal.h"
+
+enum { DEFAULT_MAX = 256, MIN_SPARE = 4 };
+#define DEFAULT_IDLE_EXIT (5 * TDL_SEC)
+#define TICK (500 * TDL_USEC)
+
+typedef struct lane {
+  tdl__work *head, **tail;
+  unsigned queued, running, max;
+} lane;
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t work; /* signalled when work is queued (or a lane frees up) */
+  pthread_cond_t tick; /* wakes the monitor when work is queued */
+  lane lanes[TDL_LANES];
+  unsigned next_lane;  /* where the next take starts looking */
+  unsigned threads, idle, wakes_pending, max, spare;
+  bool monitor_running, monitor_sleeping;
+  tdl_time_t idle_exit;
+  uint64_t done, started;
+  bool ready;          /* defaults applied, fork handlers installed */
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void apply(const tdl_pool_options *o)
+{
+  P.max = o && o->max_threads ? o->max_threads : DEFAULT_MAX;
+  P.idle_exit = o && o->idle_exit > 0 ? o->idle_exit : DEFAULT_IDLE_EXIT;
+  for (unsigned i = 0; i < TDL_LANES; i++) {
+    unsigned m = o ? o->lane_max[i] : 0;
+    if (m == 0)
+      m = i == TDL_LANE_NAME ? (P.max / 2 ? P.max / 2 : 1) : P.max;
+    P.lanes[i].max = m;
+  }
+}
+
+/* fork(): the child must not inherit the lock held, and has none of the
+ * parent's threads: it starts with an empty pool.  (Queued work belongs to
+ * fibers of the parent's loops; in the child it is forgotten.) */
+static void before_fork(void) { pthread_mutex_lock(&P.lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&P.lock); }
+static void init_conds(void)
+{
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits are spans, not dates */
+  pthread_cond_init(&P.work, &ca);
+  pthread_cond_init(&P.tick, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+static void after_fork_child(void)
+{
+  pthread_mutex_init(&P.lock, NULL);
+  init_conds();
+  for (unsigned i = 0; i < TDL_LANES; i++) {
+    P.lanes[i].head = NULL;
+    P.lanes[i].tail = &P.lanes[i].head;
+    P.lanes[i].queued = P.lanes[i].running = 0;
+  }
+  P.threads = P.idle = P.wakes_pending = 0;
+  P.monitor_running = P.monitor_sleeping = false;
+}
+
+/* Under the lock. */
+static void ready(void)
+{
+  if (P.ready)
+    return;
+  init_conds();
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  P.spare = cpus > MIN_SPARE ? (unsigned)cpus : MIN_SPARE;
+  for (unsigned i = 0; i < TDL_LANES; i++)
+    P.lanes[i].tail = &P.lanes[i].head;
+  if (P.max == 0)
+    apply(NULL);
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  P.ready = true;
+}
+
+int tdl_pool_configure(const tdl_pool_options *o)
+{
+  if (!o)
+    return -EINVAL;
+  unsigned max = o->max_threads ? o->max_threads : DEFAULT_MAX;
+  for (unsigned i = 0; i < TDL_LANES; i++)
+    if (o->lane_max[i] > max)
+      return -EINVAL;
+  pthread_mutex_lock(&P.lock);
+  ready();
+  apply(o);
+  pthread_cond_broadcast(&P.work); /* a raised lane cap may let waiting work start */
+  pthread_mutex_unlock(&P.lock);
+  return 0;
+}
+
+/* Under the lock: the oldest work of the next lane that may take a thread. */
+static tdl__work *take(void)
+{
+  for (unsigned k = 0; k < TDL_LANES; k++) {
+    unsigned i = (P.next_lane + k) % TDL_LANES;
+    lane *l = &P.lanes[i];
+    if (!l->head || l->running >= l->max)
+      continue;
+    tdl__work *w = l->head;
+    if (!(l->head = w->next))
+      l->tail = &l->head;
+    l->queued--;
+    l->running++;
+    P.next_lane = (i + 1) % TDL_LANES;
+    return w;
+  }
+  return NULL;
+}
+
+static struct timespec at(tdl_time_t t) { return (struct timespec){.tv_sec = t / TDL_SEC, .tv_nsec = t % TDL_SEC}; }
+
+static void *worker(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&P.lock);
+  for (;;) {
+    tdl__work *w = take();
+    if (!w) {
+      struct timespec until = at(tdl__clock_now() + P.idle_exit);
+      P.idle++;
+      int e = pthread_cond_timedwait(&P.work, &P.lock, &until);
+      P.idle--;
+      if (P.wakes_pending)
+        P.wakes_pending--;
+      if (e == ETIMEDOUT && !(w = take()))
+        break; /* idle for idle_exit: go */
+      if (!w)
+        continue;
+    }
+    pthread_mutex_unlock(&P.lock);
+    if (!__atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE)) {
+      w->result = w->fn(w->arg);
+      w->ran = 1;
+    }
+    /* Counted before w goes home, so that a caller who has its result sees
+     * it in the stats too. */
+    pthread_mutex_lock(&P.lock);
+    lane *l = &P.lanes[w->lane];
+    l->running--;
+    P.done++;
+    if (l->head && P.idle > P.wakes_pending) { /* the lane was at its cap: work waits */
+      P.wakes_pending++;
+      pthread_cond_signal(&P.work);
+    }
+    pthread_mutex_unlock(&P.lock);
+    w->done(w); /* w is not ours any more */
+    pthread_mutex_lock(&P.lock);
+  }
+  P.threads--;
+  pthread_mutex_unlock(&P.lock);
+  return NULL;
+}
+
+/* Under the lock: start a thread running fn, with every signal blocked
+ * (a loop's signal watcher reads them from its own thread; a handler must
+ * not run on a stranger's).  false if it could not be made. */
+static bool start(void *(*fn)(void *))
+{
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 256 * 1024); /* fn runs here: room, but not 8 MiB each */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int e = pthread_create(&t, &a, fn, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&a);
+  return e == 0;
+}
+
+/* Under the lock: one more worker.  false if it could not be made. */
+static bool start_thread(void)
+{
+  if (!start(worker))
+    return false;
+  P.threads++;
+  P.started++;
+  return true;
+}
+
+/* Under the lock: how many more workers the waiting work asks for. */
+static unsigned starved(tdl_time_t now)
+{
+  unsigned want = 0;
+  for (unsigned i = 0; i < TDL_LANES; i++) {
+    lane *l = &P.lanes[i];
+    if (l->head && l->running < l->max && now - l->head->queued_at >= TICK) {
+      unsigned room = l->max - l->running;
+      want += l->queued < room ? l->queued : room;
+    }
+  }
+  unsigned idle = P.idle > P.wakes_pending ? P.idle - P.wakes_pending : 0;
+  want = want > idle ? want - idle : 0;
+  unsigned grow = P.threads ? P.threads : 1; /* at most double per tick */
+  if (want > grow)
+    want = grow;
+  if (want > P.max - (P.threads < P.max ? P.threads : P.max))
+    want = P.max > P.threads ? P.max - P.threads : 0;
+  return want;
+}
+
+static void *monitor(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&P.lock);
+  for (;;) {
+    bool queued = false;
+    for (unsigned i = 0; i < TDL_LANES; i++)
+      queued |= P.lanes[i].head != NULL;
+    if (!queued) {
+      P.monitor_sleeping = true;
+      pthread_cond_wait(&P.tick, &P.lock);
+      P.monitor_sleeping = false;
+      continue;
+    }
+    struct timespec until = at(tdl__clock_now() + TICK);
+    pthread_cond_timedwait(&P.tick, &P.lock, &until);
+    for (unsigned n = starved(tdl__clock_now()); n > 0 && start_thread(); n--) {
+    }
+  }
+  return NULL;
+}
+
+int tdl__pool_submit(tdl__work *w)
+{
+  w->queued_at = tdl__clock_now();
+  pthread_mutex_lock(&P.lock);
+  ready();
+  lane *l = &P.lanes[w->lane];
+  w->next = NULL;
+  *l->tail = w;
+  l->tail = &w->next;
+  l->queued++;
+  if (l->running + l->queued <= l->max) { /* a thread of this lane may take it now */
+    if (P.idle > P.wakes_pending) {
+      P.wakes_pending++;
+      pthread_cond_signal(&P.work);
+    } else if (P.threads < P.spare && P.threads < P.max) {
+      start_thread();
+    }
+  }
+  if (P.threads == 0 && !start_thread()) {
+    /* Nothing can ever run it: take it back. */
+    tdl__work **pp = &l->head;
+    while (*pp != w)
+      pp = &(*pp)->next;
+    if (!(*pp = w->next))
+      l->tail = pp;
+    l->queued--;
+    pthread_mutex_unlock(&P.lock);
+    return -EAGAIN;
+  }
+  if (!P.monitor_running)
+    P.monitor_running = start(monitor);
+  else if (P.monitor_sleeping)
+    pthread_cond_signal(&P.tick);
+  pthread_mutex_unlock(&P.lock);
+  return 0;
+}
+
+void tdl_pool_stats_get(tdl_pool_stats *out)
+{
+  if (!out)
+    return;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&P.lock);
+  out->threads = P.threads;
+  out->idle = P.idle;
+  out->max_threads = P.max ? P.max : DEFAULT_MAX;
+  for (unsigned i = 0; i < TDL_LANES; i++) {
+    out->queued[i] = P.lanes[i].queued;
+    out->running[i] = P.lanes[i].running;
+  }
+  out->done = P.done;
+  out->started_threads = P.started;
+  pthread_mutex_unlock(&P.lock);
+}

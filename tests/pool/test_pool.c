@@ -1,0 +1,507 @@
+/* The blocking-work pool: tdl_blocking_call and friends (pool.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "treadle.h"
+
+#include "helpers.h"
+#include "loop_fixture.h"
+
+#define LONG (10 * TDL_SEC) /* a deadline no test should reach */
+
+static int pool_defaults(void **state)
+{
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
+  return setup(state);
+}
+
+/* ---- it runs elsewhere, and comes back ---- */
+
+static pthread_t loop_thread;
+
+static void *twice_elsewhere(void *arg)
+{
+  assert_false(pthread_equal(pthread_self(), loop_thread));
+  return (void *)((intptr_t)arg * 2);
+}
+
+static void *call_twice(void *arg)
+{
+  (void)arg;
+  for (intptr_t i = 1; i <= 100; i++) {
+    void *r = NULL;
+    assert_int_equal(tdl_blocking(twice_elsewhere, (void *)i, &r, tdl_after(LONG)), 0);
+    assert_int_equal((intptr_t)r, 2 * i);
+  }
+  return NULL;
+}
+
+static void runs_on_a_pool_thread(void **state)
+{
+  (void)state;
+  loop_thread = pthread_self();
+  for (int i = 0; i < 8; i++)
+    go(call_twice, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_true(st.started_threads >= 1);
+  assert_true(st.done >= 800);
+  assert_int_equal(st.queued[TDL_LANE_USER], 0);
+  assert_int_equal(st.running[TDL_LANE_USER], 0);
+}
+
+/* ---- the loop stays responsive ---- */
+
+static int ticks, slow_done;
+
+static void *sleep_200ms(void *arg)
+{
+  (void)arg;
+  usleep(200 * 1000);
+  return NULL;
+}
+
+static void *slow_caller(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(sleep_200ms, NULL, NULL, tdl_after(LONG)), 0);
+  slow_done = 1;
+  return NULL;
+}
+
+static void *ticker(void *arg)
+{
+  (void)arg;
+  while (!slow_done) {
+    tdl_sleep_for(10 * TDL_MSEC);
+    ticks++;
+  }
+  return NULL;
+}
+
+static void other_fibers_run_meanwhile(void **state)
+{
+  (void)state;
+  ticks = slow_done = 0;
+  go(slow_caller, NULL);
+  go(ticker, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  /* 200 ms of blocking work, 10 ms ticks: had the loop stalled, one. */
+  assert_true(ticks >= 3);
+}
+
+/* ---- deadlines, cancels, abandoned work ---- */
+
+static int gate_open, slow_finished, dropped, never_ran_flag;
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+
+static void open_gate(void)
+{
+  pthread_mutex_lock(&gate_lock);
+  gate_open = 1;
+  pthread_cond_broadcast(&gate_cond);
+  pthread_mutex_unlock(&gate_lock);
+}
+
+/* Blocks until the test opens the gate: work that "never returns". */
+static void *wait_gate(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&gate_lock);
+  while (!gate_open)
+    pthread_cond_wait(&gate_cond, &gate_lock);
+  pthread_mutex_unlock(&gate_lock);
+  __atomic_store_n(&slow_finished, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void *never_runs(void *arg)
+{
+  (void)arg;
+  __atomic_store_n(&never_ran_flag, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void count_drop(void *arg)
+{
+  (void)arg;
+  __atomic_add_fetch(&dropped, 1, __ATOMIC_ACQ_REL);
+}
+
+static void *deadline_while_running(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
+                   -ETIMEDOUT);
+  assert_int_equal(__atomic_load_n(&slow_finished, __ATOMIC_ACQUIRE), 0); /* it went on without us */
+  assert_int_equal(__atomic_load_n(&dropped, __ATOMIC_ACQUIRE), 0);      /* not before the work ends */
+  /* The pool stays usable while that thread is stuck. */
+  void *r;
+  assert_int_equal(tdl_blocking(twice_elsewhere, (void *)21, &r, tdl_after(LONG)), 0);
+  assert_int_equal((intptr_t)r, 42);
+  open_gate();
+  while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
+    tdl_sleep_for(TDL_MSEC); /* the drop runs on this loop once the work is done */
+  assert_int_equal(__atomic_load_n(&slow_finished, __ATOMIC_ACQUIRE), 1);
+  return NULL;
+}
+
+static void deadline_returns_at_once_work_finishes_later(void **state)
+{
+  (void)state;
+  loop_thread = pthread_self();
+  gate_open = slow_finished = dropped = 0;
+  go(deadline_while_running, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(dropped, 1);
+}
+
+static void *past_deadline(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_now() - 1),
+                   -ETIMEDOUT);
+  assert_int_equal(tdl_blocking(never_runs, NULL, NULL, 0), -ETIMEDOUT); /* 0 is long past */
+  return NULL;
+}
+
+static void deadline_already_past(void **state)
+{
+  (void)state;
+  never_ran_flag = dropped = 0;
+  go(past_deadline, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  usleep(50 * 1000);
+  assert_int_equal(__atomic_load_n(&never_ran_flag, __ATOMIC_ACQUIRE), 0);
+  assert_int_equal(dropped, 0); /* nothing was handed over */
+}
+
+static tdl_fiber_t blocked;
+static int cancel_result;
+
+static void *blocked_caller(void *arg)
+{
+  (void)arg;
+  cancel_result = tdl_blocking_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(LONG));
+  return NULL;
+}
+
+static void *canceller(void *arg)
+{
+  (void)arg;
+  tdl_sleep_for(20 * TDL_MSEC);
+  assert_int_equal(tdl_fiber_cancel(L, blocked), 0);
+  tdl_sleep_for(TDL_MSEC);
+  assert_int_equal(cancel_result, -ECANCELED);
+  open_gate();
+  while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
+    tdl_sleep_for(TDL_MSEC);
+  return NULL;
+}
+
+static void cancel_returns_at_once(void **state)
+{
+  (void)state;
+  gate_open = slow_finished = dropped = 0;
+  cancel_result = 1;
+  blocked = go(blocked_caller, NULL);
+  go(canceller, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(dropped, 1);
+}
+
+/* With one thread for the lane, the second call waits in the queue; when
+ * its deadline passes there, it is skipped, never run. */
+static void *first_holds_the_lane(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(wait_gate, NULL, NULL, tdl_after(LONG)), 0);
+  return NULL;
+}
+
+static void *second_gives_up(void *arg)
+{
+  (void)arg;
+  tdl_sleep_for(10 * TDL_MSEC);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.running[TDL_LANE_USER], 1);
+  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
+                   -ETIMEDOUT);
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.queued[TDL_LANE_USER], 1); /* still queued, abandoned */
+  open_gate();
+  while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
+    tdl_sleep_for(TDL_MSEC);
+  assert_int_equal(__atomic_load_n(&never_ran_flag, __ATOMIC_ACQUIRE), 0);
+  return NULL;
+}
+
+static void queued_work_abandoned_is_skipped(void **state)
+{
+  (void)state;
+  gate_open = slow_finished = dropped = never_ran_flag = 0;
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.lane_max = {1, 0, 0}}), 0);
+  go(first_holds_the_lane, NULL);
+  go(second_gives_up, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+}
+
+/* ---- lanes and caps ---- */
+
+static void *name_lane_call(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking_call(TDL_LANE_NAME, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
+  return NULL;
+}
+
+static void *file_lane_meanwhile(void *arg)
+{
+  (void)arg;
+  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.running[TDL_LANE_NAME], 1); /* its cap */
+  assert_int_equal(st.queued[TDL_LANE_NAME], 2);
+  void *r;
+  /* The name lane is full and waiting; the file lane is not held up. */
+  assert_int_equal(tdl_blocking_call(TDL_LANE_FILE, twice_elsewhere, (void *)5, NULL, &r, tdl_after(LONG)), 0);
+  assert_int_equal((intptr_t)r, 10);
+  open_gate();
+  return NULL;
+}
+
+static void a_full_lane_does_not_starve_another(void **state)
+{
+  (void)state;
+  loop_thread = pthread_self();
+  gate_open = 0;
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.max_threads = 4, .lane_max = {0, 0, 1}}), 0);
+  for (int i = 0; i < 3; i++)
+    go(name_lane_call, NULL);
+  go(file_lane_meanwhile, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+}
+
+static int finished_calls;
+
+static void *short_call(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(sleep_200ms, NULL, NULL, tdl_after(LONG)), 0);
+  finished_calls++;
+  return NULL;
+}
+
+static void at_the_cap_calls_queue_and_none_is_lost(void **state)
+{
+  (void)state;
+  finished_calls = 0;
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.max_threads = 2}), 0);
+  for (int i = 0; i < 6; i++)
+    go(short_call, NULL);
+  tdl_loop_run(L, TDL_LOOP_NOWAIT); /* all six submitted */
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_true(st.running[TDL_LANE_USER] <= 2); /* threads of earlier tests may idle still: the cap holds */
+  assert_int_equal(st.running[TDL_LANE_USER] + st.queued[TDL_LANE_USER], 6);
+  assert_true(st.queued[TDL_LANE_USER] >= 4);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(finished_calls, 6);
+}
+
+static void *one_call(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(twice_elsewhere, (void *)1, NULL, tdl_after(LONG)), 0);
+  return NULL;
+}
+
+static void idle_threads_exit(void **state)
+{
+  (void)state;
+  loop_thread = pthread_self();
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.idle_exit = 20 * TDL_MSEC}), 0);
+  go(one_call, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_pool_stats st;
+  for (int i = 0; i < 1000; i++) {
+    tdl_pool_stats_get(&st);
+    if (st.threads == 0)
+      break;
+    usleep(1000);
+  }
+  assert_int_equal(st.threads, 0);
+}
+
+/* Calls that block get threads beyond the few that run quick calls: 16 at
+ * once, each waiting until all 16 run together (so none can finish before
+ * the pool has grown to 16). */
+enum { TOGETHER = 16 };
+static int together_now, together_max;
+
+static void *meet_the_others(void *arg)
+{
+  (void)arg;
+  int n = __atomic_add_fetch(&together_now, 1, __ATOMIC_ACQ_REL);
+  int m = __atomic_load_n(&together_max, __ATOMIC_ACQUIRE);
+  while (n > m && !__atomic_compare_exchange_n(&together_max, &m, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+  for (int i = 0; i < 10000 && __atomic_load_n(&together_max, __ATOMIC_ACQUIRE) < TOGETHER; i++)
+    usleep(1000);
+  __atomic_sub_fetch(&together_now, 1, __ATOMIC_ACQ_REL);
+  return NULL;
+}
+
+static void *together_call(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(meet_the_others, NULL, NULL, tdl_after(LONG)), 0);
+  return NULL;
+}
+
+static void blocked_calls_get_more_threads(void **state)
+{
+  (void)state;
+  together_now = together_max = 0;
+  for (int i = 0; i < TOGETHER; i++)
+    go(together_call, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(together_max, TOGETHER);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_true(st.threads >= TOGETHER);
+}
+
+/* ---- misuse ---- */
+
+static void *misuse_in_fiber(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_blocking(NULL, NULL, NULL, LONG), -EINVAL);
+  assert_int_equal(tdl_blocking_call((tdl_lane)3, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(tdl_blocking_call((tdl_lane)-1, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
+  return NULL;
+}
+
+static void misuse(void **state)
+{
+  (void)state;
+  never_ran_flag = 0;
+  assert_int_equal(tdl_blocking(never_runs, NULL, NULL, TDL_FOREVER), -EPERM); /* outside a fiber */
+  assert_int_equal(tdl_pool_configure(NULL), -EINVAL);
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.max_threads = 4, .lane_max = {5, 0, 0}}), -EINVAL);
+  tdl_pool_stats_get(NULL);
+  go(misuse_in_fiber, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(never_ran_flag, 0);
+}
+
+/* ---- fork, exit ---- */
+
+static void *child_main(void *arg)
+{
+  (void)arg;
+  void *r = NULL;
+  if (tdl_blocking(twice_elsewhere, (void *)4, &r, tdl_after(LONG)) != 0 || (intptr_t)r != 8)
+    return (void *)1;
+  return NULL;
+}
+
+/* ThreadSanitizer cannot start threads in the child of a multi-threaded
+ * fork (it says so and dies): these two run in the other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN() skip()
+#else
+#define SKIP_UNDER_TSAN() ((void)0)
+#endif
+
+static void fork_while_threads_exist(void **state)
+{
+  (void)state;
+  SKIP_UNDER_TSAN();
+  loop_thread = pthread_self();
+  gate_open = 0;
+  go(blocked_caller, NULL); /* a pool thread is busy in the parent */
+  tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  usleep(20 * 1000);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* The child: an empty pool, which works. */
+    tdl_pool_stats st;
+    tdl_pool_stats_get(&st);
+    if (st.threads != 0 || st.running[TDL_LANE_USER] != 0)
+      _exit(2);
+    loop_thread = pthread_self();
+    void *failed = (void *)1;
+    if (tdl_fiber_main(child_main, NULL, &failed) != 0)
+      _exit(3);
+    _exit(failed ? 4 : 0);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  open_gate();
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+}
+
+static void *abandon_and_return(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_blocking(wait_gate, NULL, NULL, tdl_after(20 * TDL_MSEC));
+}
+
+/* A process may end while pool work still runs (it is abandoned with its
+ * thread). */
+static void exit_with_work_in_flight(void **state)
+{
+  (void)state;
+  SKIP_UNDER_TSAN();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    gate_open = 0;
+    void *r = NULL;
+    if (tdl_fiber_main(abandon_and_return, NULL, &r) != 0 || (intptr_t)r != -ETIMEDOUT)
+      _exit(3);
+    exit(0); /* with wait_gate still blocked on a pool thread */
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(runs_on_a_pool_thread, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(other_fibers_run_meanwhile, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(deadline_returns_at_once_work_finishes_later, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(deadline_already_past, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(cancel_returns_at_once, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(queued_work_abandoned_is_skipped, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(a_full_lane_does_not_starve_another, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(blocked_calls_get_more_threads, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(at_the_cap_calls_queue_and_none_is_lost, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(idle_threads_exit, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(misuse, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(fork_while_threads_exist, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(exit_with_work_in_flight, pool_defaults, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -17,6 +17,10 @@
  * block get a thread each within a few ticks, as on an unbounded one.  A
  * thread that finds no work it may take waits up to idle_exit, then exits.
  *
+ * Before it sleeps, one thread at a time spins for SPIN (20 us) watching
+ * for work: calls that come back to back then cost no futex wake and no
+ * context switch (the lock is glibc's adaptive one, spinning briefly too).
+ *
  * A thread takes work from the lanes in turn, skipping a lane that holds
  * its cap of threads already, so a lane at its cap waits for one of its own
  * to finish while the others go on.
@@ -33,10 +37,14 @@
 enum { DEFAULT_MAX = 256, MIN_SPARE = 4 };
 #define DEFAULT_IDLE_EXIT (5 * TDL_SEC)
 #define TICK (500 * TDL_USEC)
+#define SPIN (20 * TDL_USEC)
+
+#define RUNNING(l) __atomic_load_n(&(l)->running, __ATOMIC_RELAXED)
 
 typedef struct lane {
   tdl__work *head, **tail;
-  unsigned queued, running, max;
+  unsigned queued, max;
+  unsigned running; /* atomic: a thread lowers it without the lock, before the work goes home */
 } lane;
 
 static struct {
@@ -46,11 +54,21 @@ static struct {
   lane lanes[TDL_LANES];
   unsigned next_lane;  /* where the next take starts looking */
   unsigned threads, idle, wakes_pending, max, spare;
+  unsigned spinning;   /* a thread looking for work without sleeping (0 or 1) */
+  unsigned queued;     /* work queued in all lanes (read unlocked by the spinner) */
   bool monitor_running, monitor_sleeping;
   tdl_time_t idle_exit;
   uint64_t done, started;
   bool ready;          /* defaults applied, fork handlers installed */
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} P = {
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    /* glibc: spin a little before sleeping; the sections are a few links
+     * long, and a futex sleep per contended handover was most of the cost. */
+    .lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
+#else
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+#endif
+};
 
 static void apply(const tdl_pool_options *o)
 {
@@ -81,14 +99,21 @@ static void init_conds(void)
 
 static void after_fork_child(void)
 {
-  pthread_mutex_init(&P.lock, NULL);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+  pthread_mutex_init(&P.lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   init_conds();
   for (unsigned i = 0; i < TDL_LANES; i++) {
     P.lanes[i].head = NULL;
     P.lanes[i].tail = &P.lanes[i].head;
-    P.lanes[i].queued = P.lanes[i].running = 0;
+    P.lanes[i].queued = 0;
+    __atomic_store_n(&P.lanes[i].running, 0, __ATOMIC_RELAXED);
   }
-  P.threads = P.idle = P.wakes_pending = 0;
+  P.threads = P.idle = P.wakes_pending = P.spinning = P.queued = 0;
   P.monitor_running = P.monitor_sleeping = false;
 }
 
@@ -130,13 +155,14 @@ static tdl__work *take(void)
   for (unsigned k = 0; k < TDL_LANES; k++) {
     unsigned i = (P.next_lane + k) % TDL_LANES;
     lane *l = &P.lanes[i];
-    if (!l->head || l->running >= l->max)
+    if (!l->head || RUNNING(l) >= l->max)
       continue;
     tdl__work *w = l->head;
     if (!(l->head = w->next))
       l->tail = &l->head;
     l->queued--;
-    l->running++;
+    __atomic_store_n(&P.queued, P.queued - 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&l->running, 1, __ATOMIC_RELAXED);
     P.next_lane = (i + 1) % TDL_LANES;
     return w;
   }
@@ -148,9 +174,37 @@ static struct timespec at(tdl_time_t t) { return (struct timespec){.tv_sec = t /
 static void *worker(void *arg)
 {
   (void)arg;
+  unsigned finished = TDL_LANES; /* the lane of the work just sent home, if any:
+                                    one lock per work item covers it and the next take */
   pthread_mutex_lock(&P.lock);
   for (;;) {
     tdl__work *w = take();
+    if (finished < TDL_LANES) {
+      /* The lane of the work just finished may have been at its cap, its
+       * queued work waiting for a thread of its own: if this one went to
+       * another lane, wake one. */
+      lane *l = &P.lanes[finished];
+      if (l->head && RUNNING(l) < l->max && P.idle > P.wakes_pending) {
+        P.wakes_pending++;
+        pthread_cond_signal(&P.work);
+      }
+      finished = TDL_LANES;
+    }
+    if (!w && !P.spinning) {
+      /* Before sleeping, one thread at a time looks for work for SPIN: with
+       * calls coming back to back, the next one is usually that close, and
+       * a sleep costs a futex wake and two context switches. */
+      P.spinning = 1;
+      pthread_mutex_unlock(&P.lock);
+      tdl_time_t until = tdl__clock_now() + SPIN;
+      do {
+        for (int i = 0; i < 64 && !__atomic_load_n(&P.queued, __ATOMIC_RELAXED); i++)
+          tdl__cpu_relax();
+      } while (!__atomic_load_n(&P.queued, __ATOMIC_RELAXED) && tdl__clock_now() < until);
+      pthread_mutex_lock(&P.lock);
+      P.spinning = 0;
+      w = take();
+    }
     if (!w) {
       struct timespec until = at(tdl__clock_now() + P.idle_exit);
       P.idle++;
@@ -168,17 +222,11 @@ static void *worker(void *arg)
       w->result = w->fn(w->arg);
       w->ran = 1;
     }
+    finished = w->lane;
     /* Counted before w goes home, so that a caller who has its result sees
      * it in the stats too. */
-    pthread_mutex_lock(&P.lock);
-    lane *l = &P.lanes[w->lane];
-    l->running--;
-    P.done++;
-    if (l->head && P.idle > P.wakes_pending) { /* the lane was at its cap: work waits */
-      P.wakes_pending++;
-      pthread_cond_signal(&P.work);
-    }
-    pthread_mutex_unlock(&P.lock);
+    __atomic_sub_fetch(&P.lanes[w->lane].running, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&P.done, 1, __ATOMIC_RELAXED);
     w->done(w); /* w is not ours any more */
     pthread_mutex_lock(&P.lock);
   }
@@ -222,8 +270,9 @@ static unsigned starved(tdl_time_t now)
   unsigned want = 0;
   for (unsigned i = 0; i < TDL_LANES; i++) {
     lane *l = &P.lanes[i];
-    if (l->head && l->running < l->max && now - l->head->queued_at >= TICK) {
-      unsigned room = l->max - l->running;
+    unsigned running = RUNNING(l);
+    if (l->head && running < l->max && now - l->head->queued_at >= TICK) {
+      unsigned room = l->max - running;
       want += l->queued < room ? l->queued : room;
     }
   }
@@ -269,8 +318,11 @@ int tdl__pool_submit(tdl__work *w)
   *l->tail = w;
   l->tail = &w->next;
   l->queued++;
-  if (l->running + l->queued <= l->max) { /* a thread of this lane may take it now */
-    if (P.idle > P.wakes_pending) {
+  __atomic_store_n(&P.queued, P.queued + 1, __ATOMIC_RELAXED);
+  if (RUNNING(l) + l->queued <= l->max) { /* a thread of this lane may take it now */
+    if (P.spinning) {
+      /* the spinning thread takes it */
+    } else if (P.idle > P.wakes_pending) {
       P.wakes_pending++;
       pthread_cond_signal(&P.work);
     } else if (P.threads < P.spare && P.threads < P.max) {
@@ -285,6 +337,7 @@ int tdl__pool_submit(tdl__work *w)
     if (!(*pp = w->next))
       l->tail = pp;
     l->queued--;
+    __atomic_store_n(&P.queued, P.queued - 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&P.lock);
     return -EAGAIN;
   }
@@ -307,9 +360,9 @@ void tdl_pool_stats_get(tdl_pool_stats *out)
   out->max_threads = P.max ? P.max : DEFAULT_MAX;
   for (unsigned i = 0; i < TDL_LANES; i++) {
     out->queued[i] = P.lanes[i].queued;
-    out->running[i] = P.lanes[i].running;
+    out->running[i] = RUNNING(&P.lanes[i]);
   }
-  out->done = P.done;
+  out->done = __atomic_load_n(&P.done, __ATOMIC_RELAXED);
   out->started_threads = P.started;
   pthread_mutex_unlock(&P.lock);
 }

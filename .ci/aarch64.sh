@@ -26,27 +26,45 @@ jobs=${JOBS:-2}
 exclude=${TDL_QEMU_EXCLUDE-'^test_spawn[a-z_]*\.'}
 
 # --- dependencies -----------------------------------------------------------
-# The cross compiler and its sysroot, qemu, and an arm64 cmocka.  Debian ships
-# no cross cmocka, so it comes from the arm64 archive via multiarch.
-pkgs="cmake make pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64"
+# The cross compiler and its sysroot, and qemu.  Debian ships no cross cmocka,
+# and installing libcmocka-dev:arm64 would replace the native libcmocka-dev
+# (the two cannot be installed side by side) and pull in a multiarch
+# libc6:arm64 of another revision than the cross sysroot's.  So cmocka's two
+# arm64 packages are downloaded and unpacked into $deps, a private sysroot
+# the toolchain file points pkg-config and the emulated loader at.
+pkgs="cmake make pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
+deps=build/aarch64-deps
+need_arm64_lists=""
+if [ ! -f "$deps/usr/lib/aarch64-linux-gnu/pkgconfig/cmocka.pc" ] &&
+  ! apt-cache show libcmocka-dev:arm64 >/dev/null 2>&1; then
+  need_arm64_lists=1
+fi
+if [ -n "$missing" ] || [ -n "$need_arm64_lists" ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "aarch64: missing packages. Run:" >&2
     echo "  sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install -y$missing" >&2
     exit 1
   fi
-  echo "aarch64: installing$missing" >&2
   export DEBIAN_FRONTEND=noninteractive
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     dpkg --add-architecture arm64
   fi
   apt-get update -qq >/dev/null
-  # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  if [ -n "$missing" ]; then
+    echo "aarch64: installing$missing" >&2
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+fi
+if [ ! -f "$deps/usr/lib/aarch64-linux-gnu/pkgconfig/cmocka.pc" ]; then
+  echo "aarch64: unpacking cmocka for arm64 into $deps" >&2
+  rm -rf "$deps" && mkdir -p "$deps/debs"
+  (cd "$deps/debs" && apt-get download -qq libcmocka0:arm64 libcmocka-dev:arm64 >/dev/null)
+  for d in "$deps"/debs/*.deb; do dpkg-deb -x "$d" "$deps"; done
 fi
 
 # --- build --------------------------------------------------------------------

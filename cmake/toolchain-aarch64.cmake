@@ -9,29 +9,31 @@ set(TDL_CROSS_TRIPLET aarch64-linux-gnu)
 set(CMAKE_C_COMPILER ${TDL_CROSS_TRIPLET}-gcc)
 set(CMAKE_ASM_COMPILER ${TDL_CROSS_TRIPLET}-gcc)
 
-# Target libraries come from two places on Debian: the cross toolchain's own
-# sysroot (libc6-dev-arm64-cross) and multiarch packages such as
-# libcmocka-dev:arm64 under /usr/lib/aarch64-linux-gnu.
-set(CMAKE_FIND_ROOT_PATH /usr/${TDL_CROSS_TRIPLET} /usr/lib/${TDL_CROSS_TRIPLET})
+# Target libraries come from two places: the cross toolchain's own sysroot
+# (libc6-dev-arm64-cross) and a private one holding cmocka's arm64 packages
+# unpacked (.ci/aarch64.sh makes it; TDL_AARCH64_DEPS names another).
+if(DEFINED ENV{TDL_AARCH64_DEPS})
+  set(TDL_AARCH64_DEPS $ENV{TDL_AARCH64_DEPS})
+else()
+  get_filename_component(TDL_AARCH64_DEPS ${CMAKE_CURRENT_LIST_DIR}/../build/aarch64-deps ABSOLUTE)
+endif()
+set(TDL_AARCH64_LIBS ${TDL_AARCH64_DEPS}/usr/lib/${TDL_CROSS_TRIPLET})
+set(CMAKE_FIND_ROOT_PATH /usr/${TDL_CROSS_TRIPLET} ${TDL_AARCH64_DEPS})
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-# pkg-config must describe arm64 packages, not the build machine's.
-set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${TDL_CROSS_TRIPLET}/pkgconfig:/usr/share/pkgconfig)
+# pkg-config must describe arm64 packages, not the build machine's: only the
+# private sysroot's, its paths prefixed with where it lies.
+set(ENV{PKG_CONFIG_LIBDIR} ${TDL_AARCH64_LIBS}/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
+set(ENV{PKG_CONFIG_SYSROOT_DIR} ${TDL_AARCH64_DEPS})
 
-# Multiarch libraries (and what they depend on) live outside the cross
-# sysroot: let the linker and the emulated loader find them there.
-set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,/usr/lib/${TDL_CROSS_TRIPLET} -Wl,-rpath-link,/lib/${TDL_CROSS_TRIPLET}")
 # -L: the emulated loader and libc come from the cross sysroot, the ones the
-# tests were linked against.  The sysroot's library directory must also come
-# first at run time: libcmocka-dev:arm64 pulls in multiarch libc6:arm64, a
-# different Debian revision whose libc.so.6 the loader would otherwise pick
-# from /lib/aarch64-linux-gnu; mixing the two made every fork()ed child spin
-# forever inside libc under qemu 7.2.
+# tests were linked against; libcmocka.so.0 from the private sysroot.
 # TDL_QEMU_USER=1 lets a test skip what qemu-user does not emulate (it keeps
-# RLIMIT_AS to itself; exec of /proc/self/exe runs qemu, not the test).
+# RLIMIT_AS to itself; exec of /proc/self/exe runs qemu, not the test;
+# threads started in the child of a multi-threaded fork trip its asserts).
 set(CMAKE_CROSSCOMPILING_EMULATOR
-  qemu-aarch64;-L;/usr/${TDL_CROSS_TRIPLET};-E;LD_LIBRARY_PATH=/usr/${TDL_CROSS_TRIPLET}/lib;-E;TDL_QEMU_USER=1)
+  qemu-aarch64;-L;/usr/${TDL_CROSS_TRIPLET};-E;LD_LIBRARY_PATH=/usr/${TDL_CROSS_TRIPLET}/lib:${TDL_AARCH64_LIBS};-E;TDL_QEMU_USER=1)

@@ -92,5 +92,6 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/net.h"
 #include "treadle/group.h"
 #include "treadle/pool.h"
+#include "treadle/fs.h"
 
 #endif /* TREADLE_H */

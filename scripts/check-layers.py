@@ -36,6 +36,7 @@ LOWER = {
     "proc": {"base", "loop", "fiber"},
     "mt": {"base", "loop", "fiber", "sync", "net"},
     "pool": {"base", "loop", "fiber"},
+    "fs": {"base", "loop", "fiber", "pool"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -85,3 +85,50 @@ int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*d
   free(w);
   return 0;
 }
+
+/* ---- tdl__blocking_run: the work lives on the caller's stack ---- */
+
+/* Back on the caller's loop.  The caller waits for this whatever happens
+ * (see below), so its loop cannot have been freed. */
+static void arrived_here(tdl_loop *loop, tdl_post *p)
+{
+  (void)loop;
+  tdl__work *w = p->data;
+  tdl_port_release(w->home);
+  w->home = NULL;
+  w->arrived = 1;
+  tdl__wake(w->f, 0);
+}
+
+static void send_home_here(tdl__work *w) { tdl_port_post(w->home, &w->back); }
+
+int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (f->cancelled)
+    return -ECANCELED;
+  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
+    return -ETIMEDOUT;
+  tdl__work w = {.fn = fn, .arg = arg, .lane = (unsigned)lane, .done = send_home_here, .f = f};
+  tdl_post_init(&w.back, arrived_here, &w);
+  int e = tdl_loop_port(f->sched->loop, &w.home);
+  if (e == 0 && (e = tdl__pool_submit(&w)) < 0)
+    tdl_port_release(w.home);
+  if (e < 0)
+    return e;
+  e = tdl__park(f, "blocking", -1, deadline);
+  if (!w.arrived) {
+    if (tdl__pool_withdraw(&w)) { /* not started: it never will */
+      tdl_port_release(w.home);
+      return e < 0 ? e : -ECANCELED;
+    }
+    /* A thread has it, and it may write into the caller's memory: wait. */
+    while (!w.arrived)
+      tdl__park_uncancellable(f, "blocking (started)");
+  }
+  if (result)
+    *result = w.result;
+  return 0;
+}

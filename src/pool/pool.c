@@ -308,6 +308,31 @@ static void *monitor(void *arg)
   return NULL;
 }
 
+/* Under the lock: take w out of its lane's queue if it is still there.
+ * Linear in the lane's length; only deadlines and cancels call it. */
+static bool unqueue(tdl__work *w)
+{
+  lane *l = &P.lanes[w->lane];
+  tdl__work **pp = &l->head;
+  while (*pp && *pp != w)
+    pp = &(*pp)->next;
+  if (!*pp)
+    return false;
+  if (!(*pp = w->next))
+    l->tail = pp;
+  l->queued--;
+  __atomic_store_n(&P.queued, P.queued - 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+bool tdl__pool_withdraw(tdl__work *w)
+{
+  pthread_mutex_lock(&P.lock);
+  bool taken = unqueue(w);
+  pthread_mutex_unlock(&P.lock);
+  return taken;
+}
+
 int tdl__pool_submit(tdl__work *w)
 {
   w->queued_at = tdl__clock_now();
@@ -330,14 +355,7 @@ int tdl__pool_submit(tdl__work *w)
     }
   }
   if (P.threads == 0 && !start_thread()) {
-    /* Nothing can ever run it: take it back. */
-    tdl__work **pp = &l->head;
-    while (*pp != w)
-      pp = &(*pp)->next;
-    if (!(*pp = w->next))
-      l->tail = pp;
-    l->queued--;
-    __atomic_store_n(&P.queued, P.queued - 1, __ATOMIC_RELAXED);
+    unqueue(w); /* nothing can ever run it: take it back */
     pthread_mutex_unlock(&P.lock);
     return -EAGAIN;
   }

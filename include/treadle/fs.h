@@ -1,0 +1,107 @@
+/*
+ * Files from fibers.  Include <treadle.h>.
+ *
+ * A read that misses the page cache, an fsync, an open on a cold directory:
+ * called directly in a fiber, each stalls every fiber of the loop.  These
+ * calls park only the calling fiber, and keep what is cheap cheap:
+ *
+ *   reads (read, pread, preadv) first try preadv2(..., RWF_NOWAIT), which
+ *     the kernel answers only from the page cache and otherwise refuses with
+ *     EAGAIN at once.  A cached 4 KiB read so costs one system call (well
+ *     under a microsecond) and no thread; only a miss goes to the
+ *     blocking-work pool (pool.h, TDL_LANE_FILE), which costs a hand-off
+ *     of several microseconds on top of the disk's time.
+ *   writes (write, pwrite, pwritev) try pwritev2(..., RWF_NOWAIT) the same
+ *     way.  Where the file system refuses buffered RWF_NOWAIT writes
+ *     (ext4 does, with EOPNOTSUPP) the first refusal is remembered and every
+ *     later write goes straight to the pool: a buffered write is usually
+ *     quick but can wait on dirty-page throttling for a long time.
+ *   fsync, fdatasync, open, stat, unlink, rename, mkdir always run on the
+ *     pool: each may wait for the disk (a journal commit, a directory block).
+ *   fstat and close run directly: they touch only what the open fd holds
+ *     (and, unlike the others, work outside fibers too).
+ *
+ * tdl_fs_stats_get says how many calls took each path.
+ *
+ * These are for regular files and directories.  Pipes, sockets and
+ * terminals have readiness: use tdl_read and friends (fiber.h), or a pool
+ * thread would be held for as long as the peer stays silent.
+ *
+ * Deadlines and cancels.  A call that has not started when its deadline
+ * passes (or the fiber is cancelled) returns -ETIMEDOUT (-ECANCELED) and
+ * did nothing.  A call that has started on a pool thread cannot be stopped,
+ * and it writes into the caller's buffer or changes the file: the fiber then
+ * waits for it to finish whatever the deadline says, and gets its real
+ * result (so that no read is lost and no buffer is written after the call
+ * returned).  A deadline already past returns -ETIMEDOUT without a call.
+ *
+ * Files are opened close-on-exec (O_CLOEXEC is added), as every fd treadle
+ * makes.  tdl_fs_close is close(2) that never asks for a retry: Linux
+ * releases the fd even when close fails, so -EINTR is reported as 0.
+ *
+ * Results and errors are those of the system call, negated: a count, or
+ * -ENOENT, -EISDIR, -EACCES, -EBADF, -EINVAL, ...  Reads may return fewer
+ * bytes than asked, as read(2) may (a direct read that found only part of
+ * the range cached returns that part); 0 is the end of the file.  Also
+ * -EPERM: called outside a fiber; -EFAULT: a NULL buffer, path or stat
+ * with a non-zero length; -EAGAIN: the pool could start no thread.
+ * errno is never changed.
+ */
+#ifndef TREADLE_FS_H
+#define TREADLE_FS_H
+
+#ifndef TREADLE_H
+#error "include <treadle.h>"
+#endif
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+TDL_API int tdl_fs_open(const char *path, int flags, mode_t mode, tdl_time_t deadline);
+TDL_API int tdl_fs_close(int fd);
+
+TDL_API ssize_t tdl_fs_read(int fd, void *buf, size_t n, tdl_time_t deadline);
+TDL_API ssize_t tdl_fs_pread(int fd, void *buf, size_t n, off_t off, tdl_time_t deadline);
+TDL_API ssize_t tdl_fs_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
+
+TDL_API ssize_t tdl_fs_write(int fd, const void *buf, size_t n, tdl_time_t deadline);
+TDL_API ssize_t tdl_fs_pwrite(int fd, const void *buf, size_t n, off_t off, tdl_time_t deadline);
+TDL_API ssize_t tdl_fs_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
+
+TDL_API int tdl_fs_fsync(int fd, tdl_time_t deadline);
+TDL_API int tdl_fs_fdatasync(int fd, tdl_time_t deadline);
+
+TDL_API int tdl_fs_stat(const char *path, struct stat *st, tdl_time_t deadline);
+TDL_API int tdl_fs_fstat(int fd, struct stat *st);
+TDL_API int tdl_fs_unlink(const char *path, tdl_time_t deadline);
+TDL_API int tdl_fs_rename(const char *from, const char *to, tdl_time_t deadline);
+TDL_API int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline);
+
+/* How the calls are made.  AUTO (the default) is described above; POOL
+ * sends every call to the pool (libuv's and tokio's way, for comparison);
+ * DIRECT makes every call on the loop's thread (Go's way without its
+ * hand-off: a miss stalls the loop; for measurements).  THREAD-SAFE; it
+ * applies to the calls that start afterwards.  -EINVAL for another value. */
+typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2 } tdl_fs_engine;
+TDL_API int tdl_fs_set_engine(tdl_fs_engine engine);
+
+typedef struct tdl_fs_stats {
+  uint64_t direct;      /* calls made on the loop's thread (reads the page cache answered, fstat, close) */
+  uint64_t pool;        /* calls run on the pool */
+  uint64_t nowait_miss; /* of those, reads or writes first refused by RWF_NOWAIT */
+} tdl_fs_stats;
+
+/* The calling thread's counts (its loop's fibers'), since it started. */
+TDL_API void tdl_fs_stats_get(tdl_fs_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TREADLE_FS_H */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -132,6 +133,26 @@ static void on_group_stop(tdl_loop *loop, void *arg)
   }
 }
 
+
+/* Say "listening" once every loop serves: until then the acceptor hands
+ * connections only to the loops that do, and a client that trusts the line
+ * would see the first connections crowd onto the first loops.  (A loop that
+ * fails to start is reported by the group; give up waiting after 5 s.) */
+static void wait_until_serving(tdl_acceptor *a, unsigned loops)
+{
+  for (int tries = 0; tries < 5000; tries++) {
+    unsigned serving = 0;
+    for (unsigned i = 0; i < loops; i++) {
+      tdl_acceptor_stats st;
+      if (tdl_acceptor_stats_get(a, i, &st) == 0 && st.serving)
+        serving++;
+    }
+    if (serving == loops)
+      return;
+    usleep(1000);
+  }
+}
+
 static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mode, bool pin)
 {
   mt.n = loops;
@@ -174,6 +195,7 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   e = tdl_group_start(&mt.group, &(tdl_group_options){.loops = loops, .pin = pin, .main = loop_main,
                                                       .on_stop = on_group_stop});
   if (e == 0) {
+    wait_until_serving(mt.acceptor, loops);
     fprintf(stderr, "httpd: listening on %s (port %d), %u loops, %s\n", cfg->listen,
             tdl_acceptor_port(mt.acceptor), loops, mode == TDL_ACCEPT_REUSEPORT ? "reuseport" : "distribute");
     e = tdl_group_wait(mt.group, TDL_FOREVER);

@@ -120,7 +120,7 @@ static void *errors_fiber(void *arg)
 {
   (void)arg;
   tdl_time_t d = tdl_after(LONG);
-  char buf[16];
+  char buf[16] = {0};
   struct stat st;
   assert_int_equal(tdl_fs_open(at("missing"), O_RDONLY, 0, d), -ENOENT);
   assert_int_equal(tdl_fs_open(at("missing/x"), O_RDONLY, 0, d), -ENOENT);

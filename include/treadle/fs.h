@@ -45,7 +45,6 @@
  * the range cached returns that part); 0 is the end of the file.  Also
  * -EPERM: called outside a fiber; -EFAULT: a NULL buffer, path or stat
  * with a non-zero length; -EAGAIN: the pool could start no thread.
- * errno is never changed.
  */
 #ifndef TREADLE_FS_H
 #define TREADLE_FS_H

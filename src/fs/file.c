@@ -8,7 +8,9 @@
  * the kernel says EAGAIN (a page is missing) or cannot tell (EOPNOTSUPP).
  * Writes try the same, but ext4 and others refuse buffered RWF_NOWAIT
  * writes outright: after the first such refusal every write goes straight
- * to the pool instead of paying a failing system call first.  Everything
+ * to the pool instead of paying a failing system call first (and where
+ * the calls do not exist at all, ENOSYS, as under qemu-user 7.2, every
+ * read and write goes to the pool).  Everything
  * that may wait for a disk by nature (fsync, and the calls that walk a
  * path) goes to the pool; fstat and close use only what the fd holds.
  *
@@ -28,6 +30,7 @@
 
 static int engine;              /* tdl_fs_engine (atomic) */
 static int buffered_nowait_off; /* a write was refused RWF_NOWAIT (atomic) */
+static int nowait_off;          /* no preadv2/pwritev2 at all (ENOSYS: qemu-user) (atomic) */
 static _Thread_local tdl_fs_stats stats;
 
 enum op { OP_OPEN, OP_READV, OP_WRITEV, OP_FSYNC, OP_FDATASYNC, OP_STAT, OP_UNLINK, OP_RENAME, OP_MKDIR };
@@ -118,9 +121,11 @@ static long try_nowait(call *c, bool *to_pool)
                              : pwritev2(c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT);
   long e = r < 0 ? -errno : r;
   errno = saved;
-  *to_pool = e == -EAGAIN || e == -EOPNOTSUPP;
+  *to_pool = e == -EAGAIN || e == -EOPNOTSUPP || e == -ENOSYS;
   if (e == -EOPNOTSUPP && c->op == OP_WRITEV)
     __atomic_store_n(&buffered_nowait_off, 1, __ATOMIC_RELAXED);
+  if (e == -ENOSYS)
+    __atomic_store_n(&nowait_off, 1, __ATOMIC_RELAXED);
   return e;
 }
 
@@ -133,7 +138,8 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
   int how = __atomic_load_n(&engine, __ATOMIC_RELAXED);
   if (how == TDL_FS_DIRECT)
     return direct(&c);
-  bool nowait = how == TDL_FS_AUTO && (op == OP_READV || !__atomic_load_n(&buffered_nowait_off, __ATOMIC_RELAXED));
+  bool nowait = how == TDL_FS_AUTO && !__atomic_load_n(&nowait_off, __ATOMIC_RELAXED) &&
+                (op == OP_READV || !__atomic_load_n(&buffered_nowait_off, __ATOMIC_RELAXED));
   if (nowait) {
     bool to_pool;
     long r = try_nowait(&c, &to_pool);

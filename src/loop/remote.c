@@ -100,12 +100,13 @@ bool tdl__remote_may_sleep(tdl_loop *loop)
   tdl_port *port = loop->port;
   if (!port)
     return true;
-  STORE(&port->busy, 0);
-  /* A store then a load of another flag, each seq_cst, is enough in C11,
-   * and AArch64's stlr/ldar keep that order; but qemu-user emulates them on
-   * x86 as barrier-store, load-barrier, which lets the load pass the store
-   * and lost wakeups there.  A full fence says what we mean everywhere. */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  /* An exchange, not a store: a seq_cst store then a seq_cst load of
+   * another flag is enough in C11, and AArch64's stlr/ldar keep that order,
+   * but qemu-user emulates those on x86 as barrier-store, load-barrier,
+   * which lets the load pass the store: loops slept on posted work there.
+   * A read-modify-write is a full barrier everywhere (and ThreadSanitizer,
+   * which models no fences, understands it). */
+  XCHG(&port->busy, 0);
   if (!LOAD(&port->pending))
     return true;
   STORE(&port->busy, 1);
@@ -199,11 +200,8 @@ void tdl__remote_unexpect(tdl_loop *loop) { loop->remote_waits--; }
  * wrote the eventfd. */
 static bool notify(tdl_port *port)
 {
-  if (XCHG(&port->pending, 1))
-    return false; /* raised already: the sender that raised it wakes */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the flag, then busy (see may_sleep) */
-  if (LOAD(&port->busy))
-    return false; /* busy: it will look before it sleeps */
+  if (XCHG(&port->pending, 1) || LOAD(&port->busy))
+    return false; /* raised already, or busy: it will look before it sleeps */
   if (XCHG(&port->signalled, 1))
     return false;
   uint64_t one = 1;

@@ -65,5 +65,7 @@ int bench_chan_main(int argc, char **argv);
 int bench_xchan_main(int argc, char **argv);
 int bench_xping_main(int argc, char **argv);
 int bench_blocking_main(int argc, char **argv);
+int bench_fs_main(int argc, char **argv);
+int bench_responsive_main(int argc, char **argv);
 
 #endif

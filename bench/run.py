@@ -54,6 +54,9 @@ SIZES = {
     "trips": (1_000_000, 20_000),
     "kv_requests": (300_000, 20_000),
     "calls": (200_000, 5_000),
+    "reads": (1_000_000, 20_000),
+    "file_mib": (256, 16),
+    "seconds": (3, 1),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -80,6 +83,14 @@ IMPLS = {
     "fork": ("treadle-bench", ["--method", "fork"], {}),
     "vfork": ("treadle-bench", ["--method", "vfork"], {}),
     "posix_spawn": ("treadle-bench", ["--method", "posix_spawn"], {}),
+    # fs engines (tdl_fs_set_engine), and the plain pread loop, all in treadle-bench
+    "treadle-fs-auto": ("treadle-bench", ["--engine", "auto"], {}),
+    "treadle-fs-pool": ("treadle-bench", ["--engine", "pool"], {}),
+    "treadle-fs-direct": ("treadle-bench", ["--engine", "direct"], {}),
+    "pread": ("treadle-bench", ["--engine", "floor"], {}),
+    # responsive: the blocking calls through the pool, or made in the fibers
+    "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
+    "treadle-direct": ("treadle-bench", ["--mode", "direct"], {}),
     # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
@@ -164,6 +175,15 @@ EXPERIMENTS.append(experiment(
 EXPERIMENTS.append(experiment(
     "blocking", "F=64 N={calls}", "blocking", "--calls {calls} --fibers 64",
     ["treadle", "libuv", "tokio-mt", "tokio-ct"], ["us_per_call", "cpu_us_per_call"]))
+# {build} is the build directory: every implementation reads the same file there.
+EXPERIMENTS.append(experiment(
+    "fs", "C=64 S={file_mib} MiB N={reads}", "fs", "--reads {reads} --fibers 64 --file-mib {file_mib} --dir {build}",
+    ["treadle-fs-auto", "treadle-fs-pool", "treadle-fs-direct", "go", "libuv", "pread"],
+    ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "nowait_miss"]))
+EXPERIMENTS.append(experiment(
+    "responsive", "F=64 call=10 ms S={seconds} s", "responsive", "--fibers 64 --call-ms 10 --seconds {seconds}",
+    ["treadle-pool", "treadle-direct"],
+    ["lateness_p50_us", "lateness_p99_us", "lateness_p999_us", "lateness_max_us", "ticks", "calls_done"]))
 for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
     EXPERIMENTS.append(experiment(
         "kv", f"-c{clients} -P{pipeline}", "kv",
@@ -212,6 +232,28 @@ GROUP_NOTES = {
                 "through the blocking-work pool (tdl_blocking; uv_queue_work on libuv's pool of 4; "
                 "spawn_blocking) until N calls are done; the pools are warmed first. us_per_call is wall "
                 "time over N; cpu_us_per_call counts every thread.",
+    "fs": "64 fibers (Go: 64 goroutines, GOMAXPROCS unset, so every CPU; libuv: 64 uv_fs_read requests "
+          "in flight on its pool of 4) read 4 KiB at random 4 KiB-aligned offsets of one S MiB file in the "
+          "page cache (made once in the build directory and read whole before every run: "
+          "bench/fs_file.h) until N reads are done, each checked for its length and its first word. "
+          "treadle-fs-auto tries preadv2(RWF_NOWAIT) on the loop's thread and sends only misses to the "
+          "pool; treadle-fs-pool sends every read to the pool (libuv's way); treadle-fs-direct reads on "
+          "the loop's thread; pread is one thread calling pread(2) in a loop, no library: the floor. "
+          "cpu_us_per_read is CPU time (user+sys, every thread) over N; reads_per_s and us_per_read are "
+          "wall time, so for reads_per_s a ratio above 1 means the peer is faster. pool and nowait_miss "
+          "(treadle only, tdl_fs_stats_get over the run): reads run on the pool, and of those the ones "
+          "RWF_NOWAIT refused first; 0 for auto means the page cache answered every read on the loop's "
+          "thread. Targets: treadle-fs-auto's CPU per read at most 1.3 × Go's (go's cpu_us_per_read "
+          "ratio ≥ 0.77) and its reads/s at least 3 × libuv's (libuv's reads_per_s ratio ≤ 0.33).",
+    "responsive": "64 fibers loop making a 10 ms blocking call (nanosleep) for S seconds while a repeating "
+                  "1 ms tdl_timer on the same loop records how late each firing is: CLOCK_MONOTONIC read "
+                  "in its callback minus the deadline it fired for (nearest-rank percentiles over every "
+                  "firing of a run, in µs). treadle-pool makes the calls through tdl_blocking; "
+                  "treadle-direct makes them in the fibers, each then sleeping 1 ns so that the loop gets "
+                  "a turn: fibers woken together run back to back, so the timer waits for all 64 calls "
+                  "(~640 ms) and fires only a few times (ticks: a repeating timer skips the periods it "
+                  "missed). calls_done counts the calls made. Target: treadle-pool's lateness_p99_us "
+                  "≤ 1000; treadle-direct's ratio is what the pool saves.",
     "kv": "examples/kv (treadle, one loop, a fiber per connection) and redis-server (Debian's 7.0) "
           "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
           "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
@@ -349,7 +391,7 @@ def main():
     for r in range(rounds):
         for i, e in enumerate(selected):
             label = e["label"].format(**sizes)
-            args = [a.format(**sizes) for a in e["args"]]
+            args = [a.format(build=os.path.abspath(opts.build), **sizes) for a in e["args"]]
             k = r % len(e["impls"])
             for impl in e["impls"][k:] + e["impls"][:k]:
                 if impl in missing:

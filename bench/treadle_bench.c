@@ -14,6 +14,8 @@
 #pragma weak bench_xchan_main
 #pragma weak bench_xping_main
 #pragma weak bench_blocking_main
+#pragma weak bench_fs_main
+#pragma weak bench_responsive_main
 
 static const struct {
   const char *name;
@@ -22,6 +24,7 @@ static const struct {
     {"pipes", bench_pipes_main}, {"timers", bench_timers_main}, {"ring", bench_ring_main},
     {"spawn", bench_spawn_main}, {"idle", bench_idle_main},     {"chan", bench_chan_main},
     {"xchan", bench_xchan_main}, {"xping", bench_xping_main}, {"blocking", bench_blocking_main},
+    {"fs", bench_fs_main},       {"responsive", bench_responsive_main},
 };
 
 int main(int argc, char **argv)
@@ -37,7 +40,7 @@ int main(int argc, char **argv)
       }
     }
   }
-  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan|xchan|xping|blocking [options]\n"
+  fprintf(stderr, "usage: treadle-bench pipes|timers|ring|spawn|idle|chan|xchan|xping|blocking|fs|responsive [options]\n"
                   "       (see ../shared/BENCHMARKS.md)\n");
   return 2;
 }

@@ -1,11 +1,12 @@
 // bench-go: the Go peer of treadle-bench for the fiber-level workloads of
-// shared/BENCHMARKS.md (ring, chan, idle, pipes --style fiber), with the same
-// command line and the same RESULT line as the C driver.
+// shared/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs), with the
+// same command line and the same RESULT line as the C driver.
 //
 //	bench-go ring  --threads 503 --hops T [--via wake|chan]
 //	bench-go chan  --hops T
 //	bench-go idle  --fibers F
 //	bench-go pipes --pipes P --messages M --delay-us D [--style fiber]
+//	bench-go fs    --reads N --fibers C --file-mib S [--dir D]
 //
 // impl is always "go"; the GOMAXPROCS in force is reported as the key
 // gomaxprocs=N (run it with GOMAXPROCS=1 for the single-threaded figure).
@@ -178,9 +179,11 @@ func main() {
 			os.Exit(benchXchan(args))
 		case "xping":
 			os.Exit(benchXping(args))
+		case "fs":
+			os.Exit(benchFs(args))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping [options]\n"+
+	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs [options]\n"+
 		"       (see shared/BENCHMARKS.md)\n")
 	os.Exit(2)
 }

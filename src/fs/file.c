@@ -136,8 +136,11 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     return e;
   call c = {.op = op, .fd = fd, .iov = iov, .iovcnt = iovcnt, .off = off};
   int how = __atomic_load_n(&engine, __ATOMIC_RELAXED);
-  if (how == TDL_FS_DIRECT)
-    return direct(&c);
+  if (how == TDL_FS_DIRECT) {
+    long r = direct(&c);
+    tdl__io_budget_spend(tdl__self());
+    return r;
+  }
   bool nowait = how == TDL_FS_AUTO && !__atomic_load_n(&nowait_off, __ATOMIC_RELAXED) &&
                 (op == OP_READV || !__atomic_load_n(&buffered_nowait_off, __ATOMIC_RELAXED));
   if (nowait) {
@@ -145,6 +148,7 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     long r = try_nowait(&c, &to_pool);
     if (!to_pool) {
       stats.direct++;
+      tdl__io_budget_spend(tdl__self()); /* a fiber reading a cached file must yield too */
       return r;
     }
     stats.nowait_miss++;

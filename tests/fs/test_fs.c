@@ -317,6 +317,44 @@ static void paths_taken(void **state)
   run_fiber(paths_fiber);
 }
 
+/* A fiber reading a cached file back to back still lets the others run. */
+static int reader_done, other_ran_before;
+
+static void *busy_reader(void *arg)
+{
+  (void)arg;
+  int fd = open(dir, O_RDONLY);
+  assert_true(fd >= 0);
+  int f = openat(fd, "r", O_RDWR | O_CREAT, 0644);
+  assert_true(f >= 0);
+  assert_int_equal(write(f, "abcd", 4), 4);
+  char c;
+  for (int i = 0; i < 1000; i++)
+    assert_int_equal(tdl_fs_pread(f, &c, 1, i % 4, TDL_FOREVER), 1);
+  reader_done = 1;
+  close(f);
+  close(fd);
+  return NULL;
+}
+
+static void *other(void *arg)
+{
+  (void)arg;
+  other_ran_before = !reader_done;
+  return NULL;
+}
+
+static void cached_reads_yield(void **state)
+{
+  (void)state;
+  reader_done = other_ran_before = 0;
+  go(busy_reader, NULL);
+  go(other, NULL); /* queued behind the reader */
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_true(reader_done);
+  assert_true(other_ran_before);
+}
+
 /* ---- deadlines and cancels ---- */
 
 static int gate_open;
@@ -449,6 +487,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(permission_denied, fs_setup, fs_teardown),
       cmocka_unit_test_setup_teardown(misuse_outside_a_fiber, fs_setup, fs_teardown),
       cmocka_unit_test_setup_teardown(paths_taken, fs_setup, fs_teardown),
+      cmocka_unit_test_setup_teardown(cached_reads_yield, fs_setup, fs_teardown),
       cmocka_unit_test_setup_teardown(deadline_before_start, fs_setup, fs_teardown),
       cmocka_unit_test_setup_teardown(started_call_is_waited_for, fs_setup, fs_teardown),
   };

@@ -23,11 +23,14 @@
  * A deadline that passes or a cancel returns -ETIMEDOUT / -ECANCELED to the
  * fiber at once.  Work not yet started is then skipped; work already running
  * cannot be stopped (it is a plain call on another thread): it finishes in
- * the background and its result is dropped — the `drop` function of
- * tdl_blocking_call, if given, is called with its argument afterwards (on
- * the caller's loop, or on the pool thread if that loop is gone), so that the
- * argument may be freed.  Until then fn owns its argument: do not pass
- * pointers into the fiber's stack to work that may be abandoned.
+ * the background and its result is dropped.  Until then fn owns its
+ * argument: do not pass pointers into the fiber's stack to work that may be
+ * abandoned.  The `drop` function of tdl_blocking_call, if given, frees the
+ * argument: it is called exactly once for every call that does not return
+ * 0 — at once when the call failed before handing the work over, after fn
+ * has run (or been skipped) when the fiber left early (then on the caller's
+ * loop, or on the pool thread if that loop is gone).  On 0 the argument is
+ * the caller's again.
  *
  * fork(): the child starts with an empty pool (the parent's threads do not
  * exist there); work queued in the parent is not run in the child.  The
@@ -71,11 +74,11 @@ TDL_API int tdl_pool_configure(const tdl_pool_options *opts);
 /*
  * From a fiber: run fn(arg) on a pool thread in `lane` and park until it
  * returns; its return value goes to *result (may be NULL).
- * Returns 0; -ETIMEDOUT or -ECANCELED (the fiber went on: see above; drop
- * (NULL: none) gets arg once fn has run or been skipped); -EPERM (outside a
- * fiber); -EINVAL (fn NULL, an unknown lane); -ENOMEM; -EAGAIN (no thread
- * exists and none could be started).  A deadline already past returns
- * -ETIMEDOUT without running fn.
+ * Returns 0; -ETIMEDOUT or -ECANCELED (the fiber went on: see above);
+ * -EPERM (outside a fiber); -EINVAL (fn NULL, an unknown lane); -ENOMEM;
+ * -EAGAIN (no thread exists and none could be started).  A deadline already
+ * past returns -ETIMEDOUT without running fn.  On every error drop (NULL:
+ * none) gets arg exactly once, now or once fn has run or been skipped.
  * Cost: one allocation; a lock and, when a thread sleeps, a futex wake; the
  * way back is a post to the fiber's loop.
  */

@@ -43,21 +43,31 @@ static void send_home(tdl__work *w)
   }
 }
 
+/* A call that fails before the work was handed over still gives arg to
+ * drop: then every failing call drops arg exactly once, now or later, and
+ * the caller never has to tell "refused" from "abandoned". */
+static int refuse(int e, void (*drop)(void *arg), void *arg)
+{
+  if (drop)
+    drop(arg);
+  return e;
+}
+
 int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg), void **result,
                       tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
-    return -EPERM;
+    return refuse(-EPERM, drop, arg);
   if (!fn || (unsigned)lane >= TDL_LANES)
-    return -EINVAL;
+    return refuse(-EINVAL, drop, arg);
   if (f->cancelled)
-    return -ECANCELED;
+    return refuse(-ECANCELED, drop, arg);
   if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
-    return -ETIMEDOUT; /* nothing started, nothing to drop */
+    return refuse(-ETIMEDOUT, drop, arg); /* fn never runs */
   tdl__work *w = calloc(1, sizeof *w);
   if (!w)
-    return -ENOMEM;
+    return refuse(-ENOMEM, drop, arg);
   w->fn = fn;
   w->arg = arg;
   w->drop = drop;
@@ -70,7 +80,7 @@ int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*d
     tdl_port_release(w->home);
   if (e < 0) {
     free(w);
-    return e;
+    return refuse(e, drop, arg);
   }
   e = tdl__park(f, "blocking", -1, deadline);
   if (!w->arrived) {

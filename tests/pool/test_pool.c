@@ -184,7 +184,9 @@ static void deadline_already_past(void **state)
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   usleep(50 * 1000);
   assert_int_equal(__atomic_load_n(&never_ran_flag, __ATOMIC_ACQUIRE), 0);
-  assert_int_equal(dropped, 0); /* nothing was handed over */
+  /* Not handed over, and dropped all the same: every failing call drops
+   * its argument once, so the caller need not know which way it failed. */
+  assert_int_equal(dropped, 1);
 }
 
 static tdl_fiber_t blocked;
@@ -393,14 +395,22 @@ static void *misuse_in_fiber(void *arg)
   assert_int_equal(tdl_blocking(NULL, NULL, NULL, LONG), -EINVAL);
   assert_int_equal(tdl_blocking_call((tdl_lane)3, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
   assert_int_equal(tdl_blocking_call((tdl_lane)-1, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(tdl_blocking_call((tdl_lane)9, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(dropped, 1);
+  tdl_fiber_cancel(tdl_fiber_loop(), tdl_fiber_self());
+  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -ECANCELED);
+  assert_int_equal(dropped, 2);
   return NULL;
 }
 
 static void misuse(void **state)
 {
   (void)state;
-  never_ran_flag = 0;
+  never_ran_flag = dropped = 0;
   assert_int_equal(tdl_blocking(never_runs, NULL, NULL, TDL_FOREVER), -EPERM); /* outside a fiber */
+  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, TDL_FOREVER), -EPERM);
+  assert_int_equal(dropped, 1);
+  dropped = 0;
   assert_int_equal(tdl_pool_configure(NULL), -EINVAL);
   assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.max_threads = 4, .lane_max = {5, 0, 0}}), -EINVAL);
   tdl_pool_stats_get(NULL);

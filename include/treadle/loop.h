@@ -1,6 +1,7 @@
 /*
  * The event loop: fd readiness, timers, wakeups from other threads, signals,
- * deferred callbacks and hooks.  Include <treadle.h>, not this file.
+ * deferred callbacks, hooks and the watchdog.  Include <treadle.h>, not this
+ * file.
  *
  * A loop runs on one thread.  It sleeps in its back end (epoll on Linux, or
  * poll) until an fd it watches is ready, a timer is due, a signal arrives or
@@ -53,7 +54,8 @@ TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
  * while it runs or while any watcher, timer, signal, wakeup or deferred
  * callback is still started on it (stop them first: the caller owns their
  * memory), or any fiber is not released yet: a fiber is released when it has
- * been joined, or has finished after being detached.  Hooks do not count. */
+ * been joined, or has finished after being detached.  Hooks do not count, nor
+ * does a watchdog: freeing stops it (see tdl_loop_watchdog_stop). */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
 /* The back end's name: "epoll" or "poll". */
@@ -418,6 +420,100 @@ TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
 TDL_API int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind);
 TDL_API int tdl_hook_stop(tdl_loop *loop, tdl_hook *h);
 static inline bool tdl_hook_active(const tdl_hook *h) { return h->link.next != NULL; }
+
+/* ------------------------------------------------------------------------ */
+/* Watchdog: finding the call that blocks a loop                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A loop that does not come back to its poll cannot serve anything else: a
+ * blocking call (a read of a regular file, a lock, a sleep, a DNS look-up)
+ * or a long computation in a callback or a fiber stalls every fiber of the
+ * loop.  The watchdog reports it: when a watched loop has been away from its
+ * poll for longer than a threshold, a callback is called with the loop, the
+ * fiber that was running (or none: a plain callback) and how long.
+ *
+ * "Away" is the time from the loop's leaving its poll (the back end returned,
+ * or tdl_loop_run started) to its coming back (ready to poll again, even
+ * without sleeping).  Sleeping or spinning in the poll is not away, and
+ * neither is time outside tdl_loop_run (a loop that is not running is not
+ * stalled).  A stall is reported once, when it is noticed; a later stall,
+ * after the loop has polled again, is reported again.
+ *
+ * One thread per process watches every watched loop.  It is started with the
+ * first watchdog, looks every quarter of the smallest threshold (not more
+ * often than every millisecond), and exits when no loop is watched.  Reports
+ * come up to that much after the threshold.  After fork() the child has no
+ * watchdog thread: its watched loops are watched again from its next
+ * tdl_loop_watchdog_start.
+ *
+ * Off by default.  Off, it costs a test of a pointer on each side of the
+ * poll and at each fiber switch.  On, it costs two stores per iteration and
+ * a copy of the running fiber's name (a few stores) per fiber switch, and
+ * never a system call on the loop's thread: it uses the loop's cached time.
+ */
+
+#define TDL_WATCHDOG_THRESHOLD (100 * TDL_MSEC) /* the default threshold */
+
+/* A stall, as reported.  The strings are valid during the callback only. */
+typedef struct tdl_watchdog_report {
+  /* The stalled loop, to tell loops apart.  It is not freed while the
+   * callback runs (freeing it waits for the callback), but it belongs to its
+   * own thread: use it with THREAD-SAFE calls only. */
+  tdl_loop *loop;
+  const char *loop_name;  /* tdl_watchdog_options.name, or "" */
+  /* The fiber that was running when the stall was noticed ("" if it has no
+   * name), or NULL when the loop was in its own code: a callback of a
+   * watcher, timer, hook, deferred callback or post. */
+  const char *fiber;
+  uint64_t fiber_id;      /* that fiber's id (tdl_fiber_info.id), 0 for a callback */
+  tdl_time_t since;       /* when the loop left its poll (the loop's time) */
+  tdl_time_t away;        /* how long it had been away when noticed: >= threshold */
+  tdl_time_t threshold;
+} tdl_watchdog_report;
+
+/* Called on the watchdog thread, never on the loop's: the loop's thread is
+ * the one that is stuck.  So it must not touch the loop other than through
+ * THREAD-SAFE calls (tdl_wakeup_send, tdl_port_post), nor wait for the loop's
+ * thread: stopping the watchdog or freeing the loop waits for the callback to
+ * return.  Callbacks of all loops run one at a time on that one thread: a
+ * slow one delays the watching of every loop.  It may not call
+ * tdl_loop_watchdog_start or _stop (-EDEADLK). */
+typedef void (*tdl_watchdog_cb)(const tdl_watchdog_report *r, void *data);
+
+typedef struct tdl_watchdog_options {
+  tdl_time_t threshold;   /* report a loop away from its poll longer than this (ns); 0: TDL_WATCHDOG_THRESHOLD */
+  /* NULL: the default report, one line on stderr written with one write(2):
+   *   treadle watchdog: loop 0x55d0c0a8e2a0 "net-1" away from its poll for 312.4 ms, in fiber 3 "worker"
+   * ("in a callback (no fiber)" when no fiber was running). */
+  tdl_watchdog_cb cb;
+  void *data;             /* passed to cb */
+  const char *name;       /* the loop's name in reports, copied (up to 23 bytes); NULL: none */
+} tdl_watchdog_options;
+
+/* Watch loop (opts may be NULL: every default).  Starting the watchdog of a
+ * loop that has one replaces its options; once the call returns the old
+ * callback is not running and will not be called again.  A stall already
+ * reported is not reported again under the new options.  Callable before the
+ * loop runs, or from one of its callbacks or fibers (then the current
+ * iteration is watched from when it began).
+ * Loop thread only.
+ * Errors: -EINVAL (loop NULL, threshold negative); -ENOMEM; -EAGAIN (the
+ * watchdog thread could not be started); -EDEADLK (called from a watchdog
+ * callback); -EPERM (another thread, with TDL_DEBUG_CHECKS).  On an error
+ * nothing changed.
+ * Cost: one allocation; the first watchdog of the process starts the watchdog
+ * thread; may wait for a report in progress. */
+TDL_API int tdl_loop_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts);
+
+/* Stop watching loop.  Once it returns, the callback is not running and will
+ * not be called again for this loop (so its data may be freed); if a report
+ * is in progress, it waits for it.  Stopping a loop that is not watched does
+ * nothing.  tdl_loop_free stops the watchdog itself.
+ * Loop thread only.
+ * Errors: -EINVAL (loop NULL); -EDEADLK (called from a watchdog callback);
+ * -EPERM (another thread, with TDL_DEBUG_CHECKS). */
+TDL_API int tdl_loop_watchdog_stop(tdl_loop *loop);
 
 #ifdef __cplusplus
 }

@@ -121,10 +121,22 @@ static inline tdl__fiber *pick_next(tdl__sched *s)
   return runq_pop(s);
 }
 
+/* Tell the loop's watchdog what runs now: f, or the loop's own code when
+ * NULL.  The watchdog thread cannot read f itself (f is on f's stack, which
+ * may be reused or unmapped under it), so the name is copied for it. */
+static void publish_running(tdl__sched *s, const tdl__fiber *f)
+{
+  tdl__heartbeat_running(s->loop->watch, f ? f->id : 0, f ? f->name : NULL);
+}
+
+_Static_assert(sizeof(((tdl__fiber *)0)->name) == TDL__WATCH_NAME, "the watchdog copies whole names");
+
 /* Make next (or the loop, when NULL) the running context; returns where to
  * switch. */
 static inline tdl__ctx *enter(tdl__sched *s, tdl__fiber *next)
 {
+  if (TDL__UNLIKELY(s->loop->watch != NULL))
+    publish_running(s, next);
   if (next) {
     next->state = TDL__FIBER_RUNNING;
     s->current = next;
@@ -229,6 +241,14 @@ static int sched_destroy(tdl_loop *loop)
   return 0;
 }
 
+/* The loop's watchdog was started: later switches publish themselves. */
+static void sched_watched(tdl_loop *loop)
+{
+  tdl__sched *s = loop->sched;
+  if (s)
+    publish_running(s, s->current);
+}
+
 int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
 {
   if (loop->sched) {
@@ -249,6 +269,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   loop->sched_busy = sched_busy;
   loop->sched_alive = sched_alive;
   loop->sched_destroy = sched_destroy;
+  loop->sched_watched = sched_watched;
   *out = s;
   return 0;
 }

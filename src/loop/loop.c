@@ -82,6 +82,7 @@ int tdl_loop_free(tdl_loop *loop)
     return -EBUSY;
   if (loop->sched_destroy && loop->sched_destroy(loop) < 0)
     return -EBUSY; /* finished fibers not yet joined own their stacks */
+  tdl__watchdog_close(loop); /* waits for a report in progress on the watchdog thread */
   tdl__signal_close(loop);
   tdl__remote_close(loop);
   loop->be->close(loop);
@@ -128,6 +129,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
   loop->running = 1;
   loop->stop_flag = 0;
   loop->now = tdl__clock_now();
+  tdl__heartbeat_away(loop); /* from here until its first poll, the loop's code runs */
   tdl_loop *outer = tdl__tl_loop; /* a callback of another loop may run this one */
   tdl__tl_loop = loop;
   tdl__remote_busy(loop, true);
@@ -151,6 +153,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
       err = -EDEADLK;
       break;
     }
+    tdl__heartbeat_home(loop); /* at its poll: a spin or a sleep is not a stall */
     if (timeout != 0 && loop->spin > 0 && tdl__remote_spin(loop, timeout))
       timeout = 0; /* work came while it spun */
     if (timeout != 0 && !tdl__remote_may_sleep(loop))
@@ -164,6 +167,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     if (timeout != 0)
       tdl__remote_busy(loop, true);
     loop->now = tdl__clock_now();
+    tdl__heartbeat_away(loop);
     tdl__hooks_run(loop, TDL_HOOK_AFTER_POLL);
     if (err < 0)
       break;
@@ -174,6 +178,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
       break;
   }
   tdl__remote_busy(loop, false);
+  tdl__heartbeat_home(loop); /* time outside tdl_loop_run is the caller's, not a stall */
   tdl__tl_loop = outer;
   loop->running = 0;
   loop->stop_flag = 0;

@@ -8,6 +8,7 @@
  *   defer.c, hook.c  deferred callbacks and hooks
  *   remote.c   wakeups and ports: other threads reach the loop (eventfd)
  *   signal.c   signal watchers (signalfd)
+ *   watchdog.c the loop watchdog: a thread that reports loops away from their poll
  */
 #ifndef TDL_LOOP_INTERNAL_H
 #define TDL_LOOP_INTERNAL_H
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "base/clock.h"
@@ -146,6 +148,49 @@ void tdl__timers_run(tdl_loop *loop);
 /* The earliest deadline, or TDL_FOREVER when no timer is started. */
 tdl_time_t tdl__timers_next(tdl_loop *loop);
 
+/* ---- the watchdog's heartbeat ----------------------------------------------------- */
+
+enum { TDL__WATCH_NAME = 24 }; /* bytes of a fiber's name, NUL included (tdl__fiber.name) */
+
+/*
+ * What a watched loop's thread tells the watchdog thread (watchdog.c): when it
+ * left its poll, and what runs now.  The loop's thread only stores (relaxed,
+ * or release where the sequence lock needs it), never reads back, never calls
+ * the kernel; the watchdog thread only loads.  It starts a record that
+ * watchdog.c allocates cache-line aligned, so these stores share a line with
+ * nothing else the loop or the watchdog writes.
+ *
+ * The running fiber's name is copied here on every switch because the
+ * watchdog thread may not read the fiber itself: a fiber's control block is on
+ * its stack, which is reused or unmapped once the fiber ends.
+ */
+typedef struct tdl__heartbeat {
+  tdl_time_t away_since;  /* the loop's time when it left its poll; 0: at its poll, or not running */
+  uint32_t seq;           /* odd while the two below change: a sequence lock */
+  uint64_t fiber_id;      /* the running fiber's id; 0: the loop's own code (a callback) */
+  uint64_t fiber_name[TDL__WATCH_NAME / 8]; /* and its name, NUL-padded */
+} tdl__heartbeat;
+
+/* From the scheduler, at every switch while the loop is watched: fiber `id`
+ * (name: TDL__WATCH_NAME bytes) runs now, or for id 0 the loop's own code. */
+static inline void tdl__heartbeat_running(tdl__heartbeat *hb, uint64_t id, const char *name)
+{
+  uint64_t words[TDL__WATCH_NAME / 8] = {0};
+  if (name)
+    memcpy(words, name, sizeof words);
+  uint32_t seq = __atomic_load_n(&hb->seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&hb->seq, seq + 1, __ATOMIC_RELAXED);
+  /* Release stores (plain stores on x86): a reader that sees any of them
+   * also sees the odd count before it, so it never takes a torn name. */
+  __atomic_store_n(&hb->fiber_id, id, __ATOMIC_RELEASE);
+  for (int i = 0; i < TDL__WATCH_NAME / 8; i++)
+    __atomic_store_n(&hb->fiber_name[i], words[i], __ATOMIC_RELEASE);
+  __atomic_store_n(&hb->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* tdl_loop_free: stop the loop's watchdog, if it has one. */
+void tdl__watchdog_close(tdl_loop *loop);
+
 /* ---- the loop ------------------------------------------------------------------ */
 
 struct tdl_loop {
@@ -201,7 +246,29 @@ struct tdl_loop {
   bool (*sched_busy)(tdl_loop *loop);
   bool (*sched_alive)(tdl_loop *loop);
   int (*sched_destroy)(tdl_loop *loop); /* -EBUSY while fibers are unreleased */
+  /* A watchdog was started: publish what runs now (the scheduler publishes
+   * every later switch itself, through tdl__heartbeat_running). */
+  void (*sched_watched)(tdl_loop *loop);
+
+  /* watchdog.c: the heartbeat of this loop's watchdog, or NULL when it has
+   * none (the only cost of the watchdog when off: a test of this pointer per
+   * iteration and per fiber switch).  Set and cleared on the loop's thread. */
+  tdl__heartbeat *watch;
 };
+
+/* The loop reached its poll, or left tdl_loop_run: it is not away. */
+static inline void tdl__heartbeat_home(tdl_loop *loop)
+{
+  if (TDL__UNLIKELY(loop->watch != NULL))
+    __atomic_store_n(&loop->watch->away_since, 0, __ATOMIC_RELAXED);
+}
+
+/* The loop left its poll at loop->now, just read from the clock. */
+static inline void tdl__heartbeat_away(tdl_loop *loop)
+{
+  if (TDL__UNLIKELY(loop->watch != NULL))
+    __atomic_store_n(&loop->watch->away_since, loop->now, __ATOMIC_RELAXED);
+}
 
 /* A back end's report, from inside wait(), that fd (whose record is r, under
  * the registration it reports for) is ready for `bits`.  Inline: this runs

@@ -93,5 +93,6 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/group.h"
 #include "treadle/pool.h"
 #include "treadle/fs.h"
+#include "treadle/dns.h"
 
 #endif /* TREADLE_H */

@@ -37,6 +37,7 @@ LOWER = {
     "mt": {"base", "loop", "fiber", "sync", "net"},
     "pool": {"base", "loop", "fiber"},
     "fs": {"base", "loop", "fiber", "pool"},
+    "dns": {"base", "loop", "fiber", "net", "pool"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -21,8 +21,9 @@
  * the appends of a tdl_writer, options, shutdown) work anywhere, in fibers or
  * not.
  *
- * Names resolve nowhere: addresses are literals, the wildcard, or
- * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).
+ * Names resolve nowhere here: addresses are literals, the wildcard, or
+ * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).  Host names are
+ * dns.h's: tdl_dns_resolve, and tdl_dns_dial for "host:port".
  */
 #ifndef TREADLE_NET_H
 #define TREADLE_NET_H

@@ -419,6 +419,57 @@ static void misuse(void **state)
   assert_int_equal(never_ran_flag, 0);
 }
 
+/* ---- from every loop of a group ---- */
+
+enum { GROUP_LOOPS = 3, GROUP_CALLS = 200 };
+static int group_ok[GROUP_LOOPS], group_finished;
+
+static void *echo(void *arg) { return arg; }
+
+/* Each loop's fibers call through the one pool and get their own results
+ * back, on their own loop's thread. */
+static void *group_caller(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  pthread_t mine = pthread_self();
+  int ok = 1;
+  for (intptr_t i = 0; i < GROUP_CALLS; i++) {
+    void *r = NULL;
+    intptr_t want = me * 100000 + i;
+    ok &= tdl_blocking(echo, (void *)want, &r, tdl_after(LONG)) == 0 && (intptr_t)r == want;
+    ok &= pthread_equal(pthread_self(), mine) != 0;
+  }
+  group_ok[me] = ok;
+  return NULL;
+}
+
+static void *group_main(void *arg)
+{
+  (void)arg;
+  tdl_fiber_t h[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &h[i], group_caller, NULL, NULL), 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(tdl_fiber_join(h[i], TDL_FOREVER, NULL), 0);
+  if (__atomic_add_fetch(&group_finished, 1, __ATOMIC_ACQ_REL) == GROUP_LOOPS)
+    tdl_group_stop(tdl_group_self()); /* the last loop done stops them all */
+  return NULL;
+}
+
+static void from_every_loop_of_a_group(void **state)
+{
+  (void)state;
+  memset(group_ok, 0, sizeof group_ok);
+  group_finished = 0;
+  tdl_group *g;
+  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
+  assert_int_equal(tdl_group_wait(g, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_group_free(g), 0);
+  for (int i = 0; i < GROUP_LOOPS; i++)
+    assert_int_equal(group_ok[i], 1);
+}
+
 /* ---- fork, exit ---- */
 
 static void *child_main(void *arg)
@@ -515,6 +566,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(at_the_cap_calls_queue_and_none_is_lost, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(idle_threads_exit, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(misuse, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(from_every_loop_of_a_group, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(fork_while_threads_exist, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(exit_with_work_in_flight, pool_defaults, teardown),
   };

@@ -23,10 +23,23 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "pool/pool_internal.h"
+
+/* preadv2/pwritev2 through syscall(): musl (1.2.3, Debian 12) has neither
+ * wrapper nor RWF_NOWAIT.  On 64-bit targets the kernel takes the offset
+ * whole in pos_l (pos_h is shifted out); -1 is "the file position". */
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+#endif
+
+static long rw2(long nr, int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+  return syscall(nr, fd, iov, iovcnt, (long)off, 0L, flags);
+}
 
 static int engine;              /* tdl_fs_engine (atomic) */
 static int buffered_nowait_off; /* a write was refused RWF_NOWAIT (atomic) */
@@ -117,8 +130,7 @@ static long by_engine(call *c, tdl_time_t deadline)
 static long try_nowait(call *c, bool *to_pool)
 {
   int saved = errno;
-  long r = c->op == OP_READV ? preadv2(c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT)
-                             : pwritev2(c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT);
+  long r = rw2(c->op == OP_READV ? SYS_preadv2 : SYS_pwritev2, c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT);
   long e = r < 0 ? -errno : r;
   errno = saved;
   *to_pool = e == -EAGAIN || e == -EOPNOTSUPP || e == -ENOSYS;

@@ -38,6 +38,7 @@ LOWER = {
     "pool": {"base", "loop", "fiber"},
     "fs": {"base", "loop", "fiber", "pool"},
     "dns": {"base", "loop", "fiber", "net", "pool"},
+    "hook": {"base", "loop", "fiber", "sync", "net", "proc", "mt", "pool", "fs", "dns"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "fiber/fiber_internal.h"
 
 typedef struct tdl__ffd {
@@ -136,10 +137,10 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
   if (e < 0)
     return e;
   if (!nonblocking) {
-    int fl = fcntl(fd, F_GETFL);
+    int fl = tdl__sys_fcntl(fd, F_GETFL, 0);
     if (fl < 0)
       return -errno;
-    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    if (!(fl & O_NONBLOCK) && tdl__sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
       return -errno;
   }
   d = calloc(1, sizeof *d);
@@ -303,53 +304,53 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(read(fd, buf, len), TDL_READ, "read", len)
+  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len)
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(write(fd, buf, len), TDL_WRITE, "write", 0)
+  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0)
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(readv(fd, iov, iovcnt), TDL_READ, "readv", 0)
+  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0)
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0)
+  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0)
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
 {
-  FIBER_IO(recv(fd, buf, len, flags), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len)
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
 {
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
-  FIBER_IO(send(fd, buf, len, flags | MSG_NOSIGNAL), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0)
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
                      tdl_time_t deadline)
 {
-  FIBER_IO(recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0)
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0)
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
  * fiber I/O does not ask the kernel again (one fcntl per connection). */
 static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
 {
-  int nfd = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int nfd = tdl__sys_accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (nfd >= 0) {
     tdl__ffd *d;
     (void)ffd_make(s, nfd, &d, true); /* on failure the first use makes it */
@@ -373,7 +374,7 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
-  while (connect(fd, addr, addrlen) < 0) {
+  while (tdl__sys_connect(fd, addr, addrlen) < 0) {
     if (errno == EINTR)
       continue;
     if (errno != EINPROGRESS)
@@ -418,7 +419,7 @@ int tdl_close(int fd)
     TDL__LIST_FOREACH(n, &tdl__thread_scheds)
       forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd);
   }
-  return close(fd) < 0 ? -errno : 0;
+  return tdl__sys_close(fd) < 0 ? -errno : 0;
 }
 
 /* ---- sleeping ---- */

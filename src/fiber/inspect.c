@@ -2,6 +2,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "fiber/fiber_internal.h"
 
 static const char *state_name(const tdl__fiber *f)
@@ -98,7 +99,7 @@ static int dump_one(const tdl_fiber_info *in, void *ctx)
   ssize_t left = p - line;
   const char *q = line;
   while (left > 0) {
-    ssize_t w = write(*fd, q, (size_t)left);
+    ssize_t w = tdl__sys_write(*fd, q, (size_t)left);
     if (w <= 0)
       return 1;
     q += w;

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/sys.h"
+
 _Thread_local const tdl__stack_info *tdl__running_stack
     __attribute__((tls_model("initial-exec")));
 
@@ -81,7 +83,7 @@ static void report(const tdl__stack_info *st, const void *addr) {
   *p++ = '\n';
   /* One write so concurrent output cannot split the line; nothing useful can
    * be done if it fails. */
-  ssize_t r = write(STDERR_FILENO, buf, (size_t)(p - buf));
+  ssize_t r = tdl__sys_write(STDERR_FILENO, buf, (size_t)(p - buf));
   (void)r;
 }
 

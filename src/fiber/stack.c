@@ -1,4 +1,5 @@
 /* Fiber stacks: mapping, guards, the per-loop cache.  See stack.h. */
+#include "base/sys.h"
 #include "fiber/stack.h"
 
 #include <errno.h>
@@ -45,8 +46,8 @@ static size_t read_max_map_count(void) {
   char buf[32];
   int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
-    ssize_t len = read(fd, buf, sizeof buf);
-    close(fd);
+    ssize_t len = tdl__sys_read(fd, buf, sizeof buf);
+    tdl__sys_close(fd);
     for (ssize_t i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++)
       n = n * 10 + (size_t)(buf[i] - '0');
   }

@@ -27,6 +27,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "pool/pool_internal.h"
 
 /* preadv2/pwritev2 through syscall(): musl (1.2.3, Debian 12) has neither
@@ -70,8 +71,8 @@ static void *run(void *arg)
   long r = -1;
   switch (c->op) {
   case OP_OPEN: r = open(c->path, c->flags | O_CLOEXEC, c->mode); break;
-  case OP_READV: r = c->off < 0 ? readv(c->fd, c->iov, c->iovcnt) : preadv(c->fd, c->iov, c->iovcnt, c->off); break;
-  case OP_WRITEV: r = c->off < 0 ? writev(c->fd, c->iov, c->iovcnt) : pwritev(c->fd, c->iov, c->iovcnt, c->off); break;
+  case OP_READV: r = c->off < 0 ? tdl__sys_readv(c->fd, c->iov, c->iovcnt) : preadv(c->fd, c->iov, c->iovcnt, c->off); break;
+  case OP_WRITEV: r = c->off < 0 ? tdl__sys_writev(c->fd, c->iov, c->iovcnt) : pwritev(c->fd, c->iov, c->iovcnt, c->off); break;
   case OP_FSYNC: r = fsync(c->fd); break;
   case OP_FDATASYNC: r = fdatasync(c->fd); break;
   case OP_STAT: r = stat(c->path, c->st); break;
@@ -264,7 +265,7 @@ int tdl_fs_fstat(int fd, struct stat *st)
 int tdl_fs_close(int fd)
 {
   int saved = errno;
-  int r = close(fd) < 0 ? -errno : 0;
+  int r = tdl__sys_close(fd) < 0 ? -errno : 0;
   errno = saved;
   stats.direct++;
   return r == -EINTR ? 0 : r;

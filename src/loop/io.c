@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 /* The events w would be told about now. */
@@ -280,7 +281,7 @@ int tdl__io_open_internal(tdl_loop *loop, tdl_io *w, int fd, tdl_io_cb cb)
   w->state |= TDL__IO_INTERNAL;
   int e = tdl_io_start(loop, w, TDL_READ);
   if (e < 0)
-    close(fd);
+    tdl__sys_close(fd);
   return e;
 }
 
@@ -288,7 +289,7 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w)
 {
   tdl_io_stop(loop, w);
   tdl__fd_forget(loop, w->fd);
-  close(w->fd);
+  tdl__sys_close(w->fd);
 }
 
 unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events)

@@ -29,6 +29,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
@@ -60,7 +61,7 @@ static void on_eventfd(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   (void)events;
   uint64_t v;
-  while (read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
+  while (tdl__sys_read(w->fd, &v, sizeof v) == (ssize_t)sizeof v)
     ;
   STORE(&loop->port->signalled, 0); /* the next send to an idle loop writes again */
 }
@@ -207,7 +208,7 @@ static bool notify(tdl_port *port)
   uint64_t one = 1;
   int saved = errno; /* may run in a signal handler */
   /* EAGAIN means the counter is saturated: the loop will wake anyway. */
-  while (write(port->fd, &one, sizeof one) < 0 && errno == EINTR)
+  while (tdl__sys_write(port->fd, &one, sizeof one) < 0 && errno == EINTR)
     ;
   errno = saved;
   return true;

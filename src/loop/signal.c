@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,7 +35,7 @@ static void on_signalfd(tdl_loop *loop, tdl_io *w, unsigned events)
   (void)events;
   struct signalfd_siginfo si[16];
   ssize_t n;
-  while ((n = read(w->fd, si, sizeof si)) > 0) {
+  while ((n = tdl__sys_read(w->fd, si, sizeof si)) > 0) {
     for (size_t i = 0; i < (size_t)n / sizeof si[0]; i++) {
       delivery d = {loop, (int)si[i].ssi_signo};
       tdl__list_walk(&loop->sigs, deliver, &d); /* a callback may stop any watcher */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 enum {
@@ -165,7 +166,7 @@ static void report_to_stderr(const tdl_watchdog_report *r, void *data)
   *p++ = '\n'; /* end keeps a byte for it */
   /* One write, so that the line is not split by other output; a failure has
    * nowhere to be reported. */
-  ssize_t ignored = write(STDERR_FILENO, line, (size_t)(p - line));
+  ssize_t ignored = tdl__sys_write(STDERR_FILENO, line, (size_t)(p - line));
   (void)ignored;
 }
 

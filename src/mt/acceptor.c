@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "fiber/fiber_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -252,7 +253,7 @@ static void release(tdl_acceptor *a)
   for (unsigned i = 0; i < a->n; i++) {
     slot *sl = &a->s[i];
     if (sl->lfd >= 0)
-      close(sl->lfd);
+      tdl__sys_close(sl->lfd);
     if (sl->inbox)
       tdl_chan_free(sl->inbox);
     ticket *t;
@@ -277,7 +278,7 @@ int tdl_acceptor_free(tdl_acceptor *a)
     slot *sl = &a->s[i];
     int fd;
     while (sl->inbox && tdl_chan_try_recv(sl->inbox, &fd) == 0) {
-      close(fd);
+      tdl__sys_close(fd);
       BUMP(&sl->finished);
     }
   }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "fiber/fiber_internal.h"
 #include "net/net_internal.h"
 
@@ -76,9 +77,9 @@ static bool stale_socket(const tdl_addr *a, const char *path, int type)
   int probe = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (probe < 0)
     return false;
-  int r = connect(probe, &a->u.sa, a->len);
+  int r = tdl__sys_connect(probe, &a->u.sa, a->len);
   int err = errno;
-  close(probe);
+  tdl__sys_close(probe);
   return r < 0 && err == ECONNREFUSED;
 }
 
@@ -117,7 +118,7 @@ static int bound_socket(const tdl_addr *a, int type, unsigned flags)
     e = -errno;
   }
 fail:
-  close(fd);
+  tdl__sys_close(fd);
   return e;
 }
 
@@ -141,7 +142,7 @@ static int reserve_open(void)
     return -errno;
   int none = -1;
   if (!atomic_compare_exchange_strong(&g_reserve, &none, fd))
-    close(fd); /* another thread was quicker */
+    tdl__sys_close(fd); /* another thread was quicker */
   return 0;
 }
 
@@ -161,7 +162,7 @@ int tdl_net_accept_reserve(bool on)
   atomic_store(&g_reserve_mode, RESERVE_OFF);
   int fd = atomic_exchange(&g_reserve, -1);
   if (fd >= 0)
-    close(fd);
+    tdl__sys_close(fd);
   return 0;
 }
 
@@ -180,17 +181,17 @@ static void shed(int lfd)
   /* The fiber layer made lfd non-blocking before it reported EMFILE; check
    * anyway, since an accept4() on a blocking listener would stall the thread
    * once the queue is empty. */
-  int fl = fcntl(lfd, F_GETFL);
+  int fl = tdl__sys_fcntl(lfd, F_GETFL, 0);
   if (fl < 0 || !(fl & O_NONBLOCK))
     return;
   int r = atomic_exchange(&g_reserve, -1);
   if (r < 0)
     return;
-  close(r);
+  tdl__sys_close(r);
   for (int i = 0; i < SHED_MAX;) {
-    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    int c = tdl__sys_accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (c >= 0) {
-      close(c);
+      tdl__sys_close(c);
       atomic_fetch_add_explicit(&g_shed, 1, memory_order_relaxed);
       i++;
       continue;
@@ -223,7 +224,7 @@ int tdl_net_listen(const tdl_addr *a, int backlog, unsigned flags)
     char path[sizeof a->u.un.sun_path + 1];
     if (unix_path(a, path))
       unlink(path); /* the file our bind just made */
-    close(fd);
+    tdl__sys_close(fd);
     return e;
   }
   reserve_ensure();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/sys.h"
 #include "net/net_internal.h"
 
 /* ---- sending ---- */
@@ -90,7 +91,7 @@ int tdl_net_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent,
     memset(&m, 0, sizeof m);
     m.msg_iov = win;
     m.msg_iovlen = (size_t)n;
-    ssize_t r = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t r = tdl__sys_sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r < 0) {
       if (errno == EINTR)
         continue;

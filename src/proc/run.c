@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "proc/proc_internal.h"
 
 #define DEFAULT_GRACE TDL_SEC
@@ -145,7 +146,7 @@ static int drain(run *x, capture *c, int reads)
     size_t room;
     if (room_for(x, c, &dst, &room) < 0)
       return -ENOMEM;
-    ssize_t n = read(c->fd, dst, room);
+    ssize_t n = tdl__sys_read(c->fd, dst, room);
     if (n > 0) {
       if (dst == x->scratch)
         c->truncated = true;
@@ -198,7 +199,7 @@ static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
   pthread_sigmask(SIG_BLOCK, &just_pipe, &old);
   sigpending(&pending);
   bool was_pending = sigismember(&pending, SIGPIPE);
-  ssize_t n = write(fd, buf, len);
+  ssize_t n = tdl__sys_write(fd, buf, len);
   int e = errno;
   if (n < 0 && e == EPIPE && !was_pending) {
     struct timespec zero = {0, 0};

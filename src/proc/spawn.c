@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "proc/proc_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -139,7 +140,7 @@ static int open_pipe(spawn_fds *f, int i)
   f->pipe[i][0] = i == 0 ? fds[1] : fds[0];
   f->pipe[i][1] = i == 0 ? fds[0] : fds[1];
   /* Only the parent's end: the child gets an ordinary blocking fd. */
-  if (fcntl(f->pipe[i][0], F_SETFL, O_NONBLOCK) < 0)
+  if (tdl__sys_fcntl(f->pipe[i][0], F_SETFL, O_NONBLOCK) < 0)
     return -errno;
   return 0;
 }
@@ -229,7 +230,7 @@ static int exec_error(int fd, int pid)
   int child_err = 0;
   ssize_t n;
   do
-    n = read(fd, &child_err, sizeof child_err);
+    n = tdl__sys_read(fd, &child_err, sizeof child_err);
   while (n < 0 && errno == EINTR);
   if (n != (ssize_t)sizeof child_err)
     return 0;

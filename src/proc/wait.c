@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "proc/proc_internal.h"
 
 #ifndef SYS_pidfd_send_signal
@@ -58,7 +59,7 @@ static int reap_polling(tdl_process *p, tdl_time_t deadline, int (*nap)(tdl_time
 static int nap_thread(tdl_time_t until)
 {
   struct timespec ts = {(time_t)(until / TDL_SEC), (long)(until % TDL_SEC)};
-  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: look again */
+  tdl__sys_clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts); /* EINTR: look again */
   return 0;
 }
 
@@ -84,7 +85,7 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
         left = 0;
       struct pollfd pfd = {p->pidfd, POLLIN, 0};
       struct timespec ts = {(time_t)(left / TDL_SEC), (long)(left % TDL_SEC)};
-      int n = ppoll(&pfd, 1, &ts, NULL);
+      int n = tdl__sys_ppoll(&pfd, 1, &ts);
       if (n < 0 && errno != EINTR)
         return -errno;
       if (n > 0 && (r = tdl__process_reap(p, 0)) != 0)

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 
+#include "base/sys.h"
 #include "sync/xchan.h"
 
 enum { ON_STACK = 16 };
@@ -103,7 +104,7 @@ static bool try_one(tdl__fiber *f, tdl_select_op *op)
     /* Only tdl_try_select comes here: a select proper waits (see below). */
     struct pollfd p = {.fd = op->fd,
                        .events = (short)(((op->events & TDL_READ) ? POLLIN : 0) | ((op->events & TDL_WRITE) ? POLLOUT : 0))};
-    if (poll(&p, 1, 0) == 1) {
+    if (tdl__sys_ppoll(&p, 1, &(struct timespec){0, 0}) == 1) {
       r = ((p.revents & POLLIN) ? TDL_READ : 0) | ((p.revents & POLLOUT) ? TDL_WRITE : 0) |
           ((p.revents & POLLERR) ? TDL_ERR : 0) | ((p.revents & POLLHUP) ? TDL_HUP : 0);
       if (p.revents & POLLNVAL)

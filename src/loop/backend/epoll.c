@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 /* epoll_pwait2 through syscall(): glibc has had a wrapper since 2.35, but
@@ -52,7 +53,7 @@ static int ep_open(tdl_loop *loop)
   if (!s->events || s->epfd < 0) {
     int e = s->epfd < 0 ? -errno : -ENOMEM;
     if (s->epfd >= 0)
-      close(s->epfd);
+      tdl__sys_close(s->epfd);
     free(s->events);
     free(s);
     return e;
@@ -64,7 +65,7 @@ static int ep_open(tdl_loop *loop)
 static void ep_close(tdl_loop *loop)
 {
   epoll_state *s = loop->be_state;
-  close(s->epfd);
+  tdl__sys_close(s->epfd);
   free(s->events);
   free(s);
   loop->be_state = NULL;

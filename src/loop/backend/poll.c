@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/sys.h"
 #include "loop/loop_internal.h"
 
 typedef struct poll_state {
@@ -55,7 +56,7 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
       return 0;
     /* poll() reports a bad fd only as POLLNVAL at wait time; check now so
      * that tdl_io_start fails the way it does with epoll. */
-    if (fcntl(fd, F_GETFD) < 0)
+    if (tdl__sys_fcntl(fd, F_GETFD, 0) < 0)
       return -errno;
     rec->flags |= TDL__FD_REGISTERED;
     rec->bmode = TDL__FD_LEVEL; /* poll reports levels */
@@ -98,7 +99,7 @@ static int pl_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     ts.tv_nsec = timeout_ns % TDL_SEC;
     tsp = &ts;
   }
-  int n = ppoll(s->pfds, s->n, tsp, NULL);
+  int n = tdl__sys_ppoll(s->pfds, s->n, tsp);
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
   if (n == 0)

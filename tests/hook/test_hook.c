@@ -1,0 +1,300 @@
+/* libtreadle-hook: blocking calls in fibers park the fiber and keep the
+ * user's semantics.  Linked with libtreadle-hook, so every read(), write(),
+ * fcntl(), ... below is the hook's. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include <treadle/hook.h>
+
+/* The kernel's flags, past the hook. */
+static int raw_getfl(int fd) { return (int)syscall(SYS_fcntl, fd, F_GETFL, 0); }
+
+static int run_main(tdl_fiber_fn fn, void *arg)
+{
+  void *res = NULL;
+  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
+  return (int)(intptr_t)res;
+}
+
+static void test_active_and_outside_untouched(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_libc_hook_active(), 1);
+  tdl_libc_hook_stats before, after;
+  tdl_libc_hook_stats_get(&before);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  assert_false(fcntl(p[0], F_GETFL) & O_NONBLOCK);
+  assert_int_equal(write(p[1], "ab", 2), 2);
+  char b[4];
+  assert_int_equal(read(p[0], b, sizeof b), 2);
+  assert_false(raw_getfl(p[0]) & O_NONBLOCK); /* nothing changed underneath */
+  /* A non-blocking fd outside a fiber says EAGAIN as ever. */
+  assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+  assert_int_equal(read(p[0], b, sizeof b), -1);
+  assert_int_equal(errno, EAGAIN);
+  tdl_libc_hook_stats_get(&after);
+  assert_int_equal(after.parked, before.parked);
+  assert_int_equal(close(p[0]), 0);
+  assert_int_equal(close(p[1]), 0);
+}
+
+/* ---- a read on a blocking pipe parks only its fiber ---- */
+
+typedef struct pipe_ctx {
+  int p[2];
+  int other_ran; /* the writer ran while the reader was parked */
+  int flags_seen;
+  int raw_flags_seen;
+} pipe_ctx;
+
+static void *pipe_writer(void *arg)
+{
+  pipe_ctx *c = arg;
+  c->other_ran = 1;
+  c->flags_seen = fcntl(c->p[0], F_GETFL);
+  c->raw_flags_seen = raw_getfl(c->p[0]);
+  usleep(10000); /* a hooked sleep: the reader stays parked meanwhile */
+  return (void *)(intptr_t)write(c->p[1], "x", 1);
+}
+
+static void *pipe_main(void *arg)
+{
+  pipe_ctx *c = arg;
+  tdl_fiber_t w;
+  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, pipe_writer, c, NULL), 0);
+  char b = 0;
+  ssize_t n = read(c->p[0], &b, 1); /* parks: the writer has not run yet */
+  assert_int_equal(n, 1);
+  assert_int_equal(b, 'x');
+  assert_true(c->other_ran);
+  void *wr;
+  assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, &wr), 0);
+  assert_int_equal((intptr_t)wr, 1);
+  return NULL;
+}
+
+static void test_blocking_pipe_parks_fiber(void **state)
+{
+  (void)state;
+  pipe_ctx c = {0};
+  assert_int_equal(pipe(c.p), 0);
+  tdl_libc_hook_stats before, after;
+  tdl_libc_hook_stats_get(&before);
+  run_main(pipe_main, &c);
+  tdl_libc_hook_stats_get(&after);
+  assert_true(after.parked > before.parked);
+  /* The user sees a blocking fd; the kernel has a non-blocking one. */
+  assert_false(c.flags_seen & O_NONBLOCK);
+  assert_true(c.raw_flags_seen & O_NONBLOCK);
+  assert_false(fcntl(c.p[0], F_GETFL) & O_NONBLOCK);
+  assert_int_equal(close(c.p[0]), 0);
+  assert_int_equal(close(c.p[1]), 0);
+}
+
+/* ---- outside a fiber, a fd made non-blocking underneath still blocks ---- */
+
+static void *late_writer(void *arg)
+{
+  int fd = *(int *)arg;
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  return (void *)(intptr_t)write(fd, "y", 1);
+}
+
+static void test_outside_fiber_keeps_blocking(void **state)
+{
+  (void)state;
+  pipe_ctx c = {0};
+  assert_int_equal(pipe(c.p), 0);
+  run_main(pipe_main, &c); /* now O_NONBLOCK underneath */
+  assert_true(raw_getfl(c.p[0]) & O_NONBLOCK);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, late_writer, &c.p[1]), 0);
+  char b = 0;
+  assert_int_equal(read(c.p[0], &b, 1), 1); /* waits, as a blocking read */
+  assert_int_equal(b, 'y');
+  pthread_join(t, NULL);
+  assert_int_equal(close(c.p[0]), 0);
+  assert_int_equal(close(c.p[1]), 0);
+}
+
+/* ---- SO_RCVTIMEO is the deadline; the wait lets other fibers run ---- */
+
+typedef struct timeo_ctx {
+  int sv[2];
+  int ticks;
+  int done;
+} timeo_ctx;
+
+static void *ticker(void *arg)
+{
+  timeo_ctx *c = arg;
+  while (!c->done) {
+    c->ticks++;
+    usleep(5000);
+  }
+  return NULL;
+}
+
+static void *timeo_main(void *arg)
+{
+  timeo_ctx *c = arg;
+  tdl_fiber_t t;
+  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &t, ticker, c, NULL), 0);
+  struct timeval tv = {0, 60 * 1000};
+  assert_int_equal(setsockopt(c->sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  tdl_time_t t0 = tdl_now();
+  char b[8];
+  ssize_t n = recv(c->sv[0], b, sizeof b, 0);
+  int e = errno;
+  tdl_time_t took = tdl_now() - t0;
+  assert_int_equal(n, -1);
+  assert_int_equal(e, EAGAIN);
+  assert_true(took >= 55 * TDL_MSEC);
+  assert_true(c->ticks >= 3); /* the ticker ran while recv waited */
+  /* Data there: no wait. */
+  assert_int_equal(send(c->sv[1], "hi", 2, 0), 2);
+  assert_int_equal(read(c->sv[0], b, sizeof b), 2);
+  c->done = 1;
+  assert_int_equal(tdl_fiber_join(t, TDL_FOREVER, NULL), 0);
+  return NULL;
+}
+
+static void test_rcvtimeo_deadline(void **state)
+{
+  (void)state;
+  timeo_ctx c = {0};
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, c.sv), 0);
+  run_main(timeo_main, &c);
+  assert_int_equal(close(c.sv[0]), 0);
+  assert_int_equal(close(c.sv[1]), 0);
+}
+
+/* ---- connect on a blocking socket reports the outcome ---- */
+
+static int free_port(void)
+{
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(s >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(s, (struct sockaddr *)&a, &al), 0);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+static void *connect_main(void *arg)
+{
+  int port = *(int *)arg;
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(s >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof a), -1);
+  assert_int_equal(errno, ECONNREFUSED);
+  assert_int_equal(close(s), 0);
+
+  /* And a connect that succeeds, to a blocking listener accepted in a fiber. */
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(l >= 0);
+  a.sin_port = 0;
+  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
+  assert_int_equal(listen(l, 8), 0);
+  s = socket(AF_INET, SOCK_STREAM, 0);
+  assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof a), 0);
+  int c = accept(l, NULL, NULL);
+  assert_true(c >= 0);
+  assert_false(fcntl(c, F_GETFL) & O_NONBLOCK);
+  assert_int_equal(write(s, "z", 1), 1);
+  char b = 0;
+  assert_int_equal(read(c, &b, 1), 1);
+  assert_int_equal(b, 'z');
+  assert_int_equal(close(c), 0);
+  assert_int_equal(close(s), 0);
+  assert_int_equal(close(l), 0);
+  return NULL;
+}
+
+static void test_connect(void **state)
+{
+  (void)state;
+  int port = free_port();
+  run_main(connect_main, &port);
+}
+
+/* ---- close of a hooked fd, then the number again ---- */
+
+typedef struct reuse_ctx {
+  int p[2];
+} reuse_ctx;
+
+static void *reuse_writer(void *arg)
+{
+  reuse_ctx *c = arg;
+  usleep(2000);
+  return (void *)(intptr_t)write(c->p[1], "r", 1);
+}
+
+static void *reuse_main(void *arg)
+{
+  (void)arg;
+  int first = -1;
+  for (int round = 0; round < 3; round++) {
+    reuse_ctx c;
+    assert_int_equal(pipe(c.p), 0);
+    if (round == 0)
+      first = c.p[0];
+    assert_int_equal(c.p[0], first); /* the same number every round */
+    tdl_fiber_t w;
+    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, reuse_writer, &c, NULL), 0);
+    char b = 0;
+    assert_int_equal(read(c.p[0], &b, 1), 1); /* parks: fiber I/O state made */
+    assert_int_equal(b, 'r');
+    assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
+    assert_false(fcntl(c.p[0], F_GETFL) & O_NONBLOCK);
+    assert_int_equal(close(c.p[0]), 0); /* drops treadle's state */
+    assert_int_equal(close(c.p[1]), 0);
+  }
+  /* A non-blocking fd on the reused number passes through. */
+  int p[2];
+  assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+  assert_int_equal(p[0], first);
+  char b;
+  assert_int_equal(read(p[0], &b, 1), -1);
+  assert_int_equal(errno, EAGAIN);
+  close(p[0]);
+  close(p[1]);
+  return NULL;
+}
+
+static void test_close_then_reuse(void **state)
+{
+  (void)state;
+  run_main(reuse_main, NULL);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_active_and_outside_untouched),
+      cmocka_unit_test(test_blocking_pipe_parks_fiber),
+      cmocka_unit_test(test_outside_fiber_keeps_blocking),
+      cmocka_unit_test(test_rcvtimeo_deadline),
+      cmocka_unit_test(test_connect),
+      cmocka_unit_test(test_close_then_reuse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

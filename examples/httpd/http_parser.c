@@ -219,10 +219,9 @@ static int field_done(http_parser *p, const char *buf, http_request *req)
       for (size_t i = 0; i < n; i++) {
         if (v[i] < '0' || v[i] > '9')
           return -400;
-        if (cl > (INT64_MAX - 9) / 10)
-          cl = INT64_MAX; /* far over any body limit: the server answers 413 */
-        else
-          cl = cl * 10 + (v[i] - '0');
+        if (cl > (INT64_MAX - (v[i] - '0')) / 10)
+          return -400; /* past INT64_MAX: no length, and saturating would be a guess */
+        cl = cl * 10 + (v[i] - '0');
       }
       req->content_length = cl;
     }

@@ -20,9 +20,10 @@
  *  - header fields: token name immediately followed by ':', value of visible
  *    characters, SP, HTAB and obs-text; no obs-fold (a line starting with
  *    whitespace), no control characters;
- *  - framing: Content-Length is 1*DIGIT and may appear once; Transfer-Encoding
- *    must end in "chunked", may appear once, is refused in HTTP/1.0 requests,
- *    and together with Content-Length is an error;
+ *  - framing: Content-Length is 1*DIGIT, at most INT64_MAX, and may appear
+ *    once; Transfer-Encoding must end in "chunked", may appear once, is
+ *    refused in HTTP/1.0 requests, and together with Content-Length is an
+ *    error;
  *  - HTTP/1.1 requests carry exactly one Host.
  * Errors are returned as the negated HTTP status a server should answer with
  * before closing the connection (-400, -414, -431, -501, -505).
@@ -62,7 +63,7 @@ typedef struct http_request {
   unsigned nheaders;
   http_header headers[HTTP_MAX_HEADERS];
   /* What the framing and connection headers say. */
-  int64_t content_length; /* -1 when absent; saturates at INT64_MAX */
+  int64_t content_length; /* -1 when absent (larger than INT64_MAX: -400) */
   bool chunked;           /* Transfer-Encoding: chunked */
   bool keep_alive;        /* after the version's default and Connection */
   bool expect_continue;   /* Expect: 100-continue */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,6 +32,9 @@
 #define LINGER_TIME (2 * TDL_SEC)
 #define LINGER_BYTES (256 * 1024)
 #define CHUNK_META_MAX 4096  /* chunk extensions + trailers per body */
+#define SENDFILE_MAX ((size_t)1 << 30) /* per call (the kernel stops short of 2 GiB anyway) */
+#define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
+#define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
 
 struct httpd_conn {
   httpd_conn *next, *prev;
@@ -92,6 +96,13 @@ int httpd_init(httpd_server *s, const httpd_config *cfg)
   s->rootfd = -1;
   if (s->cfg.max_head < 64)
     s->cfg.max_head = 64;
+  /* sendfile(2) cannot be told MSG_NOSIGNAL: a client gone mid-file would
+   * raise SIGPIPE, whose default action ends the process.  A handler the
+   * program installed is left alone. */
+  struct sigaction sa;
+  if (cfg->root && sigaction(SIGPIPE, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+      sa.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
   if (cfg->root) {
     s->rootfd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (s->rootfd < 0)
@@ -163,6 +174,27 @@ static bool conn_flush(httpd_conn *c)
   int e = tdl_net_send_all(c->fd, c->out, c->out_len, NULL, tdl_after(c->srv->cfg.write_timeout));
   c->out_len = 0;
   return e == 0;
+}
+
+/* The same, for a batch that more bytes follow at once (a file's head
+ * before its sendfile): MSG_MORE lets the kernel hold a short tail back so
+ * that it shares a packet with what comes next instead of going out alone
+ * (TCP_NODELAY is on).  sendfile's last piece, the next send without
+ * MSG_MORE, or the close pushes it. */
+static bool conn_flush_more(httpd_conn *c)
+{
+  tdl_time_t deadline = tdl_after(c->srv->cfg.write_timeout);
+  size_t off = 0;
+  while (off < c->out_len) {
+    ssize_t n = tdl_send(c->fd, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_MORE, deadline);
+    if (n < 0) {
+      c->out_len = 0;
+      return false;
+    }
+    off += (size_t)n;
+  }
+  c->out_len = 0;
+  return true;
 }
 
 /* Make room for n bytes of output, sending what is batched if need be. */
@@ -274,7 +306,11 @@ static int skip_body(httpd_conn *c, const http_request *req)
           return -400;
         c->in_off += (size_t)r;
         total += data.len;
-        if (total > s->cfg.max_body)
+        /* What the current chunk's size says is still to come counts too
+         * (while its digits arrive, the value so far, which only grows): a
+         * chunk declared larger than the limit is refused at its size line,
+         * not after waiting for its data. */
+        if (total > s->cfg.max_body || ch.remaining > s->cfg.max_body - total)
           return -413;
       }
       if (ch.done)
@@ -345,14 +381,17 @@ static bool put_error(httpd_conn *c, int status, bool keep, int minor, bool head
 {
   char body[64];
   int n = snprintf(body, sizeof body, "%d %s\n", status, http_reason(status));
-  const char *extra = status == 405 ? "Allow: GET, HEAD\r\n" : NULL;
+  const char *extra = status == 405   ? "Allow: GET, HEAD\r\n"
+                      : status == 503 ? "Retry-After: " RETRY_AFTER "\r\n"
+                                      : NULL;
   return put_head(c, status, "text/plain", (uint64_t)n, keep, minor, extra) &&
          (head_only || put_bytes(c, body, (size_t)n));
 }
 
-static bool put_file(httpd_conn *c, int fd, off_t size)
+/* The file's bytes [pos, size) copied through c->out (pread, then send):
+ * where sendfile cannot be used.  The tail stays batched. */
+static bool put_file_copy(httpd_conn *c, int fd, off_t pos, off_t size)
 {
-  off_t pos = 0;
   while (pos < size) {
     if (c->out_len == OUT_CAP && !conn_flush(c))
       return false;
@@ -361,6 +400,61 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
       return false; /* the file shrank or failed: the length sent is now wrong, close */
     c->out_len += (size_t)n;
     pos += n;
+  }
+  return true;
+}
+
+/*
+ * A file's bytes, after its head: the batch goes first, then sendfile moves
+ * the file from the page cache to the socket without a copy through user
+ * space.  The socket is non-blocking, so sendfile stops when its buffer is
+ * full (a partial count, then EAGAIN): the fiber waits until the client has
+ * taken some, each wait bounded by the write timeout, and goes on from where
+ * the kernel stopped.  A file system that cannot splice (EINVAL, ENOSYS)
+ * falls back to pread and send for the rest.
+ */
+static bool put_file(httpd_conn *c, int fd, off_t size)
+{
+  httpd_server *s = c->srv;
+  if (size == 0)
+    return true;
+  if (s->cfg.no_sendfile)
+    return put_file_copy(c, fd, 0, size);
+  if (!conn_flush_more(c))
+    return false;
+  off_t pos = 0;
+  unsigned burst = 0;
+  while (pos < size) {
+    size_t want = (uint64_t)(size - pos) < SENDFILE_MAX ? (size_t)(size - pos) : SENDFILE_MAX;
+    ssize_t n = sendfile(c->fd, fd, &pos, want); /* advances pos by what it sent */
+    if (n > 0) {
+      s->sendfile_bytes += (uint64_t)n;
+      /* A client that keeps up never makes us wait: let the loop's other
+       * fibers run now and then, as treadle's own I/O calls do. */
+      if (++burst == SENDFILE_BURST && pos < size) {
+        burst = 0;
+        tdl_fiber_yield();
+        if (tdl_fiber_cancelled())
+          return false;
+      }
+      continue;
+    }
+    if (n == 0)
+      return false; /* the file shrank: the length sent is now wrong, close */
+    int err = errno;
+    if (err == EINTR)
+      continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      burst = 0;
+      /* tdl_wait_fd asks the kernel first: right after an EAGAIN from a call
+       * treadle did not make */
+      if (tdl_wait_fd(c->fd, TDL_WRITE, tdl_after(s->cfg.write_timeout)) < 0)
+        return false; /* too slow (write timeout), or cancelled */
+      continue;
+    }
+    if (err == EINVAL || err == ENOSYS)
+      return put_file_copy(c, fd, pos, size);
+    return false; /* EPIPE, ECONNRESET (the client has gone), EIO... */
   }
   return true;
 }
@@ -470,6 +564,40 @@ static int open_beneath(int rootfd, const char *rel)
   return (int)fd;
 }
 
+/*
+ * The answer for a file that could not be opened or examined (err: a
+ * negative errno value).  Only what the error says about the file itself may
+ * become 404 or 403.  Running out of fds or memory says nothing about the
+ * file (it may well be there): 503 with Retry-After, never "Not Found", or a
+ * client, a cache or a crawler would take a passing shortage for the
+ * truth.  What is left (EIO...) is the server's failure: 500.
+ */
+static int open_error_status(int err)
+{
+  switch (-err) {
+  case ENOENT:
+  case ENOTDIR:
+  case ENAMETOOLONG:
+  case ENXIO: /* a socket or a device without its driver: not a file to serve */
+  case ENODEV:
+    return 404;
+  case EACCES:
+  case EPERM:
+  case EXDEV: /* openat2: the path leads out of the root */
+  case ELOOP: /* a symlink where none may be (the fallback's O_NOFOLLOW, magic links) */
+    return 403;
+  case EMFILE:
+  case ENFILE:
+  case ENOMEM:
+  case ENOBUFS:
+  case EAGAIN: /* openat2 RESOLVE_BENEATH: raced with a rename, may be retried */
+  case EINTR:
+    return 503;
+  default:
+    return 500;
+  }
+}
+
 /* "/static/<path>": percent-decode, refuse anything that could name a file
  * outside the root, open it below the root. */
 static void route_static(httpd_server *s, const char *path, size_t len, reply *r)
@@ -519,13 +647,14 @@ static void route_static(httpd_server *s, const char *path, size_t len, reply *r
   rel[n] = '\0';
   int fd = open_beneath(s->rootfd, rel);
   if (fd < 0) {
-    r->status = (fd == -EXDEV || fd == -ELOOP || fd == -EACCES || fd == -EPERM) ? 403 : 404;
+    r->status = open_error_status(fd);
     return;
   }
   struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+  int e = fstat(fd, &st) < 0 ? -errno : 0;
+  if (e < 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    r->status = 404;
+    r->status = e < 0 ? open_error_status(e) : 404; /* a directory...: not a file to serve */
     return;
   }
   r->status = 200;
@@ -534,7 +663,8 @@ static void route_static(httpd_server *s, const char *path, size_t len, reply *r
   r->ctype = content_type(rel);
 }
 
-/* Decide the reply from the head alone (bodies are not used by any route). */
+/* Decide the reply from the head alone (bodies are not used by any route).
+ * OPTIONS * and CONNECT never get here: serve() refuses them. */
 static void route(httpd_server *s, const char *buf, const http_request *req, reply *r)
 {
   *r = (reply){.status = 404, .file = -1};
@@ -544,8 +674,6 @@ static void route(httpd_server *s, const char *buf, const http_request *req, rep
   r->head_only = head;
   const char *path = buf + req->path.off;
   size_t plen = req->path.len;
-  if (req->form != HTTP_TARGET_ORIGIN && req->form != HTTP_TARGET_ABSOLUTE)
-    return; /* "*" and authority-form: nothing here */
   if (plen == 1 && path[0] == '/') {
     r->hello = true;
     r->status = 200;
@@ -577,6 +705,14 @@ static bool serve(httpd_conn *c)
       return false;
     if (head < 0) { /* malformed, too large, too slow: answer and close */
       put_error(c, -head, false, 1, false);
+      return true;
+    }
+
+    if (req.form == HTTP_TARGET_ASTERISK || req.form == HTTP_TARGET_AUTHORITY) {
+      /* OPTIONS * and CONNECT: no route serves them.  After a CONNECT the
+       * client may already be sending tunnel bytes, which are no request:
+       * answer and close. */
+      put_error(c, 501, false, req.minor, false);
       return true;
     }
 

@@ -32,6 +32,8 @@ typedef struct httpd_config {
   tdl_time_t write_timeout; /* sending one response */
   tdl_time_t grace;         /* on shutdown: how long in-flight requests may take */
   bool handle_signals;      /* shut down gracefully on SIGINT and SIGTERM */
+  bool no_sendfile;         /* copy files through user space (pread + send) instead of sendfile(2),
+                               as is done anyway where sendfile refuses a file (EINVAL, ENOSYS) */
 } httpd_config;
 
 /* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write
@@ -51,6 +53,7 @@ typedef struct httpd_server {
   httpd_conn *conns; /* open connections, a circular list (NULL: none) */
   unsigned nconns;
   uint64_t served; /* responses sent */
+  uint64_t sendfile_bytes; /* bytes of files sent by sendfile (the rest: pread + send) */
   tdl_signal sigint, sigterm;
   /* The Date header, and the benchmark route's whole response, rebuilt at
    * most once a second. */
@@ -63,7 +66,10 @@ typedef struct httpd_server {
 /* Parse cfg->listen, bind and listen, open cfg->root.  cfg->listen NULL:
  * no listener; connections come through httpd_serve_conn (several loops:
  * one httpd_server per loop, fed by a tdl_acceptor, see main.c).  Returns 0
- * or a negative errno value; nothing is left open on failure. */
+ * or a negative errno value; nothing is left open on failure.
+ * With a root, files go out with sendfile(2), which cannot be told
+ * MSG_NOSIGNAL: when SIGPIPE still has its default action (end the
+ * process), httpd_init makes the process ignore it. */
 int httpd_init(httpd_server *s, const httpd_config *cfg);
 
 /* Serve until shut down; call from a fiber.  Returns 0 after a graceful

@@ -314,8 +314,11 @@ int kv_serve(int lfd, const kv_config *cfg)
     return e;
   for (;;) {
     int fd = tdl_net_accept(lfd, NULL, TDL_FOREVER);
-    if (fd == -EMFILE || fd == -ENFILE)
-      continue; /* shed and backed off already */
+    /* Out of fds, of memory or of socket buffers: net.h has shed or backed
+     * off already, and the shortage passes; it is no reason to stop serving
+     * everyone. */
+    if (fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM || fd == -ENOBUFS)
+      continue;
     if (fd < 0)
       return fd == -ECANCELED ? 0 : fd;
     tdl_net_nodelay(fd, true);

@@ -18,7 +18,9 @@ typedef struct kv_stats {
 } kv_stats;
 
 /* Accept on lfd and serve each connection in a fiber of its own, until the
- * fiber running this is cancelled (returns 0) or accepting fails. */
+ * fiber running this is cancelled (returns 0) or accepting fails for good
+ * (a negative errno value; running out of fds, memory or socket buffers is
+ * waited out, not returned). */
 int kv_serve(int lfd, const kv_config *cfg);
 const kv_stats *kv_stats_get(void);
 

@@ -32,6 +32,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The address arguments as libc declares them: glibc (with _GNU_SOURCE)
+ * uses transparent unions, which an interposed definition must match;
+ * musl plain pointers. */
+#ifdef __SOCKADDR_ARG
+#define SA_ARG __SOCKADDR_ARG
+#define CSA_ARG __CONST_SOCKADDR_ARG
+#else
+#define SA_ARG struct sockaddr *
+#define CSA_ARG const struct sockaddr *
+#endif
+
 #include "base/base.h"
 #include "treadle/hook.h"
 
@@ -46,13 +57,13 @@ static struct {
   ssize_t (*writev)(int, const struct iovec *, int);
   ssize_t (*recv)(int, void *, size_t, int);
   ssize_t (*send)(int, const void *, size_t, int);
-  ssize_t (*recvfrom)(int, void *, size_t, int, __SOCKADDR_ARG, socklen_t *);
-  ssize_t (*sendto)(int, const void *, size_t, int, __CONST_SOCKADDR_ARG, socklen_t);
+  ssize_t (*recvfrom)(int, void *, size_t, int, SA_ARG, socklen_t *);
+  ssize_t (*sendto)(int, const void *, size_t, int, CSA_ARG, socklen_t);
   ssize_t (*recvmsg)(int, struct msghdr *, int);
   ssize_t (*sendmsg)(int, const struct msghdr *, int);
-  int (*accept)(int, __SOCKADDR_ARG, socklen_t *);
-  int (*accept4)(int, __SOCKADDR_ARG, socklen_t *, int);
-  int (*connect)(int, __CONST_SOCKADDR_ARG, socklen_t);
+  int (*accept)(int, SA_ARG, socklen_t *);
+  int (*accept4)(int, SA_ARG, socklen_t *, int);
+  int (*connect)(int, CSA_ARG, socklen_t);
   int (*poll)(struct pollfd *, nfds_t, int);
   int (*close)(int);
   int (*fcntl)(int, int, ...);
@@ -337,12 +348,12 @@ HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
   DONTWAIT_PASSES(real.send(fd, buf, n, flags))
   HOOK_IO(ssize_t, fd, real.send(fd, buf, n, flags), TDL_WRITE)
 }
-HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG a, socklen_t *al)
+HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, SA_ARG a, socklen_t *al)
 {
   DONTWAIT_PASSES(real.recvfrom(fd, buf, n, flags, a, al))
   HOOK_IO(ssize_t, fd, real.recvfrom(fd, buf, n, flags, a, al), TDL_READ)
 }
-HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG a, socklen_t al)
+HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, CSA_ARG a, socklen_t al)
 {
   DONTWAIT_PASSES(real.sendto(fd, buf, n, flags, a, al))
   HOOK_IO(ssize_t, fd, real.sendto(fd, buf, n, flags, a, al), TDL_WRITE)
@@ -365,16 +376,16 @@ static int accepted(int fd)
     hfd_reset(fd);
   return fd;
 }
-static int accept4_(int fd, __SOCKADDR_ARG a, socklen_t *al, int flags)
+static int accept4_(int fd, SA_ARG a, socklen_t *al, int flags)
 {
   HOOK_IO(int, fd, accepted(real.accept4(fd, a, al, flags)), TDL_READ)
 }
-HOOK int accept4(int fd, __SOCKADDR_ARG a, socklen_t *al, int flags) { return accept4_(fd, a, al, flags); }
-HOOK int accept(int fd, __SOCKADDR_ARG a, socklen_t *al) { return accept4_(fd, a, al, 0); }
+HOOK int accept4(int fd, SA_ARG a, socklen_t *al, int flags) { return accept4_(fd, a, al, flags); }
+HOOK int accept(int fd, SA_ARG a, socklen_t *al) { return accept4_(fd, a, al, 0); }
 
 /* Blocking connect: start it, wait until the socket is writable (under
  * SO_SNDTIMEO, like Linux), report SO_ERROR. */
-HOOK int connect(int fd, __CONST_SOCKADDR_ARG a, socklen_t al)
+HOOK int connect(int fd, CSA_ARG a, socklen_t al)
 {
   READY();
   bool fiber = tdl_fiber_self() != 0;
@@ -563,6 +574,9 @@ HOOK int fcntl(int fd, int cmd, ...)
   return fcntl_(real.fcntl, fd, cmd, arg);
 }
 
+#ifdef __GLIBC__
+/* glibc 2.28 and later: what fcntl() compiles to with 64-bit offsets on
+ * 32-bit targets, and an exported name everywhere.  musl has one fcntl. */
 HOOK int fcntl64(int fd, int cmd, ...)
 {
   va_list ap;
@@ -572,6 +586,7 @@ HOOK int fcntl64(int fd, int cmd, ...)
   READY();
   return fcntl_(real.fcntl64, fd, cmd, arg);
 }
+#endif
 
 static tdl_time_t tv_ns(const struct timeval *tv)
 {

@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 /* The address arguments as libc declares them: glibc (with _GNU_SOURCE)
- * uses transparent unions, which an interposed definition must match;
- * musl plain pointers. */
-#ifdef __SOCKADDR_ARG
+ * uses transparent unions (types, or macros without it), which an
+ * interposed definition must match; musl plain pointers. */
+#ifdef __GLIBC__
 #define SA_ARG __SOCKADDR_ARG
 #define CSA_ARG __CONST_SOCKADDR_ARG
 #else

@@ -15,6 +15,8 @@ static long long line_number(const char *p, const char *end, const char **next)
     return -1;
   long long v = 0;
   bool neg = *p == '-';
+  if (p + neg == cr)
+    return -1; /* "-" alone is no number */
   for (const char *q = p + neg; q < cr; q++) {
     if (*q < '0' || *q > '9' || v > 100000000000LL)
       return -1;

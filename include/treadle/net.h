@@ -118,9 +118,11 @@ TDL_API int tdl_addr_parse_error(const char *s, char *buf, size_t cap);
  * cap bytes (TDL_ADDR_STRLEN always suffices).  IPv6 scopes are written as
  * numbers.  An unnamed Unix socket (a client that never bound) is written
  * "unix:", which tdl_addr_parse() rejects.  Bytes of a Unix path or name
- * outside printable ASCII, and backslashes, are written as \xHH: the string
- * is for people and logs; it parses back to the same address whenever the
- * name had no such bytes.
+ * outside printable ASCII, and backslashes, are written as \xHH, and so is
+ * a leading '@' of a path (else it would read as an abstract name); a name
+ * is taken up to the end of sun_path whatever a longer length says.  The
+ * string is for people and logs; it parses back to the same address
+ * whenever the name had no such bytes.
  * Returns the string's length (without the NUL).
  * Errors: -EINVAL (a or buf NULL, a->len 0 or too short for its family);
  * -EAFNOSUPPORT (another family); -ENOSPC (cap too small: buf then holds ""

@@ -321,9 +321,13 @@ static void put_escaped(out *o, const unsigned char *p, size_t n, bool quoted)
   }
 }
 
+/* A name lies in sun_path, whatever a longer len says (a sockaddr_un the
+ * kernel never hands out; tdl_addr_from_sockaddr takes up to the union's
+ * size): past it, TDL_ADDR_STRLEN would not hold the escaped bytes. */
 static size_t unix_name_len(const tdl_addr *a)
 {
-  return (size_t)a->len - SUN_OFF;
+  size_t n = (size_t)a->len - SUN_OFF;
+  return n < SUN_PATH_MAX ? n : SUN_PATH_MAX;
 }
 
 int tdl_addr_format(const tdl_addr *a, char *buf, size_t cap)
@@ -364,7 +368,13 @@ int tdl_addr_format(const tdl_addr *a, char *buf, size_t cap)
       puts_(&o, "@");
       put_escaped(&o, p + 1, n - 1, false);
     } else {
-      put_escaped(&o, p, strnlen((const char *)p, n), false);
+      size_t len = strnlen((const char *)p, n);
+      if (len > 0 && p[0] == '@') { /* "unix:@..." would name an abstract socket */
+        puts_(&o, "\\x40");
+        p++;
+        len--;
+      }
+      put_escaped(&o, p, len, false);
     }
     break;
   }

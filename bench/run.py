@@ -57,6 +57,8 @@ SIZES = {
     "reads": (1_000_000, 20_000),
     "file_mib": (256, 16),
     "seconds": (3, 1),
+    "hiredis_commands": (1_000_000, 20_000),
+    "hiredis_fibers": (1_000, 100),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -94,6 +96,10 @@ IMPLS = {
     # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
+    # hiredis: a fresh redis-server per run (bench/hiredis_driver.py), then one client program.
+    "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
+    "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
+    "hiredis-libev": ("script:hiredis_driver.py", ["--impl", "hiredis-libev"], {}),
 }
 SCRIPT = "script:"
 
@@ -189,6 +195,11 @@ for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
         "kv", f"-c{clients} -P{pipeline}", "kv",
         f"--clients {clients} --pipeline {pipeline} --requests {{kv_requests}}",
         ["treadle-kv", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"]))
+EXPERIMENTS.append(experiment(
+    "hiredis", "F={hiredis_fibers} N={hiredis_commands}", "hiredis",
+    "--fibers {hiredis_fibers} --commands {hiredis_commands}",
+    ["treadle-hook", "pthreads", "hiredis-libev"],
+    ["cmds_per_s", "cpu_us_per_cmd", "stalls", "server_cpu_us_per_cmd"]))
 
 # What each group's section of the doc says about its figures.
 GROUP_NOTES = {
@@ -259,6 +270,19 @@ GROUP_NOTES = {
           "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
           "reads_per_req: the server's read() calls per request (/proc/PID/io syscr).",
+    "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (Debian's 7.0; "
+               "--save '' --appendonly no --maxclients F+100) until N commands are done in all, every "
+               "reply checked; the server pinned to CPU 0 and the client to CPU 1 (bench/hiredis_driver.py). "
+               "treadle-hook: F fibers on one loop running hiredis's synchronous API, unmodified, through "
+               "libtreadle-hook (bench-hiredis-fibers); pthreads: the same code in F threads of 64 KiB "
+               "stacks; hiredis-libev: hiredis's async API on libev (adapters/libev.h), F connections, each "
+               "sending its next command from the last one's reply callback. Connections are made before "
+               "the clock starts. cmds_per_s is wall time, so a ratio below 1 means the peer is slower; "
+               "cpu_us_per_cmd is the client's CPU time (user+sys, every thread) per command; "
+               "server_cpu_us_per_cmd the server's over the client's whole run (setup included; clock "
+               "ticks of 10 ms). stalls (treadle only): reports of treadle's loop watchdog, threshold 5 ms, "
+               "while the commands ran. Targets: pthreads/treadle-hook ≤ 0.5 and hiredis-libev/treadle-hook "
+               "≤ 1.25 on cmds_per_s, and 0 stalls.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1075,6 +1076,54 @@ static int overflow_child(void)
   return 0; /* not reached */
 }
 
+/* A run queue of fibers that each work between switches does not keep the
+ * loop from its timers: a batch of turns ends after half a millisecond, so
+ * a 1 ms timer fires after a few dozen turns of 50 us, not after the whole
+ * batch of 512 (before that bound, all 400 turns ran first). */
+enum { WORKERS = 400 };
+static int turns_when_fired, turns_taken;
+
+static void busy_for(tdl_time_t span)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  tdl_time_t until = (tdl_time_t)t.tv_sec * TDL_SEC + t.tv_nsec + span;
+  do
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((tdl_time_t)t.tv_sec * TDL_SEC + t.tv_nsec < until);
+}
+
+static void *worker_turn(void *arg)
+{
+  (void)arg;
+  busy_for(50 * TDL_USEC);
+  turns_taken++;
+  return NULL;
+}
+
+static void timer_fired(tdl_loop *loop, tdl_timer *t)
+{
+  (void)loop;
+  (void)t;
+  turns_when_fired = turns_taken;
+}
+
+static void busy_fibers_leave_room_for_timers(void **state)
+{
+  (void)state;
+  turns_when_fired = -1;
+  turns_taken = 0;
+  tdl_timer t;
+  tdl_timer_init(&t, timer_fired, NULL);
+  assert_int_equal(tdl_timer_start(L, &t, TDL_MSEC, 0), 0);
+  for (int i = 0; i < WORKERS; i++)
+    go(worker_turn, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(turns_taken, WORKERS);
+  assert_true(turns_when_fired >= 0);
+  assert_true(turns_when_fired < WORKERS / 2);
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1 && strcmp(argv[1], "overflow-child") == 0)
@@ -1083,6 +1132,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(spawn_and_join, setup, teardown),
       cmocka_unit_test_setup_teardown(spawn_detached, setup, teardown),
       cmocka_unit_test_setup_teardown(fifo_and_yield, setup, teardown),
+      cmocka_unit_test_setup_teardown(busy_fibers_leave_room_for_timers, setup, teardown),
       cmocka_unit_test_setup_teardown(join_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(only_one_joiner, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_spawn_arguments, setup, teardown),

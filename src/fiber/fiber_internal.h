@@ -119,7 +119,6 @@ struct tdl__sched {
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
   unsigned dispatch_left;/* switches left before the loop polls again */
-  tdl_time_t dispatch_until; /* ... or until this time has come (checked now and then) */
   tdl__fiber *dead;      /* finished and detached: release once off its stack */
   uint64_t next_id;
   tdl__slot *slots;

@@ -35,6 +35,32 @@
  *   A free or destroy that cannot be done now (the object is in use) fails
  *   with -EBUSY and changes nothing.
  *
+ * fork().  To start a program, use tdl_process_spawn (spawn.h): it copies
+ *   nothing and may be called from any fiber, callback or thread.  A process
+ *   with loops, fibers, pool threads and groups may still fork(); the child
+ *   has only the thread that called it, and there:
+ *   - exec (execve and friends) and async-signal-safe calls are allowed
+ *     wherever fork() returned: in a fiber, in a callback, outside a loop;
+ *   - everything inherited (loops with their fibers, watchers, timers,
+ *     signals and ports; groups; watchdogs) is the parent's: it must not be
+ *     run, used, stopped or freed, for it shares its epoll instance,
+ *     eventfds and signalfds with the parent's loops.  So the child ends
+ *     with exec or _exit and never goes back into the inherited loop (never
+ *     returns from the fiber or callback that forked); the fiber that forked
+ *     makes no blocking call (it would park on the inherited loop); and
+ *     tdl_close() outside a fiber, which reaches every loop of the thread,
+ *     is not given an inherited fd (close(2) is fine);
+ *   - that thread may make new loops and run them, also from inside the
+ *     fiber or callback that forked (tdl_fiber_main is the simplest).  In
+ *     them fibers, timers, I/O watchers, fiber I/O and sockets (on new fds
+ *     or inherited ones: a new loop watches them in its own back end, and
+ *     its fibers' tdl_close touches no other loop), spawning, waiting and
+ *     running programs, and the pool and files (pool.h: the pool starts
+ *     again empty) work as in any process; not the watchdog, if loops were
+ *     watched at the fork (it would watch them too, and report them
+ *     stalled).  The pool starts threads, which the child of a
+ *     multi-threaded parent may do with glibc and musl.
+ *
  * Names.  Public names start with tdl_ (TDL_ for macros); nothing else is
  *   exported.
  */

@@ -444,8 +444,9 @@ static inline bool tdl_hook_active(const tdl_hook *h) { return h->link.next != N
  * first watchdog, looks every quarter of the smallest threshold (not more
  * often than every millisecond), and exits when no loop is watched.  Reports
  * come up to that much after the threshold.  After fork() the child has no
- * watchdog thread: its watched loops are watched again from its next
- * tdl_loop_watchdog_start.
+ * watchdog thread, and must not start one if loops were watched at the
+ * fork: it would watch them again, and they are the parent's (see "fork()"
+ * in treadle.h).
  *
  * Off by default.  Off, it costs a test of a pointer on each side of the
  * poll and at each fiber switch.  On, it costs two stores per iteration and

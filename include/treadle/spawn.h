@@ -9,6 +9,8 @@
  * parent's page tables are never copied, so the cost does not grow with the
  * parent's size (a 2 GiB parent spawns as fast as a small one), and there is
  * no shell: argv reaches the program exactly as given, nothing is parsed.
+ * This is the way to start a program from a process with loops: fork()
+ * there leaves the child little it may do (see "fork()" in treadle.h).
  *
  * WHO REAPS (no zombie is ever left behind by treadle):
  *  - tdl_process_wait() reaps the child when it has exited;

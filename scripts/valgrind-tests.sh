@@ -8,7 +8,11 @@ for t in "$dir"/tests/test_*; do
   [ -x "$t" ] || continue
   for be in epoll poll; do
     log=$(mktemp)
-    if TDL_BACKEND=$be valgrind -q --error-exitcode=99 --leak-check=full \
+    # --fair-sched=yes: valgrind runs one thread at a time, and by default
+    # hands the lock over unfairly: a loop kept busy on purpose (test_remote's
+    # posts under load) could starve the threads it waits for, for minutes.
+    # timeout: a hang fails the run instead of stalling CI.
+    if TDL_BACKEND=$be timeout 600 valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full \
          --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
          --child-silent-after-fork=yes "$t" >"$log" 2>&1; then
       echo "valgrind ok   $(basename "$t").$be"

@@ -430,7 +430,8 @@ static void deadline_before_start(void **state)
 /* A call that has started is waited for past its deadline and through a
  * cancel: it writes into the caller's buffer.  A FIFO makes a read that
  * starts on a pool thread and blocks there until the test writes. */
-static int fifo_w = -1;
+static int fifo_w = -1, reader_done;
+static tdl_time_t reader_deadline;
 static ssize_t started_result[2];
 static char started_buf[2][8];
 
@@ -439,7 +440,11 @@ static void *read_fifo(void *arg)
   intptr_t i = (intptr_t)arg;
   int fd = tdl_fs_open(at("fifo"), O_RDONLY, 0, tdl_after(LONG));
   assert_true(fd >= 0);
-  started_result[i] = tdl_fs_read(fd, started_buf[i], 4, tdl_after(20 * TDL_MSEC));
+  /* Long enough for a pool thread to take the read even under valgrind;
+   * the writer checks that one did before the deadline passed. */
+  reader_deadline = tdl_after(300 * TDL_MSEC);
+  started_result[i] = tdl_fs_read(fd, started_buf[i], 4, reader_deadline);
+  reader_done = 1;
   tdl_fs_close(fd);
   return NULL;
 }
@@ -447,7 +452,20 @@ static void *read_fifo(void *arg)
 static void *write_later(void *arg)
 {
   tdl_fiber_t reader = (tdl_fiber_t)(uintptr_t)arg;
-  tdl_sleep_for(100 * TDL_MSEC); /* the reader's deadline has long passed */
+  /* Both ends open (the opens ran on the pool), then the read running on
+   * a pool thread: the only file-lane work left. */
+  while (fifo_w < 0 || !reader_deadline)
+    tdl_sleep_for(TDL_MSEC);
+  tdl_pool_stats p;
+  for (;;) {
+    assert_false(reader_done); /* it must have started, not been withdrawn */
+    tdl_pool_stats_get(&p);
+    if (p.running[TDL_LANE_FILE] >= 1)
+      break;
+    tdl_sleep_for(TDL_MSEC);
+  }
+  tdl_sleep(reader_deadline + 20 * TDL_MSEC); /* now the deadline has passed */
+  assert_false(reader_done);
   if (reader)
     assert_int_equal(tdl_fiber_cancel(L, reader), 0);
   tdl_sleep_for(20 * TDL_MSEC);
@@ -468,6 +486,9 @@ static void started_call_is_waited_for(void **state)
 {
   (void)state;
   for (intptr_t i = 0; i < 2; i++) {
+    fifo_w = -1;
+    reader_done = 0;
+    reader_deadline = 0;
     assert_int_equal(mkfifo(at("fifo"), 0644), 0);
     tdl_fiber_t r = go(read_fifo, (void *)i);
     go(open_fifo_writer, NULL);

@@ -53,5 +53,12 @@ bench-build:
 bench: bench-build
 	python3 bench/run.py --build build/release
 
+# The pipes sweep (2010's charts redrawn, docs/charts/README.md): ~20 minutes;
+# progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000".
+.PHONY: charts
+charts: bench-build
+	python3 bench/sweep.py --build build/release $(SWEEP_ARGS)
+	python3 bench/charts.py
+
 clean:
 	rm -rf build

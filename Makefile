@@ -15,7 +15,7 @@ all: test-build
 
 test-build:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=ON -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/test -j$(JOBS)
 
 test: test-build

@@ -54,11 +54,13 @@ bench: bench-build
 	python3 bench/run.py --build build/release
 
 # The pipes sweep (2010's charts redrawn, docs/charts/README.md): ~20 minutes;
-# progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000".
+# progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000";
+# CHARTS_CSV=/tmp/x/pipes-sweep.csv puts the CSV and the PNGs elsewhere.
+CHARTS_CSV ?= docs/charts/pipes-sweep.csv
 .PHONY: charts
 charts: bench-build
-	python3 bench/sweep.py --build build/release $(SWEEP_ARGS)
-	python3 bench/charts.py
+	python3 bench/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
+	python3 bench/charts.py --csv $(CHARTS_CSV)
 
 clean:
 	rm -rf build

@@ -214,8 +214,9 @@ def fit_report(med, min_pipes):
         if 0 in fits and hi and hi > 0 and fits[0][1] and fits[hi][1]:
             per_pipe = fits[0][1][1]
             per_timer = fits[hi][1][1] - per_pipe
+            tiny = per_timer < 0.02 * per_pipe  # within the fits' noise
             out.append(f"  {impl}: {per_pipe:.0f} bytes per pipe (D=0 slope), {per_timer:.0f} bytes per timer "
-                       f"(D={hi} slope minus D=0's)")
+                       f"(D={hi} slope minus D=0's{': none measurable' if tiny else ''})")
         if hi and hi > 0 and fits[hi][0]:
             a, b, _ = fits[hi][0]
             us = a + b * math.log(SEED_PIPES)

@@ -546,7 +546,7 @@ def main():
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout,
                                        env=dict(os.environ, **env) if env else None)
                     if p.returncode == 77:  # a driver's "cannot run here": a note, like a missing binary
-                        print(f"{tag}: skipped ({p.stdout.strip()[-200:]})", flush=True)
+                        print(f"{tag}: skipped ({p.stdout.strip()[-200:]})", file=sys.stderr, flush=True)
                         continue
                     res = parse_result(p.stdout) if p.returncode == 0 else None
                     err = None if res else (f"exit {p.returncode}: " + (p.stderr.strip() or p.stdout.strip())[-400:])

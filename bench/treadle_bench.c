@@ -27,7 +27,7 @@ static const bench_opt pipes_opts[] = {
     COUNT("messages", "1000000", "1-byte messages M in all"),
     {"delay-us", "N", 0, 60000000, "read each byte D microseconds after it arrives, on a timer (default 0)"},
     {"style", "fiber|callback|watch", 0, 0, "a fiber per pipe, or watchers (default fiber)"},
-    {"backend", "epoll|poll", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
+    {"backend", "epoll|poll|uring", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
     {"loops", "N", 0, 1024, "split the pipes over N loops on N threads, callback style (default 0: one loop)"},
     {0},
 };

@@ -244,8 +244,11 @@ typedef struct tdl__uop {
  * (another fiber's operation moves data the same way), -EBADF (the fd
  * was closed meanwhile), -EAGAIN (the file is non-blocking and this kernel
  * honours that: wait for readiness and submit again), or another negative
- * errno.  Every successful call spends the fiber's I/O budget. */
-ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline);
+ * errno.  *closed says whether tdl_close took the fd meanwhile (then its
+ * fiber-I/O state, which holds on_fd, is gone).  Every successful call
+ * spends the fiber's I/O budget. */
+ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
+                     bool *closed);
 /* Whether an operation moving data in one of `events`' directions
  * (TDL_READ, TDL_WRITE) is in flight on the fd whose list is on_fd: one
  * reader and one writer fiber per fd at a time, whether they wait for

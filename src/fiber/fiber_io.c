@@ -31,6 +31,7 @@ typedef struct tdl__ffd {
   tdl_io w;
   tdl__fdwait *reader, *writer;
   tdl__list ring_ops; /* operations in flight on the loop's ring (fiber_ring.c) */
+  bool ring_empty;    /* uring: the last read was short, so the next goes to the ring at once */
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -271,17 +272,30 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
   return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
+/* A read of len > 0 that returned less: the stream is empty for now. */
+static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
+
 #ifdef TDL_HAVE_URING
-/* On a uring loop the call is a ring operation.  Where the kernel answers
- * EAGAIN (a non-blocking file, on kernels that honour O_NONBLOCK there) the
- * fiber waits for readiness and submits again. */
-static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, const char *what,
+/* On a uring loop a call that would block becomes a ring operation: the
+ * kernel arms its own wait and completes the call when it can, so the fiber
+ * is woken with the result instead of being told to try again (no second
+ * system call, no epoll).  A call that need not wait is still made directly:
+ * one system call, no round trip through the loop.  `len` is a read's
+ * length, as for FIBER_IO.  Where the kernel answers EAGAIN anyway (a
+ * non-blocking file, on kernels that honour O_NONBLOCK there) the fiber
+ * waits for readiness and submits again. */
+static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, size_t len, const char *what,
                        tdl_time_t deadline)
 {
   if (dir == TDL_READ ? d->reader != NULL : d->writer != NULL)
     return -EBUSY;
   for (;;) {
-    ssize_t r = tdl__ring_io(f, &d->ring_ops, u, what, deadline);
+    bool closed = false;
+    ssize_t r = tdl__ring_io(f, &d->ring_ops, u, what, deadline, &closed);
+    if (closed)
+      return r; /* tdl_close freed d meanwhile */
+    if (len)
+      d->ring_empty = r >= 0 && (size_t)r < len;
     if (r != -EAGAIN)
       return r;
     tdl_io_blocked(f->sched->loop, &d->w, dir);
@@ -290,21 +304,28 @@ static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned d
       return e;
   }
 }
+/* In FIBER_IO: on a uring loop, where the call would block, the ring. */
 #define RING_IO(...)                                                  \
   if (tdl__loop_ring(loop_)) {                                        \
     tdl__uop u_ = {__VA_ARGS__};                                      \
-    return ring_io(f, d_, &u_, dir_, name_, deadline);                \
+    return ring_io(f, d_, &u_, dir_, len_, name_, deadline);          \
   }
+/* A read known to find the stream empty goes to the ring at once. */
+#define RING_EMPTY(...)                                               \
+  if (len_ && d_->ring_empty) {                                       \
+    __VA_ARGS__                                                       \
+  }
+#define RING_EMPTIED() d_->ring_empty = true
 #else
 #define RING_IO(...)
+#define RING_EMPTY(...)
+#define RING_EMPTIED() (void)0
 #endif
-
-/* A read of len > 0 that returned less: the stream is empty for now. */
-static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
 
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
  * what a read asked for (0: not a read that empties a stream, see the top).
- * `ring`: what the call does on a uring loop instead (RING_IO, or nothing). */
+ * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
+ * or nothing: then it waits for readiness, on uring too). */
 #define FIBER_IO(call, dir, name, len, ring)                          \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \
@@ -318,17 +339,20 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
   tdl_loop *loop_ = f->sched->loop;                                   \
   const unsigned dir_ = (dir);                                        \
   const char *const name_ = (name);                                   \
+  const size_t len_ = (len);                                          \
   (void)dir_;                                                         \
   (void)name_;                                                        \
-  ring                                                                \
-  if ((len) && tdl__io_read_empty(loop_, &d_->w) &&                   \
-      (e_ = wait_fd(f, fd, TDL_READ, (name), deadline)) < 0)          \
+  RING_EMPTY(ring)                                                    \
+  if (len_ && tdl__io_read_empty(loop_, &d_->w) &&                    \
+      (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
     return e_;                                                        \
   for (;;) {                                                          \
     ssize_t r_ = (call);                                              \
     if (r_ >= 0) {                                                    \
-      if (emptied(r_, (len)))                                         \
+      if (emptied(r_, len_)) {                                        \
         tdl_io_blocked(loop_, &d_->w, TDL_READ);                      \
+        RING_EMPTIED();                                               \
+      }                                                               \
       tdl__io_budget_spend(f);                                        \
       return r_;                                                      \
     }                                                                 \
@@ -339,8 +363,9 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
       tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
       return e_;                                                      \
     }                                                                 \
-    tdl_io_blocked(loop_, &d_->w, (dir));                             \
-    e_ = wait_fd(f, fd, (dir), (name), deadline);                     \
+    ring                                                              \
+    tdl_io_blocked(loop_, &d_->w, dir_);                              \
+    e_ = wait_fd(f, fd, dir_, name_, deadline);                       \
     if (e_ < 0)                                                       \
       return e_;                                                      \
   }
@@ -416,7 +441,7 @@ static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr
                        tdl_time_t deadline)
 {
   tdl__uop u = {.code = IORING_OP_ACCEPT, .fd = fd, .addr = addr, .addrlen = addrlen};
-  int nfd = (int)ring_io(f, d, &u, TDL_READ, "accept", deadline);
+  int nfd = (int)ring_io(f, d, &u, TDL_READ, 0, "accept", deadline);
   if (nfd >= 0) {
     tdl__ffd *nd;
     (void)ffd_make(f->sched, nfd, &nd, true); /* as accept_known */
@@ -465,10 +490,11 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
 #ifdef TDL_HAVE_URING
   if (tdl__loop_ring(f->sched->loop)) {
     tdl__uop u = {.code = IORING_OP_CONNECT, .fd = fd, .addr = (void *)addr, .len = addrlen};
-    e = (int)tdl__ring_io(f, &d->ring_ops, &u, "connect", deadline);
+    bool closed;
+    e = (int)tdl__ring_io(f, &d->ring_ops, &u, "connect", deadline, &closed);
     /* A kernel that honours O_NONBLOCK here leaves the handshake going.
      * (-EAGAIN is a Unix listener's full backlog, as on epoll.) */
-    return e == -EINPROGRESS ? connect_result(f, fd, deadline) : e;
+    return e == -EINPROGRESS && !closed ? connect_result(f, fd, deadline) : e;
   }
 #endif
   while (tdl__sys_connect(fd, addr, addrlen) < 0) {

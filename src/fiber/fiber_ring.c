@@ -113,8 +113,10 @@ bool tdl__ring_busy(const tdl__list *on_fd, unsigned events)
   return false;
 }
 
-ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline)
+ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
+                     bool *closed)
 {
+  *closed = false;
   tdl_loop *loop = f->sched->loop;
   ring_wait w = {.op.done = ring_done, .f = f, .dir = direction(u->code)};
   if (tdl__ring_busy(on_fd, w.dir))
@@ -143,6 +145,7 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
     }
     if (tdl__list_linked(&w.link))
       tdl__list_remove(&w.link);
+    *closed = w.closed;
     if (w.res == -ECANCELED)
       return w.closed ? -EBADF : e < 0 ? e : -ECANCELED;
     if (w.res == -EINTR && !f->cancelled) {

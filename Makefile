@@ -5,6 +5,11 @@
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program
 # CI (.ci/run) adds `make test-asan`, `make test-aarch64` and `make test-musl`.
+# make prints "Entering/Leaving directory" around every recursive make, also
+# those that cmake --build starts: dozens of lines that say nothing.
+MAKEFLAGS += --no-print-directory
+export MAKEFLAGS
+
 WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake

@@ -1,6 +1,6 @@
 # Entry points for a fresh machine.  The two in the README:
 #   make bench   build in Release, build the peers that are installed, and run the
-#                interleaved comparison (../shared/BENCHMARKS.md)
+#                interleaved comparison (docs/BENCHMARKS.md)
 #   make test    build with misuse checks, check the layering, run every test on
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program

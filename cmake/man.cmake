@@ -25,3 +25,8 @@ if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --check ${TDL_MAN_DIR}
             --nm ${CMAKE_NM} --lib $<TARGET_FILE:treadle_shared> --lib $<TARGET_FILE:treadle_hook>)
 endif()
+if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME test_gen_man
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/man/test_gen_man.py ${CMAKE_NM}
+            $<TARGET_FILE:treadle_shared> $<TARGET_FILE:treadle_hook>)
+endif()

@@ -37,8 +37,15 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEADERS = ["include/treadle.h"] + sorted(
-    "include/treadle/" + f for f in os.listdir(os.path.join(ROOT, "include/treadle")) if f.endswith(".h"))
+HEADERS = []
+
+
+def find_headers(root):
+    """include/treadle.h and include/treadle/*.h under root."""
+    global ROOT, HEADERS
+    ROOT = root
+    HEADERS = ["include/treadle.h"] + sorted(
+        "include/treadle/" + f for f in os.listdir(os.path.join(ROOT, "include/treadle")) if f.endswith(".h"))
 
 
 ERRORS = []
@@ -255,7 +262,7 @@ def parse(path, types):
 
 def esc(s):
     s = s.replace("\\", "\\e").replace("-", "\\-")
-    return s
+    return "".join(c if ord(c) < 128 else "\\[u%04X]" % ord(c) for c in s)
 
 
 def line_safe(s):
@@ -277,11 +284,23 @@ def blocks(lines):
             out.append(("blank", []))
             continue
         kind = "verb" if ln.startswith(" ") else "fill"
-        if cur is None or cur[0] != kind:
+        if kind == "verb" and cur is not None and cur[0] == "fill" and HANGING.match(cur[1][-1]) \
+                and not cur[1][-1].endswith(":"):
+            # "host: an IPv4 literal..." with its continuation indented below:
+            # an item of a list, kept as it is laid out
+            head = cur[1].pop()
+            if not cur[1]:
+                out.pop()
+            cur = ("verb", [head])
+            out.append(cur)
+        elif cur is None or cur[0] != kind:
             cur = (kind, [])
             out.append(cur)
         cur[1].append(ln)
     return out
+
+
+HANGING = re.compile(r"^([\w.]+:\s|Errors\b|Returns?\b|Cost\b|Thread\b)")
 
 
 SENTENCE_END = re.compile(r"(?<=[.)])  (?=[A-Z(*\-])")
@@ -299,6 +318,8 @@ def split_labelled(lines):
             target = None
             continue
         if kind == "verb":
+            if not ls[0].startswith(" "):  # a hanging item: its label decides
+                target = ret if re.match(r"Returns?\b", ls[0]) else err if re.match(r"Errors\b", ls[0]) else None
             (target if target is not None else desc).extend(ls)
             continue
         text = ""
@@ -337,8 +358,10 @@ def roff_text(lines):
         elif kind == "fill":
             for l in ls:
                 out.append(line_safe(bold_funcs(esc(l.strip()))))
-        else:
+        elif ls[0].startswith(" "):
             out += [".RS 2", ".nf"] + [line_safe(esc(l)) for l in ls] + [".fi", ".RE"]
+        else:  # a hanging item: at the margin, as in the header
+            out += [".nf"] + [line_safe(esc(l)) for l in ls] + [".fi"]
     while out and out[-1] == ".PP":
         out.pop()
     return out
@@ -446,10 +469,10 @@ def write_pages(headers, types, outdir, version):
                 out += [".SH ERRORS"] + roff_sentences(err)
             fam = next(f for f in h.families if page in f[3])
             if fam[1]:
-                out += [".PP", "More on " + esc(fam[0]) + ": " + "\\fB" + h.man7 + "\\fP(7)."]
+                out += [".PP", "More on " + esc(fam[0]) + ": " + "\\fB" + esc(h.man7) + "\\fP(7)."]
             see = [p.names[0] for p in fam[3] if p is not page]
             refs = ",\n".join(f".BR {n} (3)" for n in see + [])
-            out += [".SH SEE ALSO"] + ([refs + ","] if see else []) + [f".BR {h.man7} (7)" +
+            out += [".SH SEE ALSO"] + ([refs + ","] if see else []) + [f".BR {esc(h.man7)} (7)" +
                                                                          ("," if h.man7 != "treadle" else "")]
             if h.man7 != "treadle":
                 out.append(".BR treadle (7)")
@@ -483,7 +506,7 @@ def write(path, text):
 
 def man7(h, headers, version):
     title = h.intro[0].rstrip(".") if h.intro else h.path
-    out = [th(h.man7, 7, version), ".SH NAME", esc(h.man7) + " \\- " + esc(title.split(":")[0] if h.man7 != "treadle" else
+    out = [th(esc(h.man7), 7, version), ".SH NAME", esc(h.man7) + " \\- " + esc(title.split(":")[0] if h.man7 != "treadle" else
                                                                           "fibers over an I/O and timer manager, for C"),
            ".SH SYNOPSIS", ".nf", ".B #include " + esc(h.include), ".fi", ".SH DESCRIPTION"]
     out += roff_text(h.intro)
@@ -505,7 +528,7 @@ def man7(h, headers, version):
             out.append("Functions:")
             out.append(",\n".join(f".BR {p.names[0]} (3)" for p in pages))
     if h.man7 == "treadle":
-        out += [".SH SEE ALSO", ",\n".join(f".BR {o.man7} (7)" for o in headers if o is not h)]
+        out += [".SH SEE ALSO", ",\n".join(f".BR {esc(o.man7)} (7)" for o in headers if o is not h)]
     else:
         out += [".SH SEE ALSO", ".BR treadle (7)"]
     return out
@@ -576,7 +599,9 @@ def main():
     ap.add_argument("--check", metavar="MANDIR", help="check the pages under MANDIR")
     ap.add_argument("--nm", default="nm", help="the nm to read the libraries with")
     ap.add_argument("--lib", action="append", default=[], help="a shared library to take the exported names from")
+    ap.add_argument("--root", default=ROOT, help="the source tree (default: this script's)")
     a = ap.parse_args()
+    find_headers(os.path.abspath(a.root))
     if not a.out and not a.check:
         ap.error("--out or --check")
     if a.out:

@@ -284,8 +284,8 @@ def blocks(lines):
             out.append(("blank", []))
             continue
         kind = "verb" if ln.startswith(" ") else "fill"
-        if kind == "verb" and cur is not None and cur[0] == "fill" and HANGING.match(cur[1][-1]) \
-                and not cur[1][-1].endswith(":"):
+        if kind == "verb" and cur is not None and cur[0] == "fill" and not cur[1][-1].endswith(":") \
+                and (len(cur[1]) == 1 or HANGING.match(cur[1][-1])):
             # "host: an IPv4 literal..." with its continuation indented below:
             # an item of a list, kept as it is laid out
             head = cur[1].pop()
@@ -307,20 +307,24 @@ SENTENCE_END = re.compile(r"(?<=[.)])  (?=[A-Z(*\-])")
 
 
 def split_labelled(lines):
-    """Split a comment into (description lines, returns, errors): the sentences
-    that start with "Returns"/"Return " or "Errors", with the indented lines
-    that continue them, leave the description."""
+    """Split a comment into (description blocks, returns, errors): the
+    sentences that start with "Returns" or "Errors:" (or "Errors (...)",
+    "Other errors:"), with the indented lines that continue them, leave the
+    description."""
     desc, ret, err = [], [], []
     target = None  # where the indented lines after a labelled sentence go
     for kind, ls in blocks(lines):
         if kind == "blank":
-            desc.append("")
+            desc.append(("blank", []))
             target = None
             continue
         if kind == "verb":
             if not ls[0].startswith(" "):  # a hanging item: its label decides
-                target = ret if re.match(r"Returns?\b", ls[0]) else err if re.match(r"Errors\b", ls[0]) else None
-            (target if target is not None else desc).extend(ls)
+                target = ret if RETURNS.match(ls[0]) else err if ERRORS_LABEL.match(ls[0]) else None
+            if target is not None:
+                target.extend(ls)
+            else:
+                desc.append((kind, ls))
             continue
         text = ""
         for l in ls:  # a line that ends a sentence keeps the two spaces after it
@@ -328,10 +332,10 @@ def split_labelled(lines):
         kept = []
         target = None
         for sent in SENTENCE_END.split(text):
-            if re.match(r"Returns?\b", sent):
+            if RETURNS.match(sent):
                 ret.append(sent)
                 target = ret
-            elif re.match(r"Errors\b", sent):
+            elif ERRORS_LABEL.match(sent):
                 err.append(re.sub(r"^Errors:\s*", "", sent))
                 target = err
             elif target is not None and not re.match(r"(Cost|Thread|Callable|THREAD-SAFE|Works|Usable)\b", sent):
@@ -340,18 +344,24 @@ def split_labelled(lines):
                 kept.append(sent)
                 target = None
         if kept:
-            desc.append("  ".join(kept))
-        if target is None and not kept:
-            pass
-    while desc and not desc[-1]:
+            desc.append(("fill", ["  ".join(kept)]))
+    while desc and desc[-1][0] == "blank":
         desc.pop()
     return desc, ret, err
 
 
+RETURNS = re.compile(r"Returns?\b")
+ERRORS_LABEL = re.compile(r"(Other errors|Errors)\s*[:(,]")
+
+
 def roff_text(lines):
     """roff for comment lines: filled paragraphs and verbatim indented blocks."""
+    return roff_blocks(blocks(lines))
+
+
+def roff_blocks(bs):
     out = []
-    for kind, ls in blocks(lines):
+    for kind, ls in bs:
         if kind == "blank":
             if out and out[-1] != ".PP":
                 out.append(".PP")
@@ -455,14 +465,14 @@ def write_pages(headers, types, outdir, version):
             for c in page.comment:
                 d, r, e = split_labelled(c)
                 if desc and d:
-                    desc.append("")
+                    desc.append(("blank", []))
                 desc += d
                 ret += r
                 err += e
             out = [th(name, 3, version), ".SH NAME",
                    esc(", ".join(page.names)) + " \\- " + esc(whatis(page)), ".SH SYNOPSIS"]
             out += synopsis(page, types)
-            out += [".SH DESCRIPTION"] + (roff_text(desc) or ["See " + esc(page.family) + " in " + h.man7 + "(7)."])
+            out += [".SH DESCRIPTION"] + (roff_blocks(desc) or ["See " + esc(page.family) + " in " + h.man7 + "(7)."])
             if ret:
                 out += [".SH RETURN VALUE"] + roff_sentences(ret)
             if err:

@@ -328,7 +328,7 @@ def split_labelled(lines):
             continue
         text = ""
         for l in ls:  # a line that ends a sentence keeps the two spaces after it
-            text += ("  " if text.endswith(".") else " " if text else "") + l.strip()
+            text += ("" if not text else " " if text.endswith(("e.g.", "i.e.")) else "  " if text.endswith(".") else " ") + l.strip()
         kept = []
         target = None
         for sent in SENTENCE_END.split(text):
@@ -391,15 +391,27 @@ def roff_sentences(sents):
 
 
 def whatis(page):
-    """The NAME line's description: the comment's first sentence when it is short."""
-    text = " ".join(l.strip() for l in (page.comment[0] if page.comment else []) if l.strip())
+    """The NAME line's description: the comment's first sentence, shortened
+    when it is long; the family's title when nothing short enough is left."""
+    text = ""
+    for l in page.comment[0] if page.comment else []:
+        if not l.strip():
+            break  # the first paragraph only
+        text += ("" if not text else " " if text.endswith(("e.g.", "i.e.")) else "  " if text.endswith(".") else " ") + l.strip()
     text = re.sub(r"^(THREAD-SAFE( \([^)]*\))?\.|From a fiber:)\s*", "", text)
-    first = re.split(r"(?<=\.)  ", text)[0] if text else ""
-    first = re.split(r"(?<=\.) (?=[A-Z])", first)[0].rstrip(".:")
-    if not first or first.startswith(("Returns", "Errors", "(")) or len(first) > 100:
-        cut = re.split(r"[;:]| \(", first)[0] if first else ""
-        first = cut if 10 <= len(cut) <= 100 and not cut.startswith("Returns") else page.family
-    if len(first) > 1 and not first[1].isupper():
+    first = re.split(r"(?<=\.)  ", text)[0].rstrip(".:") if text else ""
+    candidates = [first, re.sub(r"\s*\([^()]*\)", "", first)]
+    candidates.append(re.split(r"[;:]", candidates[-1])[0])
+    cut = candidates[1][:101]
+    candidates.append(cut[:cut.rfind(", ")] if ", " in cut else "")
+    for i, c in enumerate(candidates):  # a cut one must still say something
+        if (i == 0 or len(c) >= 12) and 0 < len(c) <= 100 and not c.startswith(("Returns", "Errors", "(")):
+            first = c
+            break
+    else:
+        first = page.family
+    word = re.match(r"[A-Za-z]*", first).group(0)
+    if word and word[1:] == word[1:].lower() and first[len(word):len(word) + 1] not in ("/", "_"):
         first = first[0].lower() + first[1:]
     return first
 

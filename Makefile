@@ -20,7 +20,7 @@ all: test-build
 
 test-build:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=ON -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/test -j$(JOBS)
 
 test: test-build
@@ -57,6 +57,15 @@ bench-build:
 
 bench: bench-build
 	python3 bench/run.py --build build/release
+
+# The pipes sweep (2010's charts redrawn, docs/charts/README.md): ~20 minutes;
+# progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000";
+# CHARTS_CSV=/tmp/x/pipes-sweep.csv puts the CSV and the PNGs elsewhere.
+CHARTS_CSV ?= docs/charts/pipes-sweep.csv
+.PHONY: charts
+charts: bench-build
+	python3 bench/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
+	python3 bench/charts.py --csv $(CHARTS_CSV)
 
 clean:
 	rm -rf build

@@ -27,10 +27,21 @@ typedef struct tdl_loop tdl_loop;
 /* Loops                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Where a loop learns what is ready, and how fiber I/O reaches the kernel.
+ * epoll and poll report readiness and fiber I/O makes the system calls
+ * itself.  uring keeps an epoll set for watchers (so watchers, timers,
+ * signals and wakeups behave exactly as on epoll) and gives fiber I/O
+ * (tdl_read, tdl_write, tdl_recv, tdl_send, ..., accept and connect) to the
+ * kernel as io_uring operations: a fiber's call queues one and parks, and the
+ * loop submits everything queued and collects every completion in one system
+ * call per iteration.  Needs Linux 5.19 or later and a treadle built with
+ * liburing. */
 typedef enum tdl_backend {
-  TDL_BACKEND_DEFAULT = 0, /* $TDL_BACKEND if set ("epoll" or "poll"), else epoll */
+  TDL_BACKEND_DEFAULT = 0, /* $TDL_BACKEND if set ("epoll", "poll", "uring" or "auto"), else epoll */
   TDL_BACKEND_EPOLL,
   TDL_BACKEND_POLL,
+  TDL_BACKEND_URING, /* io_uring, or fail (see tdl_loop_new) */
+  TDL_BACKEND_AUTO,  /* io_uring where it can be set up, else epoll, quietly */
 } tdl_backend;
 
 typedef struct tdl_loop_options {
@@ -46,7 +57,12 @@ typedef struct tdl_loop_options {
 
 /* Create a loop owned by the calling thread.  opts may be NULL.
  * Errors: -ENOMEM; -EINVAL for an unknown back end or an unknown $TDL_BACKEND;
- * -EMFILE/-ENFILE when the back end's fds cannot be created.
+ * -EMFILE/-ENFILE when the back end's fds cannot be created.  Asking for uring
+ * (TDL_BACKEND_URING or $TDL_BACKEND=uring) where it cannot be set up fails
+ * with what the kernel said: -ENOSYS (no io_uring, too old a kernel, or
+ * treadle built without liburing), -EPERM (kernel.io_uring_disabled, or a
+ * seccomp filter such as a container's), -ENOMEM (the locked-memory limit);
+ * TDL_BACKEND_AUTO falls back to epoll on any of these.
  * Cost: one allocation and 1-2 system calls. */
 TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
 
@@ -58,7 +74,7 @@ TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
  * does a watchdog: freeing stops it (see tdl_loop_watchdog_stop). */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
-/* The back end's name: "epoll" or "poll". */
+/* The back end's name: "epoll", "poll" or "uring". */
 TDL_API const char *tdl_loop_backend(const tdl_loop *loop);
 
 typedef enum tdl_loop_mode {

@@ -23,9 +23,14 @@
 #include "base/sys.h"
 #include "fiber/fiber_internal.h"
 
+#ifdef TDL_HAVE_URING
+#include <liburing.h>
+#endif
+
 typedef struct tdl__ffd {
   tdl_io w;
   tdl__fdwait *reader, *writer;
+  tdl__list ring_ops; /* operations in flight on the loop's ring (fiber_ring.c) */
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -163,6 +168,10 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
     return e;
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return -EBUSY;
+#ifdef TDL_HAVE_URING
+  if (tdl__ring_busy(&d->ring_ops, events))
+    return -EBUSY;
+#endif
   rec->f = f;
   rec->fd = fd;
   rec->events = 0;
@@ -262,12 +271,41 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
   return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
+#ifdef TDL_HAVE_URING
+/* On a uring loop the call is a ring operation.  Where the kernel answers
+ * EAGAIN (a non-blocking file, on kernels that honour O_NONBLOCK there) the
+ * fiber waits for readiness and submits again. */
+static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, const char *what,
+                       tdl_time_t deadline)
+{
+  if (dir == TDL_READ ? d->reader != NULL : d->writer != NULL)
+    return -EBUSY;
+  for (;;) {
+    ssize_t r = tdl__ring_io(f, &d->ring_ops, u, what, deadline);
+    if (r != -EAGAIN)
+      return r;
+    tdl_io_blocked(f->sched->loop, &d->w, dir);
+    int e = wait_fd(f, u->fd, dir, what, deadline);
+    if (e < 0)
+      return e;
+  }
+}
+#define RING_IO(...)                                                  \
+  if (tdl__loop_ring(loop_)) {                                        \
+    tdl__uop u_ = {__VA_ARGS__};                                      \
+    return ring_io(f, d_, &u_, dir_, name_, deadline);                \
+  }
+#else
+#define RING_IO(...)
+#endif
+
 /* A read of len > 0 that returned less: the stream is empty for now. */
 static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
 
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
- * what a read asked for (0: not a read that empties a stream, see the top). */
-#define FIBER_IO(call, dir, name, len)                                \
+ * what a read asked for (0: not a read that empties a stream, see the top).
+ * `ring`: what the call does on a uring loop instead (RING_IO, or nothing). */
+#define FIBER_IO(call, dir, name, len, ring)                          \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \
     return -EPERM;                                                    \
@@ -278,6 +316,11 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
   if (e_ < 0)                                                         \
     return e_;                                                        \
   tdl_loop *loop_ = f->sched->loop;                                   \
+  const unsigned dir_ = (dir);                                        \
+  const char *const name_ = (name);                                   \
+  (void)dir_;                                                         \
+  (void)name_;                                                        \
+  ring                                                                \
   if ((len) && tdl__io_read_empty(loop_, &d_->w) &&                   \
       (e_ = wait_fd(f, fd, TDL_READ, (name), deadline)) < 0)          \
     return e_;                                                        \
@@ -304,46 +347,56 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len)
+  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len,
+           RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len))
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0)
+  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
+           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len))
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0)
+  if (iovcnt < 0)
+    return -EINVAL;
+  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0,
+           RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0)
+  if (iovcnt < 0)
+    return -EINVAL;
+  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
+           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len,
+           RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags))
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
 {
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
+           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL))
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
                      tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, )
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, )
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
@@ -358,9 +411,44 @@ static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t 
   return nfd;
 }
 
+#ifdef TDL_HAVE_URING
+static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr, socklen_t *addrlen,
+                       tdl_time_t deadline)
+{
+  tdl__uop u = {.code = IORING_OP_ACCEPT, .fd = fd, .addr = addr, .addrlen = addrlen};
+  int nfd = (int)ring_io(f, d, &u, TDL_READ, "accept", deadline);
+  if (nfd >= 0) {
+    tdl__ffd *nd;
+    (void)ffd_make(f->sched, nfd, &nd, true); /* as accept_known */
+  }
+  return nfd;
+}
+#endif
+
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0)
+#ifdef TDL_HAVE_URING
+#define RING_ACCEPT                                                   \
+  if (tdl__loop_ring(loop_))                                          \
+    return ring_accept(f, d_, fd, addr, addrlen, deadline);
+#else
+#define RING_ACCEPT
+#endif
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT)
+#undef RING_ACCEPT
+}
+
+/* A non-blocking connect is under way: wait for its end, and its result. */
+static int connect_result(tdl__fiber *f, int fd, tdl_time_t deadline)
+{
+  int e = wait_after_eagain(f, fd, TDL_WRITE, "connect", deadline);
+  if (e < 0)
+    return e;
+  int soerr = 0;
+  socklen_t sl = sizeof soerr;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+    return -errno;
+  return soerr ? -soerr : 0;
 }
 
 int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
@@ -374,19 +462,21 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
+#ifdef TDL_HAVE_URING
+  if (tdl__loop_ring(f->sched->loop)) {
+    tdl__uop u = {.code = IORING_OP_CONNECT, .fd = fd, .addr = (void *)addr, .len = addrlen};
+    e = (int)tdl__ring_io(f, &d->ring_ops, &u, "connect", deadline);
+    /* A kernel that honours O_NONBLOCK here leaves the handshake going.
+     * (-EAGAIN is a Unix listener's full backlog, as on epoll.) */
+    return e == -EINPROGRESS ? connect_result(f, fd, deadline) : e;
+  }
+#endif
   while (tdl__sys_connect(fd, addr, addrlen) < 0) {
     if (errno == EINTR)
       continue;
     if (errno != EINPROGRESS)
       return -errno;
-    e = wait_after_eagain(f, fd, TDL_WRITE, "connect", deadline);
-    if (e < 0)
-      return e;
-    int soerr = 0;
-    socklen_t sl = sizeof soerr;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-      return -errno;
-    return soerr ? -soerr : 0;
+    return connect_result(f, fd, deadline);
   }
   return 0;
 }
@@ -397,6 +487,10 @@ static void forget_fd(tdl__sched *s, int fd)
   tdl__ffd *d = ffd_find(s, fd);
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
+#ifdef TDL_HAVE_URING
+    if (tdl__loop_ring(s->loop))
+      tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
+#endif
     if (d->reader)
       fdwait_end(d->reader, -EBADF);
     if (d->writer && d->writer != d->reader)

@@ -1,10 +1,15 @@
 # Entry points for a fresh machine.  The two in the README:
 #   make bench   build in Release, build the peers that are installed, and run the
-#                interleaved comparison (../shared/BENCHMARKS.md)
+#                interleaved comparison (docs/BENCHMARKS.md)
 #   make test    build with misuse checks, check the layering, run every test on
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program
 # CI (.ci/run) adds `make test-asan`, `make test-aarch64` and `make test-musl`.
+# make prints "Entering/Leaving directory" around every recursive make, also
+# those that cmake --build starts: dozens of lines that say nothing.
+MAKEFLAGS += --no-print-directory
+export MAKEFLAGS
+
 WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake

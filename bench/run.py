@@ -6,7 +6,7 @@ rounds outermost, so that a slow spell of a shared machine is spread over all
 implementations instead of landing on one; the order rotates from round to
 round, B C A in the second, so that no implementation always runs first,
 right after another workload's exit), reads the RESULT line that every
-driver prints (shared/BENCHMARKS.md), and takes the median of each key that
+driver prints (docs/BENCHMARKS.md), and takes the median of each key that
 matters.  Ratios are peer / treadle, paired: the median over rounds of the
 peer's figure divided by treadle's figure of the same round, because the
 machine drifts between rounds far more than within one.  Above 1 means

@@ -218,6 +218,7 @@ TDL_API void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events);
  * (e.g. TDL_READ after reading less than everything). */
 TDL_API void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events);
 
+/* Whether w is started. */
 static inline bool tdl_io_active(const tdl_io *w) { return (w->state & 1u) != 0; }
 
 /*
@@ -246,6 +247,8 @@ struct tdl_timer {
   uint32_t state;
 };
 
+/* Prepare t to call cb(loop, t) when it fires; data is the caller's.  Never
+ * fails; re-initialise only a stopped timer. */
 TDL_API void tdl_timer_init(tdl_timer *t, tdl_timer_cb cb, void *data);
 
 /* Arm at an absolute deadline on the loop's clock (Control.Event style).  A
@@ -272,6 +275,7 @@ TDL_API int tdl_timer_start(tdl_loop *loop, tdl_timer *t, tdl_time_t delay, tdl_
  * slot. */
 TDL_API int tdl_timer_stop(tdl_loop *loop, tdl_timer *t);
 
+/* Whether t is armed (a one-shot timer stops when it fires). */
 static inline bool tdl_timer_active(const tdl_timer *t) { return t->state != 0; }
 
 /* ------------------------------------------------------------------------ */
@@ -297,6 +301,7 @@ struct tdl_wakeup {
   int started; /* accessed atomically */
 };
 
+/* Prepare wk to call cb(loop, wk) on its loop's thread.  Never fails. */
 TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
 /* Start / stop receiving wakeups (loop thread only).  A started wakeup keeps
  * tdl_loop_run(TDL_LOOP_DEFAULT) running.  Errors: -EMFILE/-ENFILE (the loop's
@@ -336,6 +341,7 @@ struct tdl_post {
   int queued;      /* private, accessed atomically */
 };
 
+/* Prepare the record p to run cb(loop, p) when posted.  Never fails. */
 TDL_API void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data);
 
 /* A new reference to loop's port, made on first use (loop thread only).
@@ -360,7 +366,7 @@ typedef struct tdl_port_stats {
   uint64_t posts; /* accepted by tdl_port_post */
   uint64_t wakes; /* of those, how many wrote the eventfd to wake the loop */
 } tdl_port_stats;
-/* THREAD-SAFE. */
+/* THREAD-SAFE.  The port's counts since it was made, at one moment. */
 TDL_API void tdl_port_stats_get(const tdl_port *port, tdl_port_stats *out);
 
 /* ------------------------------------------------------------------------ */
@@ -377,6 +383,7 @@ struct tdl_signal {
   int signum;
 };
 
+/* Prepare s to call cb(loop, s, signum).  Never fails. */
 TDL_API void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data);
 
 /* Deliver signum to s's callback on the loop.  The signal is blocked in the
@@ -405,6 +412,7 @@ struct tdl_defer {
   tdl__list link; /* linked while queued */
 };
 
+/* Prepare d to call cb(loop, d).  Never fails. */
 TDL_API void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data);
 /* Run d's callback once, on the next iteration (callbacks queued during an
  * iteration never run in that same iteration).  Queuing a queued callback
@@ -430,6 +438,7 @@ struct tdl_hook {
   int kind;
 };
 
+/* Prepare h to call cb(loop, h).  Never fails. */
 TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
 /* Call h on every iteration at the given point.  Hooks do not keep the loop
  * alive.  Errors: -EINVAL for an unknown kind. */

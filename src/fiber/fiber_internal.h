@@ -227,12 +227,12 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
 
 /* What one operation is: an IORING_OP_* code and its arguments. */
 typedef struct tdl__uop {
-  uint8_t code;  /* IORING_OP_READ, _WRITE, _READV, _WRITEV, _RECV, _SEND, _ACCEPT, _CONNECT */
+  uint8_t code;  /* IORING_OP_READ, _WRITE, _READV, _WRITEV, _RECV, _SEND, _ACCEPT, _CONNECT, _POLL_ADD */
   int fd;
   void *addr;    /* the buffer, the iovec array, or the sockaddr */
   size_t len;    /* its length, the iovec count, or the sockaddr's length (connect) */
   socklen_t *addrlen; /* accept */
-  int flags;     /* recv/send flags */
+  int flags;     /* recv/send flags; POLL_ADD: the TDL_READ/TDL_WRITE bits to wait for */
 } tdl__uop;
 
 /* Submit u on f's loop's ring and park until it completes; the fd's list

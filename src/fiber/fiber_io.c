@@ -25,6 +25,7 @@
 
 #ifdef TDL_HAVE_URING
 #include <liburing.h>
+#include <poll.h>
 #endif
 
 typedef struct tdl__ffd {
@@ -255,6 +256,10 @@ int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
   return (int)ev;
 }
 
+#ifdef TDL_HAVE_URING
+static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline);
+#endif
+
 int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -264,6 +269,10 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -ECANCELED;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
+#ifdef TDL_HAVE_URING
+  if (tdl__loop_ring(f->sched->loop))
+    return ring_wait_fd(f, fd, events, deadline);
+#endif
   int e = tdl__fd_ready_now(f, fd, events);
   if (e != 0) {
     tdl__io_budget_spend(f);
@@ -287,7 +296,7 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
 static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, size_t len, const char *what,
                        tdl_time_t deadline)
 {
-  if (dir == TDL_READ ? d->reader != NULL : d->writer != NULL)
+  if (((dir & TDL_READ) && d->reader) || ((dir & TDL_WRITE) && d->writer))
     return -EBUSY;
   for (;;) {
     bool closed = false;
@@ -304,6 +313,29 @@ static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned d
       return e;
   }
 }
+/* tdl_wait_fd on a uring loop: a one-shot poll on the ring, not the loop's
+ * epoll set.  An fd that fibers read with ring operations is then never
+ * registered with epoll, whose events for it nobody would want (each would
+ * wake the ring and cost an epoll_wait).  The poll answers at once when the
+ * fd is ready already. */
+static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
+  ssize_t r = ring_io(f, d, &u, events, 0, (events & TDL_READ) ? "wait read" : "wait write", deadline);
+  if (r < 0)
+    return (int)r;
+  unsigned ev = ((r & POLLIN) ? TDL_READ : 0) | ((r & POLLOUT) ? TDL_WRITE : 0);
+  if (r & POLLERR)
+    ev |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
+  if (r & (POLLHUP | POLLRDHUP))
+    ev |= TDL_HUP | TDL_READ; /* a read returns EOF */
+  return (int)ev;
+}
+
 /* In FIBER_IO: on a uring loop, where the call would block, the ring. */
 #define RING_IO(...)                                                  \
   if (tdl__loop_ring(loop_)) {                                        \

@@ -16,6 +16,7 @@
  * get -EBADF, as fibers waiting for readiness do.
  */
 #include <liburing.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "fiber/fiber_internal.h"
@@ -80,6 +81,9 @@ static void prep(struct io_uring_sqe *sqe, const tdl__uop *u)
   case IORING_OP_CONNECT:
     io_uring_prep_connect(sqe, u->fd, u->addr, (socklen_t)u->len);
     break;
+  case IORING_OP_POLL_ADD:
+    io_uring_prep_poll_add(sqe, u->fd, ((u->flags & TDL_READ) ? POLLIN : 0) | ((u->flags & TDL_WRITE) ? POLLOUT : 0));
+    break;
   default:
     io_uring_prep_nop(sqe);
     break;
@@ -88,9 +92,11 @@ static void prep(struct io_uring_sqe *sqe, const tdl__uop *u)
 
 /* Which way an operation moves data: one reader and one writer per fd at a
  * time, as for fibers waiting for readiness (fiber.h, -EBUSY). */
-static unsigned direction(uint8_t code)
+static unsigned direction(const tdl__uop *u)
 {
-  switch (code) {
+  switch (u->code) {
+  case IORING_OP_POLL_ADD:
+    return (unsigned)u->flags;
   case IORING_OP_READ:
   case IORING_OP_READV:
   case IORING_OP_RECV:
@@ -118,7 +124,7 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
 {
   *closed = false;
   tdl_loop *loop = f->sched->loop;
-  ring_wait w = {.op.done = ring_done, .f = f, .dir = direction(u->code)};
+  ring_wait w = {.op.done = ring_done, .f = f, .dir = direction(u)};
   if (tdl__ring_busy(on_fd, w.dir))
     return -EBUSY;
   for (;;) {

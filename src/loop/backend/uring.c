@@ -70,6 +70,20 @@ static int setup(struct io_uring *ring)
   return e;
 }
 
+/* Linux 5.19 or later: cancelling by fd (tdl_close), timed waits without a
+ * timeout request (EXT_ARG, 5.11) and no dropped completions (NODROP, 5.5).
+ * The cancel flag cannot be probed; IORING_OP_SOCKET came in the same
+ * release and can. */
+static bool new_enough(struct io_uring *ring)
+{
+  if (!(ring->features & IORING_FEAT_NODROP) || !(ring->features & IORING_FEAT_EXT_ARG))
+    return false;
+  struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+  bool ok = p && io_uring_opcode_supported(p, IORING_OP_SOCKET);
+  io_uring_free_probe(p);
+  return ok;
+}
+
 static int ur_open(tdl_loop *loop)
 {
   uring_state *s = calloc(1, sizeof *s);
@@ -80,9 +94,7 @@ static int ur_open(tdl_loop *loop)
     free(s);
     return e;
   }
-  if (!(s->ring.features & IORING_FEAT_NODROP) || !(s->ring.features & IORING_FEAT_EXT_ARG)) {
-    /* Before 5.11: completions could be dropped, and a timed wait would
-     * cost a timeout request per iteration.  Not worth supporting. */
+  if (!new_enough(&s->ring)) {
     io_uring_queue_exit(&s->ring);
     free(s);
     return -ENOSYS;

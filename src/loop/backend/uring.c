@@ -38,6 +38,7 @@
 enum {
   SQ_ENTRIES = 256,
   CQ_ENTRIES = 8 * SQ_ENTRIES,
+  LOCAL_TW_BATCH = 20, /* the kernel's IO_LOCAL_TW_DEFAULT_MAX (see collect) */
 };
 
 /* user_data of the epoll fd's poll and of requests whose completion nobody
@@ -123,8 +124,9 @@ static void ur_close(tdl_loop *loop)
 /* Run the completions the ring holds.  Operations are told; the epoll
  * fd's poll only sets a flag, so that this can run from a fiber too (when
  * room is needed in the submission queue): epoll is harvested by the wait. */
-static void reap(tdl_loop *loop, uring_state *s)
+static unsigned reap(tdl_loop *loop, uring_state *s)
 {
+  unsigned total = 0;
   for (;;) {
     struct io_uring_cqe *cqe;
     unsigned head, n = 0;
@@ -142,10 +144,11 @@ static void reap(tdl_loop *loop, uring_state *s)
       }
     }
     io_uring_cq_advance(&s->ring, n);
+    total += n;
     /* What did not fit is held by the kernel (NODROP) until an enter
      * flushes it in. */
     if (!io_uring_cq_has_overflow(&s->ring) || io_uring_get_events(&s->ring) < 0)
-      return;
+      return total;
   }
 }
 
@@ -166,6 +169,22 @@ static void arm_epoll(uring_state *s)
   }
 }
 
+/* Submit what is queued and have the kernel post every completion it has,
+ * without waiting.  Since Linux 6.13 one io_uring_enter on a DEFER_TASKRUN
+ * ring completes at most max(20, min_complete) operations and keeps the rest
+ * for later, so a loop that asked for "any" would collect 20 per iteration
+ * (measured: 20,000 reads ready at once took 1,000 iterations): ask for as
+ * many as are in flight, with a timeout of zero. */
+static int collect(tdl_loop *loop, uring_state *s)
+{
+  unsigned in_flight = loop->ops_inflight + s->ep_armed;
+  if (in_flight <= LOCAL_TW_BATCH)
+    return io_uring_submit_and_get_events(&s->ring);
+  struct io_uring_cqe *cqe;
+  struct __kernel_timespec zero = {0, 0};
+  return io_uring_submit_and_wait_timeout(&s->ring, &cqe, in_flight, &zero, NULL);
+}
+
 static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
 {
   uring_state *s = loop->be_state;
@@ -173,7 +192,7 @@ static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
     arm_epoll(s);
   int e;
   if (timeout_ns == 0) {
-    e = io_uring_submit_and_get_events(&s->ring);
+    e = collect(loop, s);
   } else {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
@@ -181,7 +200,12 @@ static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EBUSY && e != -EAGAIN)
     return e;
-  reap(loop, s);
+  /* A sleeping wait ends with the kernel's first batch (see collect): when
+   * that was a full one, more are likely behind it. */
+  if (reap(loop, s) >= LOCAL_TW_BATCH && timeout_ns != 0 && loop->ops_inflight > 0) {
+    (void)collect(loop, s);
+    reap(loop, s);
+  }
   if (s->ep_ready) {
     s->ep_ready = false;
     e = tdl__epoll_harvest(loop, &s->ep, timeout_ns != 0);

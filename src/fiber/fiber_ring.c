@@ -21,6 +21,17 @@
 
 #include "fiber/fiber_internal.h"
 
+/* memcheck does not see what the kernel writes through the ring: say so. */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define TDL_HAVE_VALGRIND 1
+#endif
+#endif
+#ifndef TDL_HAVE_VALGRIND
+#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
+#endif
+
 typedef struct ring_wait {
   tdl__op op;
   tdl__list link;   /* on the fd's list while in flight */
@@ -119,6 +130,38 @@ bool tdl__ring_busy(const tdl__list *on_fd, unsigned events)
   return false;
 }
 
+/* What a completed operation wrote into the caller's memory. */
+static void kernel_wrote(const tdl__uop *u, int res)
+{
+  if (res <= 0 && u->code != IORING_OP_ACCEPT)
+    return;
+  switch (u->code) {
+  case IORING_OP_READ:
+  case IORING_OP_RECV:
+    VALGRIND_MAKE_MEM_DEFINED(u->addr, (size_t)res);
+    break;
+  case IORING_OP_READV: {
+    const struct iovec *iov = u->addr;
+    size_t left = (size_t)res;
+    for (size_t i = 0; i < u->len && left; i++) {
+      size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+      VALGRIND_MAKE_MEM_DEFINED(iov[i].iov_base, n);
+      left -= n;
+    }
+    break;
+  }
+  case IORING_OP_ACCEPT:
+    if (res >= 0 && u->addrlen) {
+      VALGRIND_MAKE_MEM_DEFINED(u->addrlen, sizeof *u->addrlen);
+      if (u->addr)
+        VALGRIND_MAKE_MEM_DEFINED(u->addr, *u->addrlen);
+    }
+    break;
+  default:
+    break;
+  }
+}
+
 ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
                      bool *closed)
 {
@@ -158,6 +201,7 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
       w.done = w.cancelled = false;
       continue;
     }
+    kernel_wrote(u, w.res);
     if (w.res >= 0)
       tdl__io_budget_spend(f);
     return w.res;

@@ -189,10 +189,18 @@ TDL_API int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline);
  * tdl_wait_fd).  A partial transfer is returned as such (no retry loop); a
  * timed-out call has transferred nothing.
  *
+ * On a loop whose back end is uring (loop.h), a call that would park is
+ * handed to the kernel as an io_uring operation instead, and completes with
+ * the data: no second system call.  The kernel may then finish it just as its
+ * deadline passes or its fiber is cancelled: the call then returns what it
+ * transferred rather than -ETIMEDOUT or -ECANCELED, so nothing is lost.
+ * tdl_recvfrom and tdl_sendto wait for readiness on every back end.
+ *
  * An fd used with these calls must be closed with tdl_close(), which also
  * wakes any fiber still waiting on it (with -EBADF) and clears what the loop
  * cached about the fd; a plain close() leaves that state behind for a later
- * fd with the same number.
+ * fd with the same number (and on uring, an operation in flight on it keeps
+ * the file open until the operation ends).
  */
 TDL_API ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline);
 TDL_API ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline);

@@ -53,9 +53,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # figures) of one configuration's figure to another's: rps is requests/s,
 # cpu100k the server's CPU seconds per 100,000 requests.  ("balance", mode,
 # conns) rows compare the most and fewest connections on one loop of
-# `httpd --loops 2 --accept mode`.  Issue 14's uring goal is not here: no uring
-# back end yet.
+# `httpd --loops 2 --accept mode`.
 HTTP_TARGETS = [
+    ("one core, uring: CPU/req <= 0.85 x nginx's", "httpd-1u", "nginx-1", 75, "cpu100k", "<=", 0.85),
     ("one core: req/s >= 1.2 x Go's", "httpd-1", "go-1", 75, "rps", ">=", 1.2),
     ("one core: req/s >= nginx's", "httpd-1", "nginx-1", 75, "rps", ">=", 1.0),
     ("one core: CPU/req <= Go's", "httpd-1", "go-1", 75, "cpu100k", "<=", 1.0),
@@ -297,7 +297,10 @@ def main():
     one = "0" if two_cpus else None
     wrk_one = "1" if two_cpus else None
     servers = [Server("httpd", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"], cpus=one,
-                      wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)")]
+                      wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)"),
+               Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
+                      env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1u",
+                      label="httpd (treadle, 1 loop, uring)")]
     if gobin:
         servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,
                               wrk_cpus=wrk_one, key="go-1", label="Go net/http, GOMAXPROCS=1"))

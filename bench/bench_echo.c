@@ -248,8 +248,12 @@ static int round_trip(worker *w, uint64_t seq)
     size_t i = 0;
     while (w->in[i] == w->out[i])
       i++;
-    fprintf(stderr, "echo: FAILED: message %llu came back with byte %zu = %u, sent %u\n",
-            (unsigned long long)seq, i, w->in[i], w->out[i]);
+    if (!c->failed) {
+      char what[48] = "the warm-up message";
+      if (seq != UINT64_MAX)
+        snprintf(what, sizeof what, "message %llu", (unsigned long long)seq);
+      fprintf(stderr, "echo: FAILED: %s came back with byte %zu = %u, sent %u\n", what, i, w->in[i], w->out[i]);
+    }
     c->failed = true;
     c->left = 0;
     return -1;

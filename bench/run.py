@@ -65,6 +65,7 @@ SIZES = {
     "seconds": (3, 1),
     "hiredis_commands": (1_000_000, 20_000),
     "hiredis_fibers": (1_000, 100),
+    "echo_messages": (1_000_000, 20_000),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -106,6 +107,11 @@ IMPLS = {
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
     "hiredis-libev": ("script:hiredis_driver.py", ["--impl", "hiredis-libev"], {}),
+    # echo: one echo server per run, treadle-bench's echo client against it (bench/echo_driver.py).
+    "treadle-uring": ("script:echo_driver.py", ["--server", "treadle-uring"], {}),
+    "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
+    "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
+    "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
 }
 SCRIPT = "script:"
 
@@ -206,6 +212,11 @@ EXPERIMENTS.append(experiment(
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
     ["treadle-hook", "pthreads", "hiredis-libev"],
     ["cmds_per_s", "cpu_us_per_cmd", "stalls", "server_cpu_us_per_cmd"]))
+# also_vs: more baselines, each a row of ratios under the figures' row.
+EXPERIMENTS.append(dict(experiment(
+    "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
+    ["treadle-uring", "treadle-epoll", "go-1-server", "tokio-ct-server"],
+    ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"]), also_vs=["treadle-epoll"]))
 
 # What each group's section of the doc says about its figures.
 GROUP_NOTES = {
@@ -289,6 +300,17 @@ GROUP_NOTES = {
                "ticks of 10 ms). stalls (treadle only): reports of treadle's loop watchdog, threshold 5 ms, "
                "while the commands ran. Targets: pthreads/treadle-hook ≤ 0.5 and hiredis-libev/treadle-hook "
                "≤ 1.25 on cmds_per_s, and 0 stalls.",
+    "echo": "C = 1000 TCP connections over loopback to an echo server on one thread of work (a fiber, "
+            "goroutine or task per connection, 16 KiB buffer, TCP_NODELAY); each connection sends B bytes and "
+            "waits for them back, M round trips in all, every byte checked (bench/echo_driver.py). The client is "
+            "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
+            "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end; go-1-server: "
+            "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
+            "current_thread runtime. msgs_per_s is the client's wall time, so above 1 the peer served faster; "
+            "server_cpu_us_per_msg is the server's CPU time (utime+stime of every thread, /proc/PID/stat, clock "
+            "ticks of 10 ms) over the timed round trips only (the connections are made and warmed before), per "
+            "message; client_cpu_us_per_msg the client's. The rows 'vs treadle-epoll' are the same runs' ratios "
+            "to treadle-epoll. Target (issue 14): treadle-uring's msgs/s at least 1.2 x go-1-server's.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
@@ -300,7 +322,7 @@ GROUP_NOTES = {
 # experiment (group, label as written in EXPERIMENTS, key): with `den`, the
 # paired ratio num / den (the median over rounds of num's figure over den's
 # in the same round), else num's own median; `op` and `bound` say what meets
-# the target.  Issue 14's io_uring goals are not here: no uring back end yet.
+# the target.  Of issue 14's io_uring goals only the echo one is here so far.
 def target(text, group, label, key, num, den, op, bound):
     return {"text": text, "group": group, "label": label, "key": key, "num": num, "den": den, "op": op,
             "bound": bound}
@@ -382,6 +404,8 @@ for _c, _pl in ((50, 1), (50, 16), (1000, 1)):
     if _pl == 1:
         TARGETS.append(target(f"kv -c{_c} -P1: <= 1.05 reads per request", "kv", f"-c{_c} -P{_pl}", "reads_per_req",
                               "treadle-kv", None, "<=", 1.05))
+TARGETS.append(target("echo (issue 14): msgs/s >= 1.2 x Go's (GOMAXPROCS=1)", "echo", "C=1000 M={echo_messages} B=64",
+                      "msgs_per_s", "treadle-uring", "go-1-server", ">=", 1.2))
 
 # Rounds whose figures for one implementation spread more than this (max/min - 1)
 # are reported: the machine was probably busy.
@@ -703,6 +727,16 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                         cell += f" [{n} of {rounds} runs]"
                     cells.append(cell)
             lines.append(f"| {e['label'].format(**sizes)} | {key} | " + " | ".join(cells) + " |")
+            for other in e.get("also_vs", []):
+                other_by_round = {s["_round"]: s[key] for s in samples.get((i, other), [])
+                                  if isinstance(s.get(key), float)}
+                cells = []
+                for impl in impls:
+                    ratios = [s[key] / other_by_round[s["_round"]] for s in samples.get((i, impl), [])
+                              if isinstance(s.get(key), float) and other_by_round.get(s["_round"])]
+                    ok = impl in e["impls"] and impl != other and ratios
+                    cells.append(f"{statistics.median(ratios):.2f}×" if ok else "")
+                lines.append(f"| {e['label'].format(**sizes)} | {key} vs {other} | " + " | ".join(cells) + " |")
     notes = []
     if group in GROUP_NOTES:
         notes.append(GROUP_NOTES[group])

@@ -19,6 +19,8 @@
 #pragma weak bench_blocking_main
 #pragma weak bench_fs_main
 #pragma weak bench_responsive_main
+#pragma weak bench_echo_main
+#pragma weak bench_echo_server_main
 
 #define COUNT(name, dflt, help) {name, "N", 1, LONG_MAX, help " (default " dflt ")"}
 
@@ -87,6 +89,21 @@ static const bench_opt responsive_opts[] = {
     {"mode", "pool|direct", 0, 0, "calls through tdl_blocking, or made in the fibers (default pool)"},
     {0},
 };
+static const bench_opt echo_opts[] = {
+    {"port", "N", 1, 65535, "the echo server's port P (required)"},
+    {"host", "ADDR", 0, 0, "the echo server's address, an IP literal (default 127.0.0.1)"},
+    {"conns", "N", 1, 1000000, "connections C (default 1000)"},
+    COUNT("messages", "1000000", "round trips M in all"),
+    {"size", "N", 1, 16L << 20, "bytes B per message (default 64)"},
+    {"backend", "epoll|poll|uring", 0, 0, "the client loop's back end (default: $TDL_BACKEND, else epoll)"},
+    {"sync", "N", 0, 1, "1: print READY once connected, start the clock at a line on stdin (default 0)"},
+    {0},
+};
+static const bench_opt echo_server_opts[] = {
+    {"listen", "ADDR", 0, 0, "where to listen (default 127.0.0.1:0: a free port, printed as PORT n)"},
+    {"backend", "epoll|poll|uring", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
+    {0},
+};
 
 static const bench_workload workloads[] = {
     {"pipes", bench_pipes_main, "M 1-byte messages through P pipes, each read D us after it arrives", pipes_opts},
@@ -101,6 +118,9 @@ static const bench_workload workloads[] = {
     {"fs", bench_fs_main, "random 4 KiB reads of a page-cached file", fs_opts},
     {"responsive", bench_responsive_main, "a 1 ms timer's lateness while fibers make blocking calls",
      responsive_opts},
+    {"echo", bench_echo_main, "C connections to an echo server, M round trips of B bytes (the client)", echo_opts},
+    {"echo-server", bench_echo_server_main, "the echo server of echo, until stdin ends (not timed itself)",
+     echo_server_opts},
 };
 
 int main(int argc, char **argv)

@@ -79,7 +79,7 @@ static const bench_opt fs_opts[] = {
     COUNT("fibers", "64", "fibers C reading"),
     {"file-mib", "N", 1, 1L << 20, "size of the file in MiB (default 256)"},
     {"dir", "DIR", 0, 0, "where the file is made (default: the build directory, else $TMPDIR, else /var/tmp)"},
-    {"engine", "auto|pool|direct|floor", 0, 0, "tdl_fs engine, or floor: a plain pread loop (default auto)"},
+    {"engine", "auto|pool|direct|uring|floor", 0, 0, "tdl_fs engine, or floor: a plain pread loop (default auto)"},
     {0},
 };
 static const bench_opt responsive_opts[] = {

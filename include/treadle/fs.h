@@ -105,18 +105,24 @@ TDL_API int tdl_fs_unlink(const char *path, tdl_time_t deadline);
 TDL_API int tdl_fs_rename(const char *from, const char *to, tdl_time_t deadline);
 TDL_API int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline);
 
-/* How the calls are made.  AUTO (the default) is described above; POOL
- * sends every call to the pool (libuv's and tokio's way, for comparison);
- * DIRECT makes every call on the loop's thread (Go's way without its
- * hand-off: a miss stalls the loop; for measurements).  THREAD-SAFE; it
- * applies to the calls that start afterwards.  -EINVAL for another value. */
-typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2 } tdl_fs_engine;
+/* How the calls are made.  AUTO (the default) is described above; on a
+ * loop whose back end is uring (loop.h), a read or write the page cache
+ * cannot answer at once goes to the kernel as an io_uring operation instead
+ * of the pool (path calls and fsync still take the pool).  POOL sends every
+ * call to the pool (libuv's and tokio's way, for comparison); DIRECT makes
+ * every call on the loop's thread (Go's way without its hand-off: a miss
+ * stalls the loop; for measurements); URING sends every read and write to
+ * the ring, without trying the page cache first (-ENOTSUP on other back
+ * ends).  THREAD-SAFE; it applies to the calls that start afterwards.
+ * -EINVAL for another value. */
+typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2, TDL_FS_URING = 3 } tdl_fs_engine;
 TDL_API int tdl_fs_set_engine(tdl_fs_engine engine);
 
 typedef struct tdl_fs_stats {
   uint64_t direct;      /* calls made on the loop's thread (reads the page cache answered, fstat, close) */
   uint64_t pool;        /* calls run on the pool */
-  uint64_t nowait_miss; /* of those, reads or writes first refused by RWF_NOWAIT */
+  uint64_t nowait_miss; /* reads or writes first refused by RWF_NOWAIT (then run on the pool or the ring) */
+  uint64_t ring;        /* reads and writes run as io_uring operations (uring loops) */
 } tdl_fs_stats;
 
 /* The calling thread's counts (its loop's fibers'), since it started. */

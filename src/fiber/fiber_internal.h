@@ -233,6 +233,8 @@ typedef struct tdl__uop {
   size_t len;    /* its length, the iovec count, or the sockaddr's length (connect) */
   socklen_t *addrlen; /* accept */
   int flags;     /* recv/send flags; POLL_ADD: the TDL_READ/TDL_WRITE bits to wait for */
+  bool at;       /* READ, WRITE, READV, WRITEV: at `off`, not the file position */
+  uint64_t off;
 } tdl__uop;
 
 /* Submit u on f's loop's ring and park until it completes; the fd's list

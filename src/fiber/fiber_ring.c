@@ -67,18 +67,19 @@ static void prep(struct io_uring_sqe *sqe, const tdl__uop *u)
   /* One read or write moves at most INT_MAX bytes (Linux stops short of it
    * anyway); the ring's length field is 32 bits. */
   unsigned len = u->len > INT32_MAX ? INT32_MAX : (unsigned)u->len;
+  uint64_t off = u->at ? u->off : (uint64_t)-1; /* -1: the file position, as read(2) */
   switch (u->code) {
   case IORING_OP_READ:
-    io_uring_prep_read(sqe, u->fd, u->addr, len, (uint64_t)-1);
+    io_uring_prep_read(sqe, u->fd, u->addr, len, off);
     break;
   case IORING_OP_WRITE:
-    io_uring_prep_write(sqe, u->fd, u->addr, len, (uint64_t)-1);
+    io_uring_prep_write(sqe, u->fd, u->addr, len, off);
     break;
   case IORING_OP_READV:
-    io_uring_prep_readv(sqe, u->fd, u->addr, len, (uint64_t)-1);
+    io_uring_prep_readv(sqe, u->fd, u->addr, len, off);
     break;
   case IORING_OP_WRITEV:
-    io_uring_prep_writev(sqe, u->fd, u->addr, len, (uint64_t)-1);
+    io_uring_prep_writev(sqe, u->fd, u->addr, len, off);
     break;
   case IORING_OP_RECV:
     io_uring_prep_recv(sqe, u->fd, u->addr, len, u->flags);

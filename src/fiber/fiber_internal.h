@@ -124,6 +124,8 @@ struct tdl__sched {
   tdl__slot *slots;
   uint32_t nslots, slots_cap, free_slot;
   tdl__stack_pool pool;
+  tdl_timer trim;        /* trims the pool while it caches stacks (internal:
+                            it does not keep the loop alive) */
   tdl__list on_thread;   /* in tdl__thread_scheds */
   tdl__list hooks;       /* tdl__sched_hook, run at destruction */
   void *io;              /* fiber_io.c's state, opaque here */

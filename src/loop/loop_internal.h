@@ -211,6 +211,9 @@ struct tdl_loop {
   uint32_t queue_n;
 
   tdl__timers timers;
+  /* Of the started timers, how many are the loop machinery's own (the
+   * scheduler's stack trim): they fire, but do not keep the loop alive. */
+  uint32_t timers_internal;
 
   tdl__list defers;   /* queued tdl_defer, oldest first */
   tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */

@@ -12,6 +12,7 @@
  * each loop a listener and lets the kernel's hash choose).
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +28,11 @@ static void usage(void)
   fprintf(stderr, "usage: httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin]\n"
                   "             [--root DIR] [--idle-timeout S] [--read-timeout S] [--write-timeout S]\n"
                   "             [--grace S] [--max-body BYTES] [--max-head BYTES]\n"
-                  "  --loops N   loops (threads); default: one per CPU this process may run on\n");
+                  "             [--max-conns N] [--first-byte-timeout S]\n"
+                  "  --loops N   loops (threads); default: one per CPU this process may run on\n"
+                  "  --max-conns N  connections at once, all loops together; default: as many as\n"
+                  "                 the fd limit leaves room for (at the cap the one idle longest\n"
+                  "                 is closed to make room)\n");
   exit(2);
 }
 
@@ -165,6 +170,10 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   httpd_config per_loop = *cfg;
   per_loop.listen = NULL; /* the acceptor listens */
   per_loop.handle_signals = false;
+  /* The cap is the process's (fds are): each loop takes its share, and the
+   * acceptor spreads connections evenly enough for shares to do. */
+  unsigned total = cfg->max_conns && cfg->max_conns < tdl_conns_fd_room() ? cfg->max_conns : tdl_conns_fd_room();
+  per_loop.max_conns = total / loops ? total / loops : 1;
   unsigned made = 0;
   int e = 0;
   for (; made < loops && e == 0; made++) {
@@ -174,7 +183,8 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   if (e == 0)
     e = tdl_acceptor_new(&mt.acceptor, &(tdl_acceptor_options){.listen = cfg->listen, .loops = loops,
                                                                 .mode = mode, .backlog = 4096,
-                                                                .handler = handle_conn});
+                                                                .handler = handle_conn,
+                                                                .stack_size = httpd_conn_stack_size(cfg)});
   if (e < 0) {
     char why[TDL_ADDR_ERRLEN];
     if (tdl_addr_parse_error(cfg->listen, why, sizeof why) < 0)
@@ -262,7 +272,15 @@ int main(int argc, char **argv)
       cfg.grace = seconds(v);
     else if (strcmp(a, "--max-body") == 0)
       cfg.max_body = strtoull(v, NULL, 10);
-    else if (strcmp(a, "--max-head") == 0)
+    else if (strcmp(a, "--first-byte-timeout") == 0)
+      cfg.first_byte_timeout = seconds(v);
+    else if (strcmp(a, "--max-conns") == 0) {
+      char *end;
+      unsigned long n = strtoul(v, &end, 10);
+      if (*end || n == 0 || n > UINT_MAX)
+        usage();
+      cfg.max_conns = (unsigned)n;
+    } else if (strcmp(a, "--max-head") == 0)
       cfg.max_head = (uint32_t)strtoul(v, NULL, 10);
     else
       usage();

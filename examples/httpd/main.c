@@ -184,6 +184,7 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
     e = tdl_acceptor_new(&mt.acceptor, &(tdl_acceptor_options){.listen = cfg->listen, .loops = loops,
                                                                 .mode = mode, .backlog = 4096,
                                                                 .handler = handle_conn,
+                                                                .max_conns = per_loop.max_conns * loops,
                                                                 .stack_size = httpd_conn_stack_size(cfg)});
   if (e < 0) {
     char why[TDL_ADDR_ERRLEN];

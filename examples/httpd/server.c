@@ -920,6 +920,11 @@ static void *accept_fiber(void *arg)
       continue;
     if (conn_start(s, fd) < 0)
       tdl_close(fd);
+    /* At the cap: let the new connection's fiber take its place (evicting
+     * the connection idle longest) and that one close, before accepting
+     * more: a burst must not run the process out of fds. */
+    else if (tdl_conns_full(&s->track))
+      tdl_fiber_yield();
   }
   return NULL;
 }

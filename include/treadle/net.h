@@ -696,9 +696,11 @@ struct tdl_conns {
 };
 
 /* The most connections the process's fd limit leaves room for: the soft
- * RLIMIT_NOFILE less a spare of 1/16 of it (at least 16) for listeners,
- * files, pipes and the loop's own fds; 0 when the limit is below 32.  Read
- * afresh on each call.  Cost: one getrlimit(). */
+ * RLIMIT_NOFILE less a spare of 1/8 of it (at least 64) for listeners,
+ * files, pipes, the loop's own fds, and the connections in flight that no
+ * set counts (accepted and not yet admitted, evicted and not yet closed: an
+ * accept loop outruns its handlers in a burst); 0 when the limit is below
+ * 128.  Read afresh on each call.  Cost: one getrlimit(). */
 TDL_API unsigned tdl_conns_fd_room(void);
 
 /*
@@ -758,6 +760,14 @@ TDL_API bool tdl_conn_evicted(const tdl_conn *c);
  * memory goes).  A released (or never admitted, zeroed) c, or NULL: nothing
  * happens.  Cost: O(1). */
 TDL_API void tdl_conn_release(tdl_conn *c);
+
+/* Whether cs is at its cap: the next admission evicts a connection (or is
+ * refused).  An accept loop that starts each connection's handler in a
+ * fiber of its own should then yield (tdl_fiber_yield) after starting one,
+ * so that the handler is admitted, and the connection it evicts closed,
+ * before the loop accepts more: that keeps the fds in use within the cap
+ * and a connection or two.  False for NULL. */
+TDL_API bool tdl_conns_full(const tdl_conns *cs);
 
 /* Evict up to n connections, those idle longest first (n = SIZE_MAX: every
  * idle one; e.g. a graceful shutdown, or memory pressure).  Returns how

@@ -32,9 +32,9 @@ unsigned tdl_conns_fd_room(void)
   rlim_t lim = rl.rlim_cur;
   if (lim == RLIM_INFINITY || lim > UINT_MAX)
     lim = UINT_MAX;
-  if (lim < 32)
+  if (lim < 128)
     return 0;
-  rlim_t spare = lim / 16 < 16 ? 16 : lim / 16;
+  rlim_t spare = lim / 8 < 64 ? 64 : lim / 8;
   return (unsigned)(lim - spare);
 }
 
@@ -150,6 +150,8 @@ void tdl_conn_release(tdl_conn *c)
   c->set = NULL;
   c->state = CONN_OFF;
 }
+
+bool tdl_conns_full(const tdl_conns *cs) { return cs && cs->open - cs->evicting >= cs->max; }
 
 size_t tdl_conns_evict_idle(tdl_conns *cs, size_t n)
 {

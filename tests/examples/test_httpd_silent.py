@@ -152,7 +152,7 @@ def main():
     # No --max-conns, but an fd limit below the silent connections: the
     # default cap leaves room under it (without one, accept ran out of fds
     # and every newcomer was shed).
-    many_silent(NOFILE - max(NOFILE // 16, 16), [], nofile=NOFILE)
+    many_silent(NOFILE - max(NOFILE // 8, 64), [], nofile=NOFILE)
     first_byte()
     return 0
 

@@ -113,8 +113,12 @@ static void test_eviction_order(void **state)
   /* Fresh connections wait for their first byte: idle, evictable, with
    * the first-byte deadline (10 s by default) from admission. */
   tdl_time_t now = tdl_loop_now(L);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
+    assert_false(tdl_conns_full(&cs));
     assert_int_equal(tdl_conn_admit(&cs, &c[i], 0), 0);
+  }
+  assert_true(tdl_conns_full(&cs));
+  assert_false(tdl_conns_full(NULL));
   tdl_time_t fb = tdl_conn_idle(&c[0]);
   assert_true(fb >= now + 10 * TDL_SEC && fb <= tdl_now() + 10 * TDL_SEC);
   assert_int_equal(tdl_conn_idle(&c[0]), fb); /* again: the same */
@@ -127,6 +131,7 @@ static void test_eviction_order(void **state)
   assert_int_equal(tdl_conn_admit(&cs, &c[3], 0), 0);
   assert_int_equal(nevicted, 1);
   assert_ptr_equal(evicted_log[0], &c[0]);
+  assert_true(tdl_conns_full(&cs)); /* c0 still counted, but not against the cap */
   assert_true(tdl_conn_evicted(&c[0]));
   assert_int_equal(tdl_conn_idle(&c[0]), 0); /* a deadline long past */
   tdl_conn_busy(&c[0]);                      /* changes nothing */

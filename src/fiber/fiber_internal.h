@@ -225,6 +225,11 @@ void tdl__fd_wait_end(tdl__fdwait *rec);
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
 int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
 
+/* Shrink fiber I/O's per-fd table when the fds in use need a quarter of it
+ * or less (the scheduler's trim, after a peak).  Cost: a scan down from the
+ * top to the highest fd known, a realloc when it shrinks. */
+void tdl__fio_trim(tdl__sched *s);
+
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);
 

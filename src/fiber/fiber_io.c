@@ -440,3 +440,24 @@ int tdl_sleep_for(tdl_time_t delay)
     return -EPERM;
   return tdl_sleep(tdl_after(delay));
 }
+
+/* ---- giving a peak's table back ---- */
+
+void tdl__fio_trim(tdl__sched *s)
+{
+  fio *io = s->io;
+  if (!io)
+    return;
+  uint32_t hi = io->nffds;
+  while (hi > 0 && !io->ffds[hi - 1])
+    hi--;
+  uint32_t n = 64;
+  while (n < hi)
+    n *= 2;
+  if (n > io->nffds / 4)
+    return;
+  tdl__ffd **a = realloc(io->ffds, (size_t)n * sizeof *a);
+  if (a)
+    io->ffds = a;
+  io->nffds = n; /* (a failed shrink keeps the larger block) */
+}

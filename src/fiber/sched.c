@@ -91,10 +91,14 @@ static inline tdl__fiber *runq_pop(tdl__sched *s)
 
 /* The pool's trim, once a period while it caches stacks (stack.h,
  * "Trimming"): memory goes back after a peak without a system call on the
- * spawn and exit paths. */
+ * spawn and exit paths.  The fd tables that a peak of connections grew
+ * shrink back here too, once those fds are closed. */
 static void trim_cb(tdl_loop *loop, tdl_timer *t)
 {
   tdl__sched *s = t->data;
+  tdl__fio_trim(s);
+  tdl__fd_tables_trim(loop);
+  tdl__timers_trim(&loop->timers);
   if (tdl__stack_pool_trim(&s->pool) == 0) {
     tdl_timer_stop(loop, t);
     loop->timers_internal--;

@@ -18,6 +18,7 @@
 #include <treadle.h>
 
 #include "helpers.h"
+#include "fiber/fiber_internal.h"
 #include "fiber/stack.h"
 #include "fiber/switch.h"
 
@@ -404,6 +405,67 @@ static void test_loop_trims_when_idle(void **state) {
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
+/* The same trim gives back the fd tables and timer heap a peak grew. */
+static void *read_pipe(void *arg) {
+  int *p = arg;
+  char b;
+  assert_int_equal(tdl_read(p[0], &b, 1, tdl_after(10 * TDL_MSEC)), -ETIMEDOUT);
+  tdl_close(p[0]);
+  tdl_close(p[1]);
+  return NULL;
+}
+
+static void fired(tdl_loop *loop, tdl_timer *t) {
+  (void)loop;
+  (*(int *)t->data)++;
+}
+
+static void test_loop_gives_tables_back(void **state) {
+  (void)state;
+  enum { TIMERS = 40000 };
+  static tdl_timer timers[TIMERS];
+  int nfired = 0;
+  struct rlimit rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  int n = rl.rlim_cur > 4200 ? 2000 : (int)(rl.rlim_cur - 200) / 2;
+  int(*p)[2] = calloc((size_t)n, sizeof *p);
+  assert_non_null(p);
+  tdl_loop *loop;
+  assert_int_equal(tdl_loop_new(&loop, NULL), 0);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(pipe2(p[i], O_CLOEXEC), 0);
+    assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, p[i], &(tdl_fiber_options){.detached = true}), 0);
+  }
+  for (int i = 0; i < TIMERS; i++) {
+    tdl_timer_init(&timers[i], fired, &nfired);
+    assert_int_equal(tdl_timer_start(loop, &timers[i], TDL_MSEC, 0), 0);
+  }
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(nfired, TIMERS);
+  uint32_t peak_fds = loop->nfds, peak_timers = loop->timers.cap;
+  assert_true(peak_fds >= (uint32_t)(2 * n));
+  /* Idle through a few periods (a sleeper keeps the loop running). */
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD),
+                                   &(tdl_fiber_options){.detached = true}),
+                   0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_true(loop->nfds <= peak_fds / 4);
+  assert_true(loop->nfds >= 64);
+  assert_true(peak_timers >= TIMERS);
+  assert_true(loop->timers.cap < peak_timers / 2); /* the heap's unused pages went back */
+  /* And they grow again as before. */
+  int q[2];
+  assert_int_equal(pipe2(q, O_CLOEXEC), 0);
+  int hi = fcntl(q[0], F_DUPFD_CLOEXEC, 3 * n);
+  assert_true(hi >= 3 * n);
+  int hp[2] = {hi, q[1]};
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, hp, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  close(q[0]);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  free(p);
+}
+
 /* ---- 100,000 stacks at once ---- */
 
 static void test_hundred_thousand(void **state) {
@@ -528,6 +590,7 @@ int main(void) {
       cmocka_unit_test(test_trim_follows_demand),
       cmocka_unit_test(test_trim_returns_memory),
       cmocka_unit_test(test_loop_trims_when_idle),
+      cmocka_unit_test(test_loop_gives_tables_back),
       cmocka_unit_test(test_hundred_thousand),
       cmocka_unit_test(test_enomem),
   };

@@ -105,6 +105,12 @@ static void trim_cb(tdl_loop *loop, tdl_timer *t)
   }
 }
 
+static __attribute__((noinline, cold)) void trim_arm(tdl__sched *s)
+{
+  if (s->pool.cached && tdl_timer_start(s->loop, &s->trim, TDL__STACK_TRIM_PERIOD, TDL__STACK_TRIM_PERIOD) == 0)
+    s->loop->timers_internal++;
+}
+
 static void trim_stop(tdl__sched *s)
 {
   if (tdl_timer_active(&s->trim)) {
@@ -128,9 +134,8 @@ static void release(tdl__sched *s, tdl__fiber *f)
   tdl__stack st = f->stack; /* f lives on that stack */
   tdl__stack_put(&s->pool, &st);
   /* Armed once per quiet spell: afterwards a test of one word. */
-  if (TDL__UNLIKELY(!tdl_timer_active(&s->trim)) && s->pool.cached &&
-      tdl_timer_start(s->loop, &s->trim, TDL__STACK_TRIM_PERIOD, TDL__STACK_TRIM_PERIOD) == 0)
-    s->loop->timers_internal++;
+  if (TDL__UNLIKELY(!tdl_timer_active(&s->trim)))
+    trim_arm(s);
 }
 
 static inline void reap_dead(tdl__sched *s)

@@ -206,10 +206,14 @@ int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out) {
 
   tdl__stack_bucket *b = find_bucket(p, size, 0);
   if (b && b->n) {
-    tdl__list *l = tdl__list_first(&b->guarded);
-    if (!l)
-      l = tdl__list_first(&b->unguarded);
-    tdl__list_remove(l);
+    /* Off the front (the hottest), guarded first; the node's own links are
+     * left as they are: the stack's new owner overwrites them. */
+    tdl__list *head = b->guarded.next ? &b->guarded : &b->unguarded;
+    tdl__list *l = head->next, *q = l->next;
+    head->next = q;
+    q->prev = head;
+    if (q == head)
+      head->next = head->prev = NULL;
     *out = TDL__CONTAINER_OF(l, tdl__stack_node, link)->s;
     if (--b->n < b->low)
       b->low = b->n;
@@ -254,7 +258,6 @@ void tdl__stack_put(tdl__stack_pool *p, const tdl__stack *s) {
   }
   tdl__stack_node *n = node_of(&st);
   n->s = st;
-  n->link = (tdl__list){0};
   tdl__list_push_front(st.guard ? &b->guarded : &b->unguarded, &n->link);
   b->n++;
   p->cached++;

@@ -92,7 +92,7 @@ typedef struct tdl_fiber_options {
  * kernel allows only so many separate mappings (vm.max_map_count): past a
  * quarter of that limit (~16,000 fibers by default), new stacks are mapped
  * without a guard, so that 100,000 and more fibers still fit; an overflow
- * of such a stack goes undetected.  tdl_fiber_stats() reports how many.
+ * of such a stack goes undetected.  tdl_fiber_stats_get() reports how many.
  */
 TDL_API int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg,
                             const tdl_fiber_options *opts);
@@ -255,6 +255,7 @@ typedef struct tdl_fiber_stats {
                               half of those that stayed unused through the whole second, so
                               the cache follows recent demand and an idle loop keeps none */
 } tdl_fiber_stats;
+/* loop's fiber and stack counts, at this moment.  Cost: O(1). */
 TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);
 
 #ifdef __cplusplus

@@ -784,6 +784,7 @@ typedef struct tdl_conns_stats {
   uint64_t evicted;   /* of those, evicted to make room (or by evict_idle) */
   uint64_t refused;   /* admissions refused: at the cap with none idle */
 } tdl_conns_stats;
+/* Copy cs's counts into *out (cs and out not NULL).  Cost: a few loads. */
 TDL_API void tdl_conns_stats_get(const tdl_conns *cs, tdl_conns_stats *out);
 
 #ifdef __cplusplus

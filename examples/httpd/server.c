@@ -803,7 +803,6 @@ static void conn_link(httpd_server *s, httpd_conn *c)
     c->prev->next = c;
     c->next->prev = c;
   }
-  s->nconns++;
 }
 
 static void conn_unlink(httpd_server *s, httpd_conn *c)
@@ -816,7 +815,15 @@ static void conn_unlink(httpd_server *s, httpd_conn *c)
     if (s->conns == c)
       s->conns = c->next;
   }
+}
+
+/* A connection counted in s->nconns (from its accept: its fiber may not
+ * have run yet) has closed. */
+static void conn_done(httpd_server *s)
+{
   s->nconns--;
+  if (s->stopping && s->nconns == 0 && s->main)
+    tdl_fiber_unpark(s->loop, s->main);
 }
 
 /* The connection tracker, set up on the server's loop at its first use:
@@ -834,7 +841,8 @@ static int track_ready(httpd_server *s)
   return tdl_conns_init(&s->track, s->loop, &o);
 }
 
-/* Serve connection fd in the calling fiber until it closes. */
+/* Serve connection fd in the calling fiber until it closes; s->nconns
+ * already counts it. */
 static void conn_serve(httpd_server *s, int fd)
 {
   httpd_conn c; /* ~33 KiB, on this fiber's stack: see httpd_conn_stack_size */
@@ -850,6 +858,7 @@ static void conn_serve(httpd_server *s, int fd)
     if (c.in != c.in_local)
       free(c.in);
     tdl_close(fd);
+    conn_done(s);
     return;
   }
   /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
@@ -863,8 +872,7 @@ static void conn_serve(httpd_server *s, int fd)
   conn_unlink(s, &c);
   if (c.in != c.in_local)
     free(c.in);
-  if (s->stopping && s->nconns == 0 && s->main)
-    tdl_fiber_unpark(s->loop, s->main);
+  conn_done(s);
 }
 
 /* The accept fiber's hand-over: the server and the fd, until the
@@ -892,6 +900,8 @@ static int conn_start(httpd_server *s, int fd)
   int e = tdl_fiber_spawn(s->loop, NULL, conn_fiber, a, &opts);
   if (e < 0)
     free(a);
+  else
+    s->nconns++; /* from the accept, so that shutdown waits for it too */
   return e;
 }
 
@@ -899,6 +909,7 @@ void httpd_serve_conn(httpd_server *s, int fd)
 {
   if (!s->loop)
     s->loop = tdl_fiber_loop();
+  s->nconns++;
   conn_serve(s, fd);
 }
 

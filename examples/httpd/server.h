@@ -64,8 +64,8 @@ typedef struct httpd_server {
   tdl_loop *loop;
   tdl_fiber_t main, acceptor;
   bool stopping;
-  httpd_conn *conns; /* open connections, a circular list (NULL: none) */
-  unsigned nconns;
+  httpd_conn *conns; /* connections being served, a circular list (NULL: none) */
+  unsigned nconns;   /* open connections: from their accept (before their fiber runs) to their close */
   tdl_conns track;   /* the cap, first-byte and idle deadlines, eviction (set up on the loop) */
   uint64_t served; /* responses sent */
   uint64_t sendfile_bytes; /* bytes of files sent by sendfile (the rest: pread + send) */

@@ -108,6 +108,9 @@ typedef struct tdl__sched_hook tdl__sched_hook;
 struct tdl__sched_hook {
   tdl__list link;
   void (*destroy)(tdl__sched *s, tdl__sched_hook *h);
+  /* Optional (NULL: none): give back what a peak grew, once a second while
+   * the scheduler trims its stack cache (fiber I/O's per-fd table). */
+  void (*trim)(tdl__sched *s, tdl__sched_hook *h);
 };
 
 struct tdl__sched {
@@ -259,11 +262,6 @@ bool tdl__ring_busy(const tdl__list *on_fd, unsigned events);
 /* The fd whose operations are on `on_fd` is being closed: end them, with
  * -EBADF for their fibers, before the close. */
 void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
-
-/* Shrink fiber I/O's per-fd table when the fds in use need a quarter of it
- * or less (the scheduler's trim, after a peak).  Cost: a scan down from the
- * top to the highest fd known, a realloc when it shrinks. */
-void tdl__fio_trim(tdl__sched *s);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

@@ -83,6 +83,8 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, TDL_READ);
 }
 
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h);
+
 static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
@@ -105,6 +107,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
     if (!(io = calloc(1, sizeof *io)))
       return -ENOMEM;
     io->hook.destroy = fio_destroy;
+    io->hook.trim = fio_trim;
     tdl__sched_hook_add(s, &io->hook);
     s->io = io;
   }
@@ -595,11 +598,13 @@ int tdl_sleep_for(tdl_time_t delay)
 
 /* ---- giving a peak's table back ---- */
 
-void tdl__fio_trim(tdl__sched *s)
+/* The scheduler's trim (its hook): shrink the per-fd table when the fds in
+ * use need a quarter of it or less.  Cost: a scan down from the top to the
+ * highest fd known, a realloc when it shrinks. */
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
 {
-  fio *io = s->io;
-  if (!io)
-    return;
+  fio *io = TDL__CONTAINER_OF(h, fio, hook);
+  (void)s;
   uint32_t hi = io->nffds;
   while (hi > 0 && !io->ffds[hi - 1])
     hi--;

@@ -96,7 +96,11 @@ static inline tdl__fiber *runq_pop(tdl__sched *s)
 static void trim_cb(tdl_loop *loop, tdl_timer *t)
 {
   tdl__sched *s = t->data;
-  tdl__fio_trim(s);
+  TDL__LIST_FOREACH(n, &s->hooks) {
+    tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
+    if (h->trim)
+      h->trim(s, h);
+  }
   tdl__fd_tables_trim(loop);
   tdl__timers_trim(&loop->timers);
   if (tdl__stack_pool_trim(&s->pool) == 0) {

@@ -651,11 +651,18 @@ TDL_API int tdl_net_keepalive(int fd, bool on, int idle_s, int interval_s, int c
  * per connection gives an `evict` callback instead.  Every transition is
  * O(1): the idle connections are a list, oldest first.
  *
+ * Idle is what the set was last told: a connection whose request has just
+ * arrived, while its fiber has not run yet to call tdl_conn_busy, is still
+ * idle and may be evicted; its client sees the connection closed before an
+ * answer, which HTTP clients take as the usual end of an idle keep-alive
+ * connection (they retry), as with nginx.
+ *
  * Counting.  A connection counts against the cap from its admission until
  * its release.  An evicted one stays counted until it is released (its fd
  * is still open); the connection that evicted it is admitted at once, so the
  * open fds may pass `max` by the evicted connections whose fibers have not
- * run yet (normally within the same loop iteration).
+ * run yet, and by connections accepted and not yet admitted: an accept loop
+ * keeps both to a few by yielding while the set is full (tdl_conns_full).
  *
  * Threads: a set and its connections belong to the loop given at init.
  */

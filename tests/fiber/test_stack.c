@@ -347,7 +347,13 @@ static void test_trim_returns_memory(void **state) {
   while (tdl__stack_pool_trim(&p) > 0)
     ;
   long after = status_kb("VmRSS:");
+#if defined(__SANITIZE_ADDRESS__)
+  /* ASan's shadow of the stacks (an eighth of them, written when a put
+   * unpoisons a stack) stays resident after they are unmapped. */
+  assert_true(after - before < held / 3);
+#else
   assert_true(after - before < held / 8);
+#endif
   tdl__stack_pool_destroy(&p);
 }
 

@@ -12,6 +12,7 @@
  * each loop a listener and lets the kernel's hash choose).
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +39,11 @@ static void usage(FILE *f, int code)
              "  --grace S               on SIGINT/SIGTERM, how long requests in flight may take (default 5)\n"
              "  --max-body BYTES        the largest request body (default 1048576; 413 beyond)\n"
              "  --max-head BYTES        the largest request line and headers (default 8192; 431 beyond)\n"
+             "  --max-conns N           connections held at once, all loops together (default: as many as\n"
+             "                          the fd limit leaves room for, 7/8 of it); at the cap the one idle\n"
+             "                          longest is closed to make room\n"
+             "  --first-byte-timeout S  close a connection that sends nothing this long after it is\n"
+             "                          accepted (default: the read timeout)\n"
              "  --help                  this text\n"
              "S is a number of seconds (0.5 is allowed).\n",
           TDL_GROUP_MAX);
@@ -89,7 +95,7 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     }
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",
                                              "--read-timeout", "--write-timeout", "--grace", "--max-body",
-                                             "--max-head"};
+                                             "--max-head", "--max-conns", "--first-byte-timeout"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       known = known || strcmp(a, with_value[k]) == 0;
@@ -130,6 +136,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
       cfg->grace = seconds(a, v);
     else if (strcmp(a, "--max-body") == 0)
       cfg->max_body = count(a, v, 0, UINT64_MAX);
+    else if (strcmp(a, "--max-conns") == 0)
+      cfg->max_conns = (unsigned)count(a, v, 1, UINT_MAX);
+    else if (strcmp(a, "--first-byte-timeout") == 0)
+      cfg->first_byte_timeout = seconds(a, v);
     else
       cfg->max_head = (uint32_t)count(a, v, 1, UINT32_MAX);
   }
@@ -264,6 +274,10 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   httpd_config per_loop = *cfg;
   per_loop.listen = NULL; /* the acceptor listens */
   per_loop.handle_signals = false;
+  /* The cap is the process's (fds are): each loop takes its share, and the
+   * acceptor spreads connections evenly enough for shares to do. */
+  unsigned total = cfg->max_conns && cfg->max_conns < tdl_conns_fd_room() ? cfg->max_conns : tdl_conns_fd_room();
+  per_loop.max_conns = total / loops ? total / loops : 1;
   unsigned made = 0;
   int e = 0;
   for (; made < loops && e == 0; made++) {
@@ -273,7 +287,9 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   if (e == 0)
     e = tdl_acceptor_new(&mt.acceptor, &(tdl_acceptor_options){.listen = cfg->listen, .loops = loops,
                                                                 .mode = mode, .backlog = 4096,
-                                                                .handler = handle_conn});
+                                                                .handler = handle_conn,
+                                                                .max_conns = per_loop.max_conns * loops,
+                                                                .stack_size = httpd_conn_stack_size(cfg)});
   if (e < 0) {
     char why[TDL_ADDR_ERRLEN];
     if (tdl_addr_parse_error(cfg->listen, why, sizeof why) < 0)

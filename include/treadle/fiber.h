@@ -243,7 +243,9 @@ typedef struct tdl_fiber_info {
   int fd;                /* the fd it waits on, or -1 */
   tdl_time_t deadline;   /* its deadline, or TDL_FOREVER */
   size_t stack_size;     /* usable bytes */
-  size_t stack_used;     /* high-water mark: bytes of the stack ever touched (page granular) */
+  size_t stack_used;     /* high-water mark: bytes of the stack ever touched (page granular);
+                            a stack reused from the loop's cache counts what its earlier
+                            fibers touched too, until the cache's trim returns it */
   bool guarded;          /* its stack has a guard page */
 } tdl_fiber_info;
 
@@ -256,7 +258,10 @@ TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
 typedef struct tdl_fiber_stats {
   size_t live;             /* fibers not yet released */
   size_t unguarded;        /* of their stacks, how many have no guard page */
-  size_t stacks_cached;    /* stacks kept for reuse */
+  size_t stacks_cached;    /* stacks kept for reuse: those of recently ended fibers, as they
+                              were (no system call on exit); once a second the loop unmaps
+                              half of those that stayed unused through the whole second, so
+                              the cache follows recent demand and an idle loop keeps none */
 } tdl_fiber_stats;
 /* loop's fiber and stack counts, at this moment.  Cost: O(1). */
 TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);

@@ -108,6 +108,9 @@ typedef struct tdl__sched_hook tdl__sched_hook;
 struct tdl__sched_hook {
   tdl__list link;
   void (*destroy)(tdl__sched *s, tdl__sched_hook *h);
+  /* Optional (NULL: none): give back what a peak grew, once a second while
+   * the scheduler trims its stack cache (fiber I/O's per-fd table). */
+  void (*trim)(tdl__sched *s, tdl__sched_hook *h);
 };
 
 struct tdl__sched {
@@ -124,6 +127,8 @@ struct tdl__sched {
   tdl__slot *slots;
   uint32_t nslots, slots_cap, free_slot;
   tdl__stack_pool pool;
+  tdl_timer trim;        /* trims the pool while it caches stacks (internal:
+                            it does not keep the loop alive) */
   tdl__list on_thread;   /* in tdl__thread_scheds */
   tdl__list hooks;       /* tdl__sched_hook, run at destruction */
   void *io;              /* fiber_io.c's state, opaque here */

@@ -83,6 +83,8 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, TDL_READ);
 }
 
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h);
+
 static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
@@ -105,6 +107,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
     if (!(io = calloc(1, sizeof *io)))
       return -ENOMEM;
     io->hook.destroy = fio_destroy;
+    io->hook.trim = fio_trim;
     tdl__sched_hook_add(s, &io->hook);
     s->io = io;
   }
@@ -591,4 +594,27 @@ int tdl_sleep_for(tdl_time_t delay)
   if (!f)
     return -EPERM;
   return tdl_sleep(tdl_after(delay));
+}
+
+/* ---- giving a peak's table back ---- */
+
+/* The scheduler's trim (its hook): shrink the per-fd table when the fds in
+ * use need a quarter of it or less.  Cost: a scan down from the top to the
+ * highest fd known, a realloc when it shrinks. */
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
+{
+  fio *io = TDL__CONTAINER_OF(h, fio, hook);
+  (void)s;
+  uint32_t hi = io->nffds;
+  while (hi > 0 && !io->ffds[hi - 1])
+    hi--;
+  uint32_t n = 64;
+  while (n < hi)
+    n *= 2;
+  if (n > io->nffds / 4)
+    return;
+  tdl__ffd **a = realloc(io->ffds, (size_t)n * sizeof *a);
+  if (a)
+    io->ffds = a;
+  io->nffds = n; /* (a failed shrink keeps the larger block) */
 }

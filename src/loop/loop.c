@@ -94,7 +94,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
 
 bool tdl_loop_alive(const tdl_loop *loop)
 {
-  return loop->active > 0 || loop->timers.live > 0 || !tdl__list_empty(&loop->defers) ||
+  return loop->active > 0 || loop->timers.live > loop->timers_internal || !tdl__list_empty(&loop->defers) ||
          (loop->sched_alive && loop->sched_alive((tdl_loop *)loop));
 }
 
@@ -171,11 +171,13 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     tdl_time_t timeout = 0;
     if (mode != TDL_LOOP_NOWAIT && alive && !loop->stop_flag)
       timeout = tdl_loop_timeout(loop);
-    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0 && loop->ops_inflight == 0 &&
+    if (timeout != 0 && alive && loop->active == 0 && loop->timers.live == loop->timers_internal &&
+        loop->ops_inflight == 0 &&
         !tdl__remote_expected(loop)) {
       /* Only parked fibers keep the loop alive, and nothing is left that
        * could wake one (no fd, timer, wakeup, signal, nor a port that other
-       * threads hold): sleeping would never end. */
+       * threads hold): sleeping would never end (or only until an internal
+       * timer, which wakes no fiber). */
       err = -EDEADLK;
       break;
     }

@@ -196,6 +196,9 @@ typedef struct tdl__timers {
 
 void tdl__timers_init(tdl__timers *ts);
 void tdl__timers_destroy(tdl__timers *ts);
+/* Give back the pages of heap entries made ready and not in use, when they
+ * come to 256 KiB or more (after a peak of timers).  Cost: one madvise. */
+void tdl__timers_trim(tdl__timers *ts);
 /* Fire every timer due at or before loop->now. */
 void tdl__timers_run(tdl_loop *loop);
 /* The earliest deadline, or TDL_FOREVER when no timer is started. */
@@ -264,6 +267,9 @@ struct tdl_loop {
   uint32_t queue_n;
 
   tdl__timers timers;
+  /* Of the started timers, how many are the loop machinery's own (the
+   * scheduler's stack trim): they fire, but do not keep the loop alive. */
+  uint32_t timers_internal;
 
   tdl__list defers;   /* queued tdl_defer, oldest first */
   tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */
@@ -383,6 +389,12 @@ void tdl__io_run_pending(tdl_loop *loop);
 static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
 /* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
 int tdl__fd_reserve(tdl_loop *loop, int fd);
+/* Shrink the fd table (and the queues) back when the fds in use, after a
+ * peak, need a quarter of it or less: what a peak of connections grew is
+ * given back once they have gone.  Call between iterations' I/O runs (a
+ * timer callback: the scheduler's trim).  Cost: a scan down from the top to
+ * the highest fd in use, and four reallocs when it shrinks. */
+void tdl__fd_tables_trim(tdl_loop *loop);
 
 /* The loop this thread is running (inside tdl_loop_run), or NULL. */
 extern _Thread_local tdl_loop *tdl__tl_loop __attribute__((tls_model("initial-exec")));

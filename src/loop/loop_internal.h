@@ -134,6 +134,8 @@ int tdl__epoll_init(tdl__epoll *s);
 void tdl__epoll_destroy(tdl__epoll *s);
 int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
 void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec);
+/* The epoll back end's wait, on loop->be_state. */
+int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns);
 /* Report what is ready now without sleeping (`slept`: whether the wait this
  * belongs to could sleep, see ep_wait).  Returns the number of events, or a
  * negative errno. */

@@ -194,7 +194,7 @@ static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
   }
 }
 
-static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
+int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns)
 {
   epoll_state *s = loop->be_state;
   int n;
@@ -244,6 +244,6 @@ const tdl__backend tdl__backend_epoll = {
     .close = ep_close,
     .interest = tdl__epoll_interest,
     .forget = tdl__epoll_forget,
-    .wait = ep_wait,
+    .wait = tdl__epoll_wait,
     .pollable_fd = ep_fd,
 };

@@ -188,6 +188,11 @@ static int collect(tdl_loop *loop, uring_state *s)
 static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
 {
   uring_state *s = loop->be_state;
+  /* Nothing for the ring to do: epoll's own wait costs what it costs on the
+   * epoll back end (the ring's poll of the epoll fd would add a request per
+   * iteration to a loop of watchers). */
+  if (loop->ops_inflight == 0 && io_uring_sq_ready(&s->ring) == 0 && !s->embedded)
+    return tdl__epoll_wait(loop, timeout_ns);
   if (loop->io_started > 0)
     arm_epoll(s);
   int e;

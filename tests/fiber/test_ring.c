@@ -9,24 +9,18 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "deny_uring.h"
 #include "helpers.h"
-
-#ifndef __NR_io_uring_setup
-#define __NR_io_uring_setup 425
-#endif
 
 /* A uring loop, or NULL (the test is skipped) where io_uring is refused. */
 static tdl_loop *ring_loop(void)
@@ -370,20 +364,6 @@ static void a_hundred_thousand_fibers(void **state)
 
 /* ---- where io_uring is refused ---- */
 
-/* In a child: deny io_uring_setup with EPERM, as container runtimes do. */
-static void deny_io_uring(void)
-{
-  struct sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    _exit(90);
-}
-
 static void *echo_once(void *arg)
 {
   int *p = arg;
@@ -405,7 +385,8 @@ static void refused_by_seccomp(void **state)
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    deny_io_uring();
+    if (t_deny_io_uring() < 0)
+      _exit(90);
     tdl_loop *loop = NULL;
     tdl_loop_options uring = {.backend = TDL_BACKEND_URING}, autob = {.backend = TDL_BACKEND_AUTO};
     if (tdl_loop_new(&loop, &uring) != -EPERM || loop)

@@ -29,6 +29,7 @@
  */
 int bench_pipes_fiber(int pipes, long messages, long delay_us, tdl_backend backend);
 #pragma weak bench_pipes_fiber
+int bench_pipes_ops(int pipes, long messages, long delay_us);
 
 typedef struct pipes_run pipes_run;
 
@@ -371,6 +372,8 @@ int bench_pipes_main(int argc, char **argv)
       bench_die("setenv: %s", strerror(errno));
     return bench_pipes_fiber((int)pipes, messages, delay_us, backend);
   }
-  fprintf(stderr, "pipes: unknown style '%s' (fiber, callback, watch)\n", style);
+  if (strcmp(style, "ops") == 0) /* completions: a uring loop whatever --backend says */
+    return bench_pipes_ops((int)pipes, messages, delay_us);
+  fprintf(stderr, "pipes: unknown style '%s' (fiber, callback, watch, ops)\n", style);
   return 2;
 }

@@ -100,6 +100,7 @@ IMPLS = {
     # the pipes workload on the uring back end
     "treadle-callback-uring": ("treadle-bench", ["--style", "callback", "--backend", "uring"], {}),
     "treadle-fiber-uring": ("treadle-bench", ["--style", "fiber", "--backend", "uring"], {}),
+    "treadle-ops-uring": ("treadle-bench", ["--style", "ops"], {}),
     "pread": ("treadle-bench", ["--engine", "floor"], {}),
     # responsive: the blocking calls through the pool, or made in the fibers
     "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
@@ -220,7 +221,8 @@ EXPERIMENTS.append(experiment(
 for pipes in (1000, 9000):
     EXPERIMENTS.append(experiment(
         "uring", f"pipes P={pipes} D=0", "pipes", f"--pipes {pipes} --messages {{messages}} --delay-us 0",
-        ["treadle-callback-uring", "treadle-fiber-uring", "treadle-callback", "libev"], ["cpu_us_per_msg"]))
+        ["treadle-ops-uring", "treadle-fiber-uring", "treadle-callback-uring", "treadle-callback", "libev"],
+        ["cpu_us_per_msg"]))
 # also_vs: more baselines, each a row of ratios under the figures' row.
 EXPERIMENTS.append(dict(experiment(
     "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
@@ -320,11 +322,13 @@ GROUP_NOTES = {
             "ticks of 10 ms) over the timed round trips only (the connections are made and warmed before), per "
             "message; client_cpu_us_per_msg the client's. The rows 'vs treadle-epoll' are the same runs' ratios "
             "to treadle-epoll. Target (issue 14): treadle-uring's msgs/s at least 1.2 x go-1-server's.",
-    "uring": "The pipes workload (CPU time per message) on the io_uring back end: treadle-callback-uring is "
-             "the callback style (watchers: on uring they stay on epoll, so this is epoll's cost), "
-             "treadle-fiber-uring the fiber style, whose calls are made directly and become ring operations "
-             "only where they would block (at D=0 none does); treadle-callback and libev on epoll in the same "
-             "rounds. Target (issue 14): CPU/msg at most 0.88 x libev's for both styles.",
+    "uring": "The pipes workload (CPU time per message) on the io_uring back end: treadle-ops-uring is "
+             "the callback style on completions (tdl_op: each message's write and the read that takes it are "
+             "queued together and completed in one io_uring_enter); treadle-fiber-uring the fiber style, "
+             "whose calls are made directly and become ring operations only where they would block (at D=0 "
+             "none does); treadle-callback-uring is the watcher style on a uring loop (watchers stay on "
+             "epoll: epoll's cost); treadle-callback and libev on epoll in the same rounds. Target (issue "
+             "14): CPU/msg at most 0.88 x libev's for the callback (ops) and fiber styles.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
@@ -419,7 +423,7 @@ for _c, _pl in ((50, 1), (50, 16), (1000, 1)):
         TARGETS.append(target(f"kv -c{_c} -P1: <= 1.05 reads per request", "kv", f"-c{_c} -P{_pl}", "reads_per_req",
                               "treadle-kv", None, "<=", 1.05))
 for _p in (1000, 9000):
-    for _impl in ("treadle-callback-uring", "treadle-fiber-uring"):
+    for _impl in ("treadle-ops-uring", "treadle-fiber-uring"):
         TARGETS.append(target(f"uring (issue 14) {_impl} P={_p} D=0: CPU/msg <= 0.88 x libev's", "uring",
                               f"pipes P={_p} D=0", "cpu_us_per_msg", _impl, "libev", "<=", 0.88))
 TARGETS.append(target("fs (issue 14): uring CPU/read <= Go's", "fs", "C=64 S={file_mib} MiB N={reads}",

@@ -16,6 +16,7 @@
 #endif
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -540,6 +541,71 @@ TDL_API int tdl_loop_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *
  * Errors: -EINVAL (loop NULL); -EDEADLK (called from a watchdog callback);
  * -EPERM (another thread, with TDL_DEBUG_CHECKS). */
 TDL_API int tdl_loop_watchdog_stop(tdl_loop *loop);
+
+/* ------------------------------------------------------------------------ */
+/* Operations: reads and writes the kernel completes (uring back end)       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The completion counterpart of a watcher, for callback code on a loop whose
+ * back end is uring: instead of hearing that an fd is ready and then making
+ * the call, hand the call to the kernel and hear when it is done.  The loop
+ * submits every operation queued by its callbacks in one system call per
+ * iteration and collects the completions in the same call, so a read that
+ * finds data, or a write that finds room, costs no system call of its own.
+ *
+ * A tdl_op is the caller's memory, as a watcher is; so is the buffer, which
+ * the kernel reads or writes until the callback runs: neither may be freed or
+ * reused before then.  The callback is called exactly once per successful
+ * submission, from the loop's thread after its wait (never from inside a
+ * tdl_op_* call), with the result of the system call: a count, 0 for end of
+ * file, or a negative errno (-ECANCELED after tdl_op_cancel, unless the
+ * operation had finished first).  It may submit the same op again.  An op in
+ * flight keeps the loop running, and tdl_loop_free refuses (-EBUSY) while
+ * one is.  One op per direction per fd at a time is what makes sense (the
+ * kernel orders several, but their data interleave as it pleases).
+ * Loop thread only.
+ */
+typedef struct tdl_op tdl_op;
+typedef void (*tdl_op_cb)(tdl_loop *loop, tdl_op *op, ssize_t result);
+
+/* The part of a tdl_op the loop's back end sees (private). */
+struct tdl_op_base_ {
+  void (*done)(struct tdl_op_base_ *op, int result);
+};
+
+struct tdl_op {
+  struct tdl_op_base_ base_; /* private, first */
+  tdl__list link_;           /* private: completed, waiting for its callback */
+  tdl_op_cb cb;
+  void *data;                /* the caller's */
+  tdl_loop *loop_;           /* private */
+  void *buf_;                /* private: a read's buffer */
+  ssize_t result_;           /* private */
+  unsigned state_;           /* private */
+};
+
+/* Prepare op (once, or again when it is not active); data is the caller's. */
+TDL_API void tdl_op_init(tdl_op *op, void *data);
+
+/* Read up to len bytes from fd into buf (the file position, as read(2)), or
+ * write len bytes of buf.  cb is called once with the result.  Returns 0, or:
+ * -ENOTSUP (the loop's back end is not uring), -EBUSY (op is in flight),
+ * -EINVAL (cb or op NULL), -EPERM (another thread, with TDL_DEBUG_CHECKS),
+ * or the ring's error when even a submission to make room failed (-EBUSY,
+ * -ENOMEM); on an error nothing was submitted and cb will not be called.
+ * Cost: no system call (the loop submits with its next wait). */
+TDL_API int tdl_op_read(tdl_loop *loop, tdl_op *op, int fd, void *buf, size_t len, tdl_op_cb cb);
+TDL_API int tdl_op_write(tdl_loop *loop, tdl_op *op, int fd, const void *buf, size_t len, tdl_op_cb cb);
+
+/* Ask the kernel to end op early.  Its callback still comes, once, with
+ * -ECANCELED or, if the operation finished first, its real result.  Returns
+ * 0, or -ENOENT when op is not in flight (its callback may be pending, or
+ * done).  Cost: one system call (the cancel goes to the kernel at once). */
+TDL_API int tdl_op_cancel(tdl_loop *loop, tdl_op *op);
+
+/* Whether op is submitted and its callback has not run yet. */
+TDL_API bool tdl_op_active(const tdl_op *op);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,8 @@
  *      is already waiting (pending watchers, deferred callbacks, fibers, due
  *      timers)
  *   5. refresh the cached time; after-poll hooks
- *   6. run the watchers that became pending
+ *   6. run the watchers that became pending, then the callbacks of completed
+ *      operations (op.c)
  *   7. fire due timers
  * TDL_LOOP_ONCE and TDL_LOOP_NOWAIT run exactly one iteration, so a timer armed
  * from a callback never fires within the same call.
@@ -95,6 +96,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
 bool tdl_loop_alive(const tdl_loop *loop)
 {
   return loop->active > 0 || loop->timers.live > loop->timers_internal || !tdl__list_empty(&loop->defers) ||
+         loop->ops_inflight > 0 || tdl__ops_pending(loop) ||
          (loop->sched_alive && loop->sched_alive((tdl_loop *)loop));
 }
 
@@ -128,7 +130,7 @@ void tdl_loop_stop(tdl_loop *loop) { loop->stop_flag = 1; }
 
 static bool has_work(tdl_loop *loop)
 {
-  return loop->stop_flag || tdl__io_has_pending(loop) || !tdl__list_empty(&loop->defers) ||
+  return loop->stop_flag || tdl__io_has_pending(loop) || tdl__ops_pending(loop) || !tdl__list_empty(&loop->defers) ||
          tdl__remote_has_work(loop) || (loop->sched_busy && loop->sched_busy(loop));
 }
 
@@ -201,6 +203,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     if (err < 0)
       break;
     tdl__io_run_pending(loop);
+    tdl__ops_run(loop);
     tdl__remote_run(loop);
     tdl__timers_run(loop);
     if (mode != TDL_LOOP_DEFAULT)

@@ -151,10 +151,7 @@ int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept);
  * loop never touches op again.  Like a report of readiness, done() must only
  * record and queue (wake a fiber), never run user code.
  */
-typedef struct tdl__op tdl__op;
-struct tdl__op {
-  void (*done)(tdl__op *op, int res);
-};
+typedef struct tdl_op_base_ tdl__op; /* loop.h: { void (*done)(tdl__op *op, int res); } */
 
 struct io_uring;
 struct io_uring_sqe;
@@ -305,6 +302,7 @@ struct tdl_loop {
    * must ask the kernel even when it does not sleep. */
   struct io_uring *ring;
   uint32_t ops_inflight;
+  tdl__list ops_done; /* op.c: completed tdl_op, oldest first, their callbacks due */
 
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
    * runnable fibers; busy() says whether some are runnable (poll must not
@@ -431,6 +429,10 @@ bool tdl__remote_expected(const tdl_loop *loop);
 int tdl__remote_expect(tdl_loop *loop);
 void tdl__remote_unexpect(tdl_loop *loop);
 void tdl__remote_close(tdl_loop *loop);
+
+/* op.c: run the callbacks of completed tdl_op. */
+void tdl__ops_run(tdl_loop *loop);
+static inline bool tdl__ops_pending(const tdl_loop *loop) { return !tdl__list_empty(&loop->ops_done); }
 
 /* signal.c: release the fd it created. */
 void tdl__signal_close(tdl_loop *loop);

@@ -362,6 +362,90 @@ static void a_hundred_thousand_fibers(void **state)
   free(m.sv);
 }
 
+/* ---- tdl_op: reads and writes the kernel completes, for callbacks ---- */
+
+typedef struct opctx {
+  int p[2];
+  char in[8];
+  int calls;
+  ssize_t last;
+  int resubmit; /* reads to submit again from the callback */
+} opctx;
+
+static void on_read(tdl_loop *loop, tdl_op *op, ssize_t r)
+{
+  opctx *c = op->data;
+  c->calls++;
+  c->last = r;
+  assert_false(tdl_op_active(op)); /* its callback is running: it may go again */
+  if (c->resubmit > 0 && r > 0) {
+    c->resubmit--;
+    assert_int_equal(tdl_op_read(loop, op, c->p[0], c->in, sizeof c->in, on_read), 0);
+  }
+}
+
+static void on_write(tdl_loop *loop, tdl_op *op, ssize_t r)
+{
+  (void)loop;
+  opctx *c = op->data;
+  c->calls++;
+  c->last = r;
+}
+
+static void ops_read_and_write(void **state)
+{
+  (void)state;
+  RING_LOOP(loop);
+  opctx c = {.resubmit = 1};
+  t_pipe(c.p);
+  tdl_op rd, wr;
+  tdl_op_init(&rd, &c);
+  tdl_op_init(&wr, &c);
+  /* A read queued before the data: the kernel waits for it. */
+  assert_int_equal(tdl_op_read(loop, &rd, c.p[0], c.in, sizeof c.in, on_read), 0);
+  assert_true(tdl_op_active(&rd));
+  assert_int_equal(tdl_op_read(loop, &rd, c.p[0], c.in, sizeof c.in, on_read), -EBUSY);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1); /* in flight: the loop stays alive */
+  assert_int_equal(c.calls, 0);
+  assert_int_equal(tdl_loop_free(loop), -EBUSY);
+  assert_int_equal(tdl_op_write(loop, &wr, c.p[1], "hello", 5, on_write), 0);
+  while (c.calls < 2)
+    assert_true(tdl_loop_run(loop, TDL_LOOP_ONCE) >= 0);
+  assert_memory_equal(c.in, "hello", 5);
+  /* The read was submitted again from its callback; end it with a cancel. */
+  assert_true(tdl_op_active(&rd));
+  assert_int_equal(tdl_op_cancel(loop, &rd), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(c.calls, 3);
+  assert_int_equal(c.last, -ECANCELED);
+  assert_int_equal(tdl_op_cancel(loop, &rd), -ENOENT); /* not in flight */
+  /* Errors come as results: a bad fd. */
+  assert_int_equal(tdl_op_read(loop, &rd, 12345, c.in, 1, on_read), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(c.last, -EBADF);
+  /* Misuse is refused, and nothing is submitted. */
+  assert_int_equal(tdl_op_read(loop, &rd, c.p[0], c.in, 1, NULL), -EINVAL);
+  assert_int_equal(tdl_op_write(loop, NULL, c.p[1], "x", 1, on_write), -EINVAL);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  close(c.p[0]);
+  close(c.p[1]);
+}
+
+static void ops_need_uring(void **state)
+{
+  (void)state;
+  tdl_loop_options o = {.backend = TDL_BACKEND_EPOLL};
+  tdl_loop *loop;
+  assert_int_equal(tdl_loop_new(&loop, &o), 0);
+  tdl_op op;
+  tdl_op_init(&op, NULL);
+  char b;
+  assert_int_equal(tdl_op_read(loop, &op, 0, &b, 1, on_read), -ENOTSUP);
+  assert_false(tdl_op_active(&op));
+  assert_int_equal(tdl_op_cancel(loop, &op), -ENOENT);
+  assert_int_equal(tdl_loop_free(loop), 0);
+}
+
 /* ---- where io_uring is refused ---- */
 
 static void *echo_once(void *arg)
@@ -443,6 +527,8 @@ int main(void)
       cmocka_unit_test(past_deadline),
       cmocka_unit_test(full_queues),
       cmocka_unit_test(a_hundred_thousand_fibers),
+      cmocka_unit_test(ops_read_and_write),
+      cmocka_unit_test(ops_need_uring),
       cmocka_unit_test(refused_by_seccomp),
       cmocka_unit_test(backend_names),
   };

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -446,6 +447,76 @@ static void ops_need_uring(void **state)
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
+/* ---- the ring outlives its loop ---- */
+
+/* Freeing a uring loop leaves the thread's next blocking call alone: a
+ * ring torn down makes the kernel interrupt it with EINTR, so the thread
+ * keeps the ring for its next uring loop. */
+static void free_then_block(void **state)
+{
+  (void)state;
+  for (int round = 0; round < 3; round++) {
+    RING_LOOP(loop);
+    assert_int_equal(tdl_loop_free(loop), 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct timeval tv = {0, 20000};
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    char b;
+    errno = 0;
+    assert_int_equal(read(sv[0], &b, 1), -1);
+    assert_int_equal(errno, EAGAIN);
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+/* A child forked while its parent's thread keeps a spare ring makes its
+ * own: the inherited one is the parent's memory. */
+static void *pipe_echo(void *arg)
+{
+  int *p = arg;
+  char b = 0;
+  if (tdl_write(p[1], "k", 1, tdl_after(TDL_SEC)) != 1 || tdl_read(p[0], &b, 1, tdl_after(TDL_SEC)) != 1 || b != 'k')
+    _exit(81);
+  return NULL;
+}
+
+static void fork_with_a_spare_ring(void **state)
+{
+  (void)state;
+  RING_LOOP(loop);
+  assert_int_equal(tdl_loop_free(loop), 0); /* the thread keeps the ring */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    tdl_loop_options o = {.backend = TDL_BACKEND_URING};
+    tdl_loop *child;
+    int p[2];
+    if (tdl_loop_new(&child, &o) != 0 || pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
+      _exit(80);
+    tdl_fiber_t h;
+    if (tdl_fiber_spawn(child, &h, pipe_echo, p, NULL) != 0 || tdl_fiber_detach(child, h) != 0 ||
+        tdl_loop_run(child, TDL_LOOP_DEFAULT) != 0 || tdl_loop_free(child) != 0)
+      _exit(82);
+    _exit(0);
+  }
+  /* The parent's next uring loop takes its spare and works. */
+  tdl_loop_options o = {.backend = TDL_BACKEND_URING};
+  assert_int_equal(tdl_loop_new(&loop, &o), 0);
+  int p[2];
+  t_pipe(p);
+  spawn(loop, pipe_echo, p);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  tdl_close(p[0]);
+  tdl_close(p[1]);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* ---- where io_uring is refused ---- */
 
 static void *echo_once(void *arg)
@@ -529,6 +600,8 @@ int main(void)
       cmocka_unit_test(a_hundred_thousand_fibers),
       cmocka_unit_test(ops_read_and_write),
       cmocka_unit_test(ops_need_uring),
+      cmocka_unit_test(free_then_block),
+      cmocka_unit_test(fork_with_a_spare_ring),
       cmocka_unit_test(refused_by_seccomp),
       cmocka_unit_test(backend_names),
   };

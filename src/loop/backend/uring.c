@@ -31,6 +31,7 @@
  */
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "loop/loop_internal.h"
@@ -85,40 +86,106 @@ static bool new_enough(struct io_uring *ring)
   return ok;
 }
 
+/*
+ * A ring outlives its loop: the thread keeps one spare for its next uring
+ * loop.  Setting a ring up costs several system calls and mappings; and
+ * tearing one down makes the kernel finish its exit from a work queue,
+ * which then interrupts the thread's next blocking call with EINTR (seen on
+ * 6.18: a plain read under SO_RCVTIMEO after tdl_fiber_main returned, with
+ * any ring, flags or not).  The spare goes at thread exit (a key's
+ * destructor), and a forked child drops what it inherited: that ring's
+ * memory is shared with the parent, which still uses it.
+ */
+static _Thread_local uring_state *t_spare;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static int spare_ok;
+
+static void spare_free(void *p)
+{
+  uring_state *s = p;
+  io_uring_queue_exit(&s->ring);
+  free(s);
+}
+
+static void spare_forget_in_child(void)
+{
+  if (t_spare) {
+    /* Unmap and close this process's view only (the parent's is its own;
+     * unregistering the ring's index fails harmlessly here: the index was
+     * the parent task's). */
+    io_uring_queue_exit(&t_spare->ring);
+    free(t_spare);
+    t_spare = NULL;
+  }
+}
+
+static void spare_init(void)
+{
+  spare_ok = pthread_key_create(&spare_key, spare_free) == 0 &&
+             pthread_atfork(NULL, NULL, spare_forget_in_child) == 0;
+}
+
 static int ur_open(tdl_loop *loop)
 {
-  uring_state *s = calloc(1, sizeof *s);
-  if (!s)
-    return -ENOMEM;
-  int e = setup(&s->ring);
+  uring_state *s = t_spare;
+  if (s) {
+    t_spare = NULL;
+    pthread_setspecific(spare_key, NULL);
+  } else {
+    if (!(s = calloc(1, sizeof *s)))
+      return -ENOMEM;
+    int e = setup(&s->ring);
+    if (e < 0) {
+      free(s);
+      return e;
+    }
+    if (!new_enough(&s->ring)) {
+      io_uring_queue_exit(&s->ring);
+      free(s);
+      return -ENOSYS;
+    }
+    (void)io_uring_register_ring_fd(&s->ring); /* an optimisation only (5.18) */
+  }
+  int e = tdl__epoll_init(&s->ep);
   if (e < 0) {
-    free(s);
+    spare_free(s);
     return e;
   }
-  if (!new_enough(&s->ring)) {
-    io_uring_queue_exit(&s->ring);
-    free(s);
-    return -ENOSYS;
-  }
-  (void)io_uring_register_ring_fd(&s->ring); /* an optimisation only (5.18) */
-  if ((e = tdl__epoll_init(&s->ep)) < 0) {
-    io_uring_queue_exit(&s->ring);
-    free(s);
-    return e;
-  }
+  s->ep_armed = s->ep_ready = s->embedded = false;
   loop->be_state = s;
   loop->ring = &s->ring;
   return 0;
 }
 
+static unsigned reap(tdl_loop *loop, uring_state *s);
+
 static void ur_close(tdl_loop *loop)
 {
   uring_state *s = loop->be_state;
-  io_uring_queue_exit(&s->ring);
+  /* Nothing may be left in flight on a ring that is kept: no operation is
+   * (tdl_loop_free refuses), only the epoll fd's poll can be. */
+  if (s->ep_armed) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+    if (!sqe) {
+      io_uring_submit(&s->ring);
+      sqe = io_uring_get_sqe(&s->ring);
+    }
+    if (sqe) {
+      io_uring_prep_cancel64(sqe, UD_EPOLL, 0);
+      io_uring_sqe_set_data64(sqe, UD_IGNORE);
+    }
+  }
+  for (int i = 0; i < 100 && (io_uring_submit_and_get_events(&s->ring), reap(loop, s), s->ep_armed); i++)
+    ;
   tdl__epoll_destroy(&s->ep);
-  free(s);
   loop->be_state = NULL;
   loop->ring = NULL;
+  pthread_once(&spare_once, spare_init);
+  if (!s->ep_armed && !t_spare && spare_ok && pthread_setspecific(spare_key, s) == 0)
+    t_spare = s;
+  else
+    spare_free(s);
 }
 
 /* Run the completions the ring holds.  Operations are told; the epoll

@@ -320,12 +320,24 @@ static hfd *hooked(int fd)
   return h;
 }
 
-/* Outside a fiber: fd's state when we made it non-blocking behind a user
- * who wants it blocking (so EAGAIN must become a wait); else NULL. */
+/* Outside a fiber: fd's state when it is a socket or pipe the user wants
+ * blocking, which we may have made non-blocking underneath, through this
+ * number or another sharing its file (a dup): then EAGAIN must become a
+ * wait (wait_ready tells that from a blocking fd's own timeout); else NULL. */
 static inline hfd *blocking_under(int fd)
 {
   hfd *h = hfd_peek(fd);
-  return h && h->our_nb && !h->user_nb ? h : NULL;
+  return h && h->kind == KIND_WAITABLE && !h->user_nb ? h : NULL;
+}
+
+/* The user wants fd blocking, yet the file is non-blocking: that is ours,
+ * set through this number or another that shares the file. */
+static bool nonblocking_underneath(int fd, const hfd *h)
+{
+  if (h->our_nb)
+    return true;
+  int fl = real.fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK);
 }
 
 #define DL_UNSET ((tdl_time_t)-2)
@@ -355,6 +367,10 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
         return 0;
     }
     errno = e == -ETIMEDOUT ? EAGAIN : -e;
+    return -1;
+  }
+  if (!nonblocking_underneath(fd, h)) {
+    errno = EAGAIN; /* a blocking fd's own: its SO_*TIMEO ran out */
     return -1;
   }
   int ms = -1;
@@ -394,7 +410,35 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
   }
 
 HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_IO(ssize_t, fd, real.read(fd, buf, n), TDL_READ) }
-HOOK ssize_t write(int fd, const void *buf, size_t n) { HOOK_IO(ssize_t, fd, real.write(fd, buf, n), TDL_WRITE) }
+/* A blocking write or send returns when all of it went (or a timeout, an
+ * error or a signal cut it short: then with the count so far, as Linux
+ * does); the non-blocking one underneath stops at a full buffer, so carry
+ * on.  `call` sends from buf + done_. */
+#define HOOK_OUT(fd, n, call)                                                 \
+  READY();                                                                    \
+  bool fiber_ = in_fiber();                                                   \
+  hfd *h_ = fiber_ ? hooked(fd) : blocking_under(fd);                         \
+  size_t done_ = 0;                                                           \
+  if (!h_)                                                                    \
+    return call;                                                              \
+  tdl_time_t dl_ = DL_UNSET;                                                  \
+  for (;;) {                                                                  \
+    ssize_t r_ = call;                                                        \
+    if (r_ >= 0) {                                                            \
+      done_ += (size_t)r_;                                                    \
+      if (done_ >= (n) || r_ == 0)                                            \
+        return (ssize_t)done_;                                                \
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {                     \
+      return done_ ? (ssize_t)done_ : -1;                                     \
+    }                                                                         \
+    if (wait_ready((fd), h_, TDL_WRITE, &dl_, fiber_) < 0)                    \
+      return done_ ? (ssize_t)done_ : -1;                                     \
+  }
+
+HOOK ssize_t write(int fd, const void *buf, size_t n)
+{
+  HOOK_OUT(fd, n, real.write(fd, (const char *)buf + done_, n - done_))
+}
 HOOK ssize_t readv(int fd, const struct iovec *iov, int n)
 {
   HOOK_IO(ssize_t, fd, real.readv(fd, iov, n), TDL_READ)
@@ -419,7 +463,7 @@ HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
   DONTWAIT_PASSES(real.send(fd, buf, n, flags))
-  HOOK_IO(ssize_t, fd, real.send(fd, buf, n, flags), TDL_WRITE)
+  HOOK_OUT(fd, n, real.send(fd, (const char *)buf + done_, n - done_, flags))
 }
 HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, SA_ARG a, socklen_t *al)
 {
@@ -429,7 +473,7 @@ HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, SA_ARG a, socklen_
 HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, CSA_ARG a, socklen_t al)
 {
   DONTWAIT_PASSES(real.sendto(fd, buf, n, flags, a, al))
-  HOOK_IO(ssize_t, fd, real.sendto(fd, buf, n, flags, a, al), TDL_WRITE)
+  HOOK_OUT(fd, n, real.sendto(fd, (const char *)buf + done_, n - done_, flags, a, al))
 }
 HOOK ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
@@ -784,7 +828,13 @@ static int duped(int old, int newfd)
 {
   if (newfd < 0)
     return newfd;
-  hfd *o = hfd_peek(old), *h = o ? hfd_at(newfd) : hfd_peek(newfd);
+  /* Know old's kind and the user's O_NONBLOCK now, while they are still
+   * the file's: a later hooked call through either number sets O_NONBLOCK
+   * on the one file under both. */
+  hfd *o = hfd_at(old);
+  if (o && o->kind == KIND_UNKNOWN)
+    classify(old, o);
+  hfd *h = o ? hfd_at(newfd) : hfd_peek(newfd);
   if (h) {
     if (o && o != h) {
       *h = *o;
@@ -813,8 +863,8 @@ static int fcntl_(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
   case F_GETFL: {
     int fl = fn(fd, cmd);
     hfd *h = hfd_peek(fd);
-    if (fl >= 0 && h && h->our_nb && !h->user_nb)
-      fl &= ~O_NONBLOCK;
+    if (fl >= 0 && h && h->kind == KIND_WAITABLE && !h->user_nb)
+      fl &= ~O_NONBLOCK; /* ours (or another number's of this file) */
     return fl;
   }
   case F_SETFL: {
@@ -825,7 +875,8 @@ static int fcntl_(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
     if (h->kind == KIND_UNKNOWN)
       classify(fd, h);
     bool user_nb = (fl & O_NONBLOCK) != 0;
-    bool ours = !user_nb && h->kind == KIND_WAITABLE && (h->our_nb || in_fiber());
+    bool ours = !user_nb && h->kind == KIND_WAITABLE &&
+                (in_fiber() || (!h->user_nb && nonblocking_underneath(fd, h)));
     int r = fn(fd, cmd, ours ? (fl | O_NONBLOCK) : fl);
     if (r == 0 && h->kind != KIND_UNKNOWN) {
       h->user_nb = user_nb;
@@ -884,7 +935,8 @@ HOOK int ioctl(int fd, IOCTL_REQ req, ...)
   if (h->kind == KIND_UNKNOWN)
     classify(fd, h);
   bool user_nb = *(const int *)arg != 0;
-  bool ours = !user_nb && h->kind == KIND_WAITABLE && (h->our_nb || in_fiber());
+  bool ours = !user_nb && h->kind == KIND_WAITABLE &&
+              (in_fiber() || (!h->user_nb && nonblocking_underneath(fd, h)));
   int on = user_nb || ours;
   int r = real.ioctl(fd, req, &on);
   if (r == 0 && h->kind != KIND_UNKNOWN) {

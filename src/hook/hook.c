@@ -7,9 +7,14 @@
  * on an fd this library made non-blocking underneath, where EAGAIN turns
  * into a poll(2) and a retry, as the blocking fd would have done.
  *
+ * poll, select and friends park on every watchable fd at once through
+ * tdl_select's FD clauses; host-name calls run libc's function on the
+ * pool's name lane.
+ *
  * Per fd (a table by fd number, in chunks made on first use and never
  * freed, so a look-up takes no lock): what kind of file it is (a socket or
- * pipe can be waited for; anything else passes through), the user's
+ * pipe can be waited for; a character or anonymous file can be polled while
+ * non-blocking; anything else passes through), the user's
  * O_NONBLOCK, whether we set O_NONBLOCK underneath, whether treadle's
  * fiber I/O knows it (then close goes through tdl_close), and the
  * SO_RCVTIMEO/SO_SNDTIMEO the user set.  The table is the user's view of

@@ -69,7 +69,7 @@
  * that hears EAGAIN waits in poll(2) for the fd and tries again, as the
  * blocking fd would have (an EAGAIN from a file that is really blocking,
  * its own SO_RCVTIMEO, goes to the caller).  So a thread that is not a
- * fiber may share a hooked fd.
+ * fiber may share a hooked fd (see LIMITS).
  *
  * THE USER'S SEMANTICS ARE KEPT:
  *   Blocking fds.  The first hooked call on a blocking socket or pipe sets
@@ -133,7 +133,12 @@
  *     looking again every millisecond (fiber I/O has one reader and one
  *     writer per fd).
  *   The per-fd state is process-wide and not locked: one fd used by fibers
- *     of two threads at once is not supported.  An fd closed by a path the
+ *     of two threads at once is not supported, and a thread that is not a
+ *     fiber may use a hooked fd once a fiber's first call on it is over
+ *     (not racing with it, nor with fcntl, ioctl or setsockopt on it).
+ *   Under ThreadSanitizer treadle's own I/O calls libc's names (so that it
+ *     models fds), which the hook would take for the user's: the hook is
+ *     not for TSan builds of treadle.  An fd closed by a path the
  *     hook does not see (tdl_close of a hooked fd from another thread,
  *     close_range, fclose) leaves its state until the number is reused by one
  *     of the calls above.

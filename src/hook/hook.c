@@ -431,7 +431,8 @@ HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_IO(ssize_t, fd, real.read(
     ssize_t r_ = call;                                                        \
     if (r_ >= 0) {                                                            \
       done_ += (size_t)r_;                                                    \
-      if (done_ >= (n) || r_ == 0)                                            \
+      /* A file really blocking stopped short (a signal): say so. */       \
+      if (done_ >= (n) || r_ == 0 || (!fiber_ && !nonblocking_underneath(fd, h_))) \
         return (ssize_t)done_;                                                \
     } else if (errno != EAGAIN && errno != EWOULDBLOCK) {                     \
       return done_ ? (ssize_t)done_ : -1;                                     \

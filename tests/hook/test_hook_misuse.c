@@ -498,7 +498,7 @@ static void *cross_main(void *arg)
   assert_int_equal(read(x->ready[0], &c, 1), 1); /* parks until the thread runs */
   for (int i = 0; i < 3; i++) {
     tdl_sleep_for(2 * TDL_MSEC); /* the thread's read is (likely) waiting */
-    assert_int_equal(write(x->p[1], "abc" + i, 1), 1);
+    assert_int_equal(write(x->p[1], &"abc"[i], 1), 1);
   }
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_memory_equal(x->got, "abc", 3);

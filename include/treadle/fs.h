@@ -62,22 +62,45 @@
 extern "C" {
 #endif
 
+/* open(2) on the pool: returns the fd (O_CLOEXEC added), or -ENOENT,
+ * -EACCES, -EISDIR, -EMFILE...; -EFAULT for a NULL path; and the errors
+ * common to these calls (above: -EPERM, -ETIMEDOUT, -ECANCELED, -EAGAIN). */
 TDL_API int tdl_fs_open(const char *path, int flags, mode_t mode, tdl_time_t deadline);
+/* close(2), on the calling thread, in fibers or not; -EINTR is reported as
+ * 0 (the fd is released all the same).  Errors: -EBADF, -EIO. */
 TDL_API int tdl_fs_close(int fd);
 
+/* read(2), pread(2), preadv(2): an RWF_NOWAIT attempt answered from the
+ * page cache, else the pool.  Returns the bytes read (fewer than asked when
+ * only part was cached, or at the end of the file; 0 there).  Errors: those
+ * of the system calls (-EBADF, -EISDIR, -EINVAL...), -EFAULT (buf or iov
+ * NULL with a non-zero length), and the common ones above. */
 TDL_API ssize_t tdl_fs_read(int fd, void *buf, size_t n, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pread(int fd, void *buf, size_t n, off_t off, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
 
+/* write(2), pwrite(2), pwritev(2): an RWF_NOWAIT attempt where the file
+ * system takes one, else the pool.  Returns the bytes written.  Errors: those
+ * of the system calls (-EBADF, -ENOSPC, -EFBIG, -EDQUOT...), -EFAULT, and the
+ * common ones above. */
 TDL_API ssize_t tdl_fs_write(int fd, const void *buf, size_t n, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pwrite(int fd, const void *buf, size_t n, off_t off, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
 
+/* fsync(2), fdatasync(2) on the pool.  Returns 0.  Errors: -EIO, -ENOSPC,
+ * -EBADF, -EINVAL (an fd that cannot be synced), and the common ones above. */
 TDL_API int tdl_fs_fsync(int fd, tdl_time_t deadline);
 TDL_API int tdl_fs_fdatasync(int fd, tdl_time_t deadline);
 
+/* stat(2) on the pool.  Returns 0 with *st filled in.  Errors: -ENOENT,
+ * -EACCES, -ENOTDIR..., -EFAULT (path or st NULL), the common ones above. */
 TDL_API int tdl_fs_stat(const char *path, struct stat *st, tdl_time_t deadline);
+/* fstat(2), on the calling thread, in fibers or not.  Returns 0.  Errors:
+ * -EBADF, -EFAULT (st NULL). */
 TDL_API int tdl_fs_fstat(int fd, struct stat *st);
+/* unlink(2), rename(2), mkdir(2) on the pool.  Return 0.  Errors: those of
+ * the system calls (-ENOENT, -EEXIST, -EACCES, -EISDIR...), -EFAULT (a NULL
+ * path), and the common ones above. */
 TDL_API int tdl_fs_unlink(const char *path, tdl_time_t deadline);
 TDL_API int tdl_fs_rename(const char *from, const char *to, tdl_time_t deadline);
 TDL_API int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline);

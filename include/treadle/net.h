@@ -417,6 +417,8 @@ TDL_API int tdl_reader_init(tdl_reader *r, int fd, void *mem, size_t size, size_
  * nothing changes).  Cost: up to two free(). */
 TDL_API int tdl_reader_destroy(tdl_reader *r);
 
+/* The buffered bytes: tdl_reader_len(r) of them at tdl_reader_data(r)
+ * (valid until the next call that may read or consume; see above). */
 static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->b.p + r->b.start; }
 static inline size_t tdl_reader_len(const tdl_reader *r) { return r->b.end - r->b.start; }
 /* The size of the buffer in use: the initial size, or more while grown. */

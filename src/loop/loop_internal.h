@@ -117,6 +117,59 @@ typedef struct tdl__backend {
 
 extern const tdl__backend tdl__backend_epoll;
 extern const tdl__backend tdl__backend_poll;
+#ifdef TDL_HAVE_URING
+extern const tdl__backend tdl__backend_uring;
+#endif
+
+/* epoll.c's parts that the uring back end reuses: it keeps an epoll set for
+ * watchers, hangs it first in its own state (so interest and forget work on
+ * it unchanged) and polls that set's fd through its ring. */
+struct epoll_event;
+typedef struct tdl__epoll {
+  int epfd;
+  int cap;
+  struct epoll_event *events;
+} tdl__epoll;
+int tdl__epoll_init(tdl__epoll *s);
+void tdl__epoll_destroy(tdl__epoll *s);
+int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
+void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec);
+/* Report what is ready now without sleeping (`slept`: whether the wait this
+ * belongs to could sleep, see ep_wait).  Returns the number of events, or a
+ * negative errno. */
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept);
+
+/* ---- completions: operations the kernel runs (the uring back end) ------------ */
+
+/*
+ * An operation submitted to the loop's ring, owned by whoever submitted it
+ * (fiber I/O keeps it on the fiber's stack).  done() runs on the loop's
+ * thread, from inside the back end's wait, exactly once per operation, with
+ * the kernel's result (a count or a negative errno); after it returns the
+ * loop never touches op again.  Like a report of readiness, done() must only
+ * record and queue (wake a fiber), never run user code.
+ */
+typedef struct tdl__op tdl__op;
+struct tdl__op {
+  void (*done)(tdl__op *op, int res);
+};
+
+struct io_uring;
+struct io_uring_sqe;
+/* The loop's ring, or NULL when its back end is not uring. */
+static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop);
+/* A submission entry for op, to be filled in by the caller (io_uring_prep_*
+ * then nothing else: user_data is op, set here).  It goes to the kernel with
+ * the loop's next wait, in one system call with everything else queued.  A
+ * full submission queue is submitted at once to make room.  NULL (with
+ * *err = -EBUSY/-ENOMEM/...) when even that fails; then op is not in flight. */
+struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err);
+/* Ask the kernel to end op early (it completes with -ECANCELED, or with its
+ * real result if it finished first): done() still comes, later. */
+void tdl__ring_cancel(tdl_loop *loop, tdl__op *op);
+/* End every operation in flight on fd now, before the caller closes it (an
+ * operation holds the file open, so close() alone would not end it). */
+void tdl__ring_cancel_fd(tdl_loop *loop, int fd);
 
 /* ---- timers -------------------------------------------------------------------- */
 
@@ -238,6 +291,13 @@ struct tdl_loop {
   tdl__list sigs;        /* all started signal watchers */
   uint32_t sig_watchers[_NSIG]; /* of them, how many per signal */
 
+  /* uring.c: the ring (NULL on other back ends), and how many operations
+   * are in flight on it: each stands for a parked fiber that only its
+   * completion can wake, so while some are, the loop is not deadlocked and
+   * must ask the kernel even when it does not sleep. */
+  struct io_uring *ring;
+  uint32_t ops_inflight;
+
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
    * runnable fibers; busy() says whether some are runnable (poll must not
    * sleep); alive() whether any exist. */
@@ -255,6 +315,8 @@ struct tdl_loop {
    * iteration and per fiber switch).  Set and cleared on the loop's thread. */
   tdl__heartbeat *watch;
 };
+
+static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop) { return loop->ring; }
 
 /* The loop reached its poll, or left tdl_loop_run: it is not away. */
 static inline void tdl__heartbeat_home(tdl_loop *loop)

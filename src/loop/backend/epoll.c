@@ -36,17 +36,10 @@
 
 enum { EVENTS_MIN = 64, EVENTS_MAX = 1024 };
 
-typedef struct epoll_state {
-  int epfd;
-  int cap;
-  struct epoll_event *events;
-} epoll_state;
+typedef tdl__epoll epoll_state;
 
-static int ep_open(tdl_loop *loop)
+int tdl__epoll_init(tdl__epoll *s)
 {
-  epoll_state *s = calloc(1, sizeof *s);
-  if (!s)
-    return -ENOMEM;
   s->cap = EVENTS_MIN;
   s->events = malloc(sizeof *s->events * (size_t)s->cap);
   s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -55,6 +48,24 @@ static int ep_open(tdl_loop *loop)
     if (s->epfd >= 0)
       tdl__sys_close(s->epfd);
     free(s->events);
+    return e;
+  }
+  return 0;
+}
+
+void tdl__epoll_destroy(tdl__epoll *s)
+{
+  tdl__sys_close(s->epfd);
+  free(s->events);
+}
+
+static int ep_open(tdl_loop *loop)
+{
+  epoll_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  int e = tdl__epoll_init(s);
+  if (e < 0) {
     free(s);
     return e;
   }
@@ -64,10 +75,8 @@ static int ep_open(tdl_loop *loop)
 
 static void ep_close(tdl_loop *loop)
 {
-  epoll_state *s = loop->be_state;
-  tdl__sys_close(s->epfd);
-  free(s->events);
-  free(s);
+  tdl__epoll_destroy(loop->be_state);
+  free(loop->be_state);
   loop->be_state = NULL;
 }
 
@@ -97,7 +106,7 @@ static int to_edge(epoll_state *s, int fd, tdl__fd *rec)
   return 0;
 }
 
-static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
+int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   epoll_state *s = loop->be_state;
   if (rec->flags & TDL__FD_REGISTERED) {
@@ -121,7 +130,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   return 0;
 }
 
-static void ep_forget(tdl_loop *loop, int fd, tdl__fd *rec)
+void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec)
 {
   epoll_state *s = loop->be_state;
   /* Fails harmlessly (EBADF, ENOENT) when the fd was closed meanwhile. */
@@ -141,6 +150,48 @@ static inline unsigned to_bits(uint32_t e)
       b |= TDL_HUP | TDL_READ; /* a read returns EOF */
   }
   return b;
+}
+
+static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
+{
+  /* Once per event: keep this loop short, with the tables in locals. */
+  const struct epoll_event *events = s->events;
+  tdl__fd *fds = loop->fds;
+  uint32_t nfds = loop->nfds;
+  int *queue = loop->queue;
+  uint32_t queued = loop->queue_n;
+  for (int i = 0; i < n; i++) {
+    uint64_t tok = events[i].data.u64;
+    uint32_t fd = (uint32_t)tok;
+    if (TDL__UNLIKELY(fd >= nfds))
+      continue;
+    tdl__fd *rec = &fds[fd];
+    if (TDL__UNLIKELY(rec->reg_gen != (uint32_t)(tok >> 32)))
+      continue; /* from a registration that has since been replaced */
+    unsigned bits = to_bits(events[i].events);
+    /* Level-triggered and reporting what nobody wants (or an error or
+     * hang-up, which level-triggering would repeat on every wait): this fd
+     * needs edges from now on, or the loop would spin on it.  (rec->kernel
+     * never holds ERR or HUP.)  But a poll that does not sleep, because
+     * fibers are still queued to run, reports again the levels of the fds
+     * those fibers were woken for and have not read yet: repeats of what is
+     * cached cost nothing there, and edges would cost those fds their
+     * read-free parking (TDL__FD_LEVEL) for good. */
+    unsigned unwanted = bits & ~rec->kernel;
+    if (TDL__UNLIKELY(unwanted) && !slept)
+      unwanted &= ~rec->ready;
+    if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
+      to_edge(s, (int)fd, rec);
+    tdl__fd_report(rec, (int)fd, bits, queue, &queued);
+  }
+  loop->queue_n = queued;
+  if (n == s->cap && s->cap < EVENTS_MAX) {
+    struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
+    if (ev) {
+      s->events = ev;
+      s->cap *= 2;
+    }
+  }
 }
 
 static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
@@ -168,45 +219,17 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
-  /* Once per event: keep this loop short, with the tables in locals. */
-  const struct epoll_event *events = s->events;
-  tdl__fd *fds = loop->fds;
-  uint32_t nfds = loop->nfds;
-  int *queue = loop->queue;
-  uint32_t queued = loop->queue_n;
-  for (int i = 0; i < n; i++) {
-    uint64_t tok = events[i].data.u64;
-    uint32_t fd = (uint32_t)tok;
-    if (TDL__UNLIKELY(fd >= nfds))
-      continue;
-    tdl__fd *rec = &fds[fd];
-    if (TDL__UNLIKELY(rec->reg_gen != (uint32_t)(tok >> 32)))
-      continue; /* from a registration that has since been replaced */
-    unsigned bits = to_bits(events[i].events);
-    /* Level-triggered and reporting what nobody wants (or an error or
-     * hang-up, which level-triggering would repeat on every wait): this fd
-     * needs edges from now on, or the loop would spin on it.  (rec->kernel
-     * never holds ERR or HUP.)  But a poll that does not sleep, because
-     * fibers are still queued to run, reports again the levels of the fds
-     * those fibers were woken for and have not read yet: repeats of what is
-     * cached cost nothing there, and edges would cost those fds their
-     * read-free parking (TDL__FD_LEVEL) for good. */
-    unsigned unwanted = bits & ~rec->kernel;
-    if (TDL__UNLIKELY(unwanted) && timeout_ns == 0)
-      unwanted &= ~rec->ready;
-    if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
-      to_edge(s, (int)fd, rec);
-    tdl__fd_report(rec, (int)fd, bits, queue, &queued);
-  }
-  loop->queue_n = queued;
-  if (n == s->cap && s->cap < EVENTS_MAX) {
-    struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
-    if (ev) {
-      s->events = ev;
-      s->cap *= 2;
-    }
-  }
+  epoll_report(loop, s, n, timeout_ns != 0);
   return 0;
+}
+
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept)
+{
+  int n = epoll_wait(s->epfd, s->events, s->cap, 0);
+  if (n < 0)
+    return errno == EINTR ? 0 : -errno;
+  epoll_report(loop, s, n, slept);
+  return n;
 }
 
 static int ep_fd(const tdl_loop *loop)
@@ -219,8 +242,8 @@ const tdl__backend tdl__backend_epoll = {
     .name = "epoll",
     .open = ep_open,
     .close = ep_close,
-    .interest = ep_interest,
-    .forget = ep_forget,
+    .interest = tdl__epoll_interest,
+    .forget = tdl__epoll_forget,
     .wait = ep_wait,
     .pollable_fd = ep_fd,
 };

@@ -15,47 +15,117 @@
  *   read, write, readv, writev, recv, recvfrom, recvmsg, send, sendto,
  *   sendmsg, accept, accept4, connect   on a socket or pipe that the user
  *     left blocking: the call is tried; on EAGAIN the fiber parks until the
- *     fd is ready (tdl_wait_fd) and tries again.
- *   poll   tries at once; one socket or pipe parks on it; anything else
- *     (several fds, terminals, eventfds) is polled again at growing
- *     intervals (50 us to 5 ms) while the fiber sleeps.  The timeout is kept.
+ *     fd is ready (tdl_wait_fd) and tries again.  write, send and sendto
+ *     return once all of the buffer went, as on a blocking fd (a timeout or
+ *     an error after some of it: the count so far); writev and sendmsg
+ *     return after the first write that moved anything.
+ *   poll, ppoll   look at once (poll(2) with no timeout); if nothing is
+ *     ready, the fiber parks on every fd the loop can watch at once (a
+ *     tdl_select of FD clauses: the first ready one wakes it) and looks
+ *     again, and so on until something is ready or the timeout passes.
+ *     fds the loop cannot watch as they are (a terminal, eventfd or other
+ *     character or anonymous file that the user keeps blocking: O_NONBLOCK
+ *     set under a terminal would show in every process sharing it), events
+ *     its watcher does not report (POLLPRI, POLLRDBAND, POLLWRBAND, or none),
+ *     and an fd another fiber already waits on in that direction are looked
+ *     at again at growing intervals (50 us to 5 ms) meanwhile.  Regular
+ *     files are always ready, as poll(2) says; a closed fd is POLLNVAL at
+ *     once.  The answer is always poll(2)'s own.
+ *   select, pselect   the same, through poll: read counts POLLIN, POLLHUP
+ *     and POLLERR, write POLLOUT and POLLERR, except POLLPRI, as Linux
+ *     does; select leaves the time not slept in *timeout.  Errors are
+ *     libc's: nfds < 0 or a bad timeout EINVAL, a bit for a closed fd EBADF
+ *     (the sets untouched).  Sets beyond FD_SETSIZE work as with libc (the
+ *     kernel takes nfds bits of whatever the caller allocated, up to its fd
+ *     table's size, which the hook reads from /proc/self/status then);
+ *     FD_SET itself aborts there under _FORTIFY_SOURCE, which is libc's.
+ *     ppoll and pselect with a signal mask go to libc (blocking the
+ *     thread): the mask is the thread's, shared by all its fibers.
  *   sleep, usleep, nanosleep, clock_nanosleep (CLOCK_MONOTONIC and
  *     CLOCK_REALTIME)   tdl_sleep.  A cancelled fiber's sleep ends early
  *     with EINTR (nanosleep) or the time left (sleep).
+ *   getaddrinfo, getnameinfo, gethostbyname, gethostbyname2,
+ *   gethostbyname_r, gethostbyname2_r   on the pool's name lane (pool.h):
+ *     the fiber parks while a pool thread calls libc's function (never the
+ *     hook again), on memory of its own, and the answer is copied to the
+ *     caller's buffers (the _r calls: pointers moved into `buf`).  Literal
+ *     addresses and port numbers (nothing to look up) are answered on the
+ *     spot by libc.  getaddrinfo's list is libc's: freeaddrinfo as ever.
+ *     gethostbyname and gethostbyname2 return a buffer of the calling
+ *     fiber's own, valid until that fiber's next call of either or its end
+ *     (libc has one per process: fibers of one thread interleave at every
+ *     lookup, so one buffer would be overwritten by another fiber's answer
+ *     between a call and the use of its result); h_errno is set as libc
+ *     sets it.  A lookup the pool cannot take fails as a system error:
+ *     EAI_SYSTEM / NETDB_INTERNAL (the _r calls: that errno returned) with
+ *     errno ECANCELED (the fiber was cancelled: the lookup finishes in the
+ *     background), ENOMEM (EAI_MEMORY), or EAGAIN (no thread could start).
+ *     glibc's resolver calls its own internal socket functions, which no
+ *     interposer sees: that is why lookups go to a thread.
+ *   ioctl(FIONBIO)   as fcntl(F_SETFL) with or without O_NONBLOCK (below).
  * Outside a fiber every call goes to libc as it came, with one exception
- * that keeps the user's semantics: on an fd the hook made non-blocking
- * underneath (below), a call that hears EAGAIN waits in poll(2) for the fd
- * and tries again, as the blocking fd would have.
+ * that keeps the user's semantics: on a socket or pipe the user wants
+ * blocking and that the hook made non-blocking underneath (below), a call
+ * that hears EAGAIN waits in poll(2) for the fd and tries again, as the
+ * blocking fd would have (an EAGAIN from a file that is really blocking,
+ * its own SO_RCVTIMEO, goes to the caller).  So a thread that is not a
+ * fiber may share a hooked fd (see LIMITS).
  *
  * THE USER'S SEMANTICS ARE KEPT:
  *   Blocking fds.  The first hooked call on a blocking socket or pipe sets
  *     O_NONBLOCK on it underneath; fcntl(F_GETFL) hides that flag, and
- *     F_SETFL records the user's choice while keeping the flag set.  An fd
- *     the user made non-blocking (O_NONBLOCK, SOCK_NONBLOCK, or MSG_DONTWAIT
- *     on the call) passes straight through: EAGAIN is the user's to handle.
+ *     F_SETFL and ioctl(FIONBIO) record the user's choice while keeping the
+ *     flag set.  O_NONBLOCK belongs to the file, not the number: through
+ *     any number dup, dup2, dup3 or F_DUPFD made of it, the flag stays
+ *     hidden and EAGAIN is waited for.  An fd the user made non-blocking
+ *     (O_NONBLOCK, SOCK_NONBLOCK, FIONBIO, or MSG_DONTWAIT on the call)
+ *     passes straight through: EAGAIN is the user's to handle.
  *   Timeouts.  SO_RCVTIMEO and SO_SNDTIMEO set with setsockopt become the
  *     deadline of each call that waits (receiving, sending; connect uses
  *     SO_SNDTIMEO as Linux does); a call that runs out fails with EAGAIN
  *     (connect: EINPROGRESS), as on a blocking socket.  There is no timeout
  *     the user did not ask for.
+ *   Errors are the kernel's, as a blocking call gets them: ECONNREFUSED
+ *     from connect, ECONNRESET or end of file (0) from a peer that went
+ *     away, EPIPE, ...  (tests/hook/test_hook_misuse.c compares each with
+ *     plain libc outside a fiber).
  *   Connect on a blocking socket waits for the outcome and reports it
  *     (ECONNREFUSED, ...), as blocking connect does.
  *   close() of an fd the hook parked on drops treadle's state for it
- *     (tdl_close), so code that closes its own fds is safe; dup, dup2, dup3
- *     and F_DUPFD copy or reset the per-fd state of the new number; socket,
- *     socketpair, accept, accept4, pipe and pipe2 reset it.
+ *     (tdl_close), so code that closes its own fds is safe; a fiber still
+ *     waiting on it wakes with EBADF (a blocking thread would wait on); the
+ *     same for dup2 and dup3 onto such an fd.  dup, dup2, dup3 and F_DUPFD
+ *     copy or reset the per-fd state of the new number; socket, socketpair,
+ *     accept, accept4, pipe and pipe2 reset it.  An fd the hook never saw
+ *     made (inherited, opened before it was loaded, made by a raw system
+ *     call) is looked at (fstat, F_GETFL) on its first hooked call.
  *   Errors.  A wait that is cancelled (tdl_fiber_cancel) fails with
  *     ECANCELED; an fd closed under a waiting fiber with EBADF.
+ *   fork.  In the child, the fiber that forked is not hooked (treadle.h:
+ *     it makes no blocking call, and the loop it ran on is the parent's),
+ *     and close() there is close(2): tdl_close would take the parent's
+ *     epoll registration away.  Fibers of loops the child makes are hooked.
+ *     An fd the hook made non-blocking underneath is still non-blocking in
+ *     a program the child execs (O_NONBLOCK is the file's): give a child
+ *     fds the parent's fibers did not block on, or clear the flag first.
  *
  * WHAT IS NOT:
  *   Regular files, directories and block devices pass through untouched
  *     (the kernel never says EAGAIN for them: use tdl_fs_* to keep a slow
  *     disk off the loop).  Terminals and other character devices too, except
- *     in poll.
+ *     in poll and select.
  *   stdio (fread, fprintf, ...) and other libc internals call the kernel
  *     without going through these names, so they block the thread.
- *   Host names (getaddrinfo), select and pselect, ppoll: not yet.
  *   treadle itself never goes through the hooks (src/base/sys.h).
+ *
+ * STATIC LINKING IS NOT SUPPORTED (neither as a static archive nor with
+ *   -Wl,--wrap): the hook finds libc's functions with dlsym(RTLD_NEXT),
+ *   which needs the dynamic linker, and it must share one treadle with the
+ *   program (libtreadle.so); a static libtreadle would be a second one,
+ *   with its own loops and fibers the hook could not see.  --wrap would
+ *   also reach only the objects on the link line, not a shared library
+ *   such as libhiredis.so.  Link dynamically (this library and
+ *   libtreadle.so), or call treadle's own I/O (fiber.h, net.h) directly.
  *
  * LIMITS:
  *   A hooked fd is one file description: two fibers reading (or writing)
@@ -63,7 +133,12 @@
  *     looking again every millisecond (fiber I/O has one reader and one
  *     writer per fd).
  *   The per-fd state is process-wide and not locked: one fd used by fibers
- *     of two threads at once is not supported.  An fd closed by a path the
+ *     of two threads at once is not supported, and a thread that is not a
+ *     fiber may use a hooked fd once a fiber's first call on it is over
+ *     (not racing with it, nor with fcntl, ioctl or setsockopt on it).
+ *   Under ThreadSanitizer treadle's own I/O calls libc's names (so that it
+ *     models fds), which the hook would take for the user's: the hook is
+ *     not for TSan builds of treadle.  An fd closed by a path the
  *     hook does not see (tdl_close of a hooked fd from another thread,
  *     close_range, fclose) leaves its state until the number is reused by one
  *     of the calls above.
@@ -71,7 +146,8 @@
  *
  * Cost: outside a fiber, one thread-local read and, on fds the hook knows, a
  * table look-up.  Inside, the first call on an fd costs fstat and two
- * fcntl; later ones add a look-up to the system call.
+ * fcntl; later ones add a look-up to the system call.  A poll that waits
+ * costs a look-up per fd and one park.
  */
 #ifndef TREADLE_HOOK_H
 #define TREADLE_HOOK_H

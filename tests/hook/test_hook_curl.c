@@ -1,0 +1,234 @@
+/* The acceptance test of libtreadle-hook with libcurl: the easy API,
+ * unmodified and blocking, from N fibers on one loop, each fetching a file
+ * from examples/httpd (started here: the one built in the tree, or argv[1]) and checking the
+ * body byte for byte. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include <treadle/hook.h>
+
+#define BODY_LEN 20000
+
+static const char *g_httpd;
+static pid_t g_pid = -1;
+static int g_port;
+static char g_root[64];
+static char g_body[BODY_LEN];
+static int g_inflight, g_most_inflight; /* transfers under way at once */
+
+static int start_httpd(void)
+{
+  snprintf(g_root, sizeof g_root, "/tmp/tdl-hook-curl-XXXXXX");
+  if (!mkdtemp(g_root))
+    return -1;
+  for (int i = 0; i < BODY_LEN; i++)
+    g_body[i] = (char)('a' + (i * 7 + i / 13) % 26);
+  char path[128];
+  snprintf(path, sizeof path, "%s/f.txt", g_root);
+  FILE *f = fopen(path, "w");
+  if (!f || fwrite(g_body, 1, BODY_LEN, f) != BODY_LEN || fclose(f) != 0)
+    return -1;
+  int err[2];
+  if (pipe(err) < 0)
+    return -1;
+  g_pid = fork();
+  if (g_pid < 0)
+    return -1;
+  if (g_pid == 0) {
+    dup2(err[1], 2);
+    execl(g_httpd, g_httpd, "--listen", "127.0.0.1:0", "--loops", "1", "--root", g_root, (char *)NULL);
+    _exit(127);
+  }
+  close(err[1]);
+  char line[256];
+  size_t got = 0;
+  ssize_t n;
+  while (got < sizeof line - 1 && (n = read(err[0], line + got, 1)) == 1 && line[got] != '\n')
+    got++;
+  line[got] = '\0';
+  close(err[0]);
+  const char *p = strstr(line, "(port ");
+  if (!p || sscanf(p, "(port %d)", &g_port) != 1) {
+    print_message("httpd said: %s\n", line);
+    return -1;
+  }
+  return 0;
+}
+
+static void stop_httpd(void)
+{
+  if (g_pid > 0) {
+    kill(g_pid, SIGTERM);
+    waitpid(g_pid, NULL, 0);
+    g_pid = -1;
+  }
+  char path[128];
+  snprintf(path, sizeof path, "%s/f.txt", g_root);
+  unlink(path);
+  rmdir(g_root);
+}
+
+typedef struct fetch {
+  char *buf;
+  size_t len;
+  long status;
+  CURLcode rc;
+} fetch;
+
+static size_t take(char *data, size_t size, size_t n, void *arg)
+{
+  fetch *f = arg;
+  size_t add = size * n;
+  if (f->len + add > BODY_LEN)
+    return 0; /* more than the file: curl reports a write error */
+  memcpy(f->buf + f->len, data, add);
+  f->len += add;
+  return add;
+}
+
+static void *client(void *arg)
+{
+  fetch *f = arg;
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/static/f.txt", g_port);
+  CURL *c = curl_easy_init();
+  if (!c) {
+    f->rc = CURLE_FAILED_INIT;
+    return NULL;
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+  if (++g_inflight > g_most_inflight)
+    g_most_inflight = g_inflight;
+  f->rc = curl_easy_perform(c); /* blocks this fiber only */
+  g_inflight--;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &f->status);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+typedef struct run {
+  fetch *f;
+  int n;
+} run;
+
+static void *main_fiber(void *arg)
+{
+  run *r = arg;
+  tdl_fiber_options o = {.detached = true, .stack_size = 256 * 1024};
+  for (int i = 0; i < r->n; i++)
+    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), NULL, client, &r->f[i], &o), 0);
+  return NULL;
+}
+
+static void test_curl_fibers(void **state)
+{
+  (void)state;
+  assert_true(g_pid > 0);
+  assert_int_equal(tdl_libc_hook_active(), 1);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const int n = 300;
+#else
+  const int n = RUNNING_ON_VALGRIND ? 30 : 1000;
+#endif
+  struct rlimit rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_cur < (rlim_t)n * 4 + 64 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  }
+  if (rl.rlim_cur < (rlim_t)n * 4 + 64) {
+    print_message("fd limit %lu too low for %d transfers\n", (unsigned long)rl.rlim_cur, n);
+    skip();
+  }
+  run r = {.f = test_calloc((size_t)n, sizeof(fetch)), .n = n};
+  for (int i = 0; i < n; i++)
+    r.f[i].buf = test_malloc(BODY_LEN);
+  tdl_libc_hook_stats before, after;
+  tdl_libc_hook_stats_get(&before);
+  tdl_time_t t0 = tdl_now();
+  assert_int_equal(tdl_fiber_main(main_fiber, &r, NULL), 0);
+  tdl_time_t took = tdl_now() - t0;
+  tdl_libc_hook_stats_get(&after);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    fetch *f = &r.f[i];
+    if (f->rc != CURLE_OK || f->status != 200 || f->len != BODY_LEN || memcmp(f->buf, g_body, BODY_LEN) != 0) {
+      if (bad++ < 5)
+        print_message("transfer %d: %s, status %ld, %zu bytes\n", i, curl_easy_strerror(f->rc), f->status, f->len);
+    }
+    test_free(f->buf);
+  }
+  print_message("%d fibers fetched %d bytes each in %.2f s (%llu parks)\n", n, BODY_LEN, (double)took / 1e9,
+                (unsigned long long)(after.parked - before.parked));
+  test_free(r.f);
+  assert_int_equal(bad, 0);
+  assert_true(after.parked > before.parked);
+  /* Blocking the thread, each transfer would have ended before the next
+   * began. */
+  print_message("at most %d transfers at once\n", g_most_inflight);
+  assert_true(g_most_inflight > 1);
+}
+
+/* Nobody listening: curl's own error, as without fibers. */
+static void *refused_fiber(void *arg)
+{
+  CURLcode *rc = arg;
+  CURL *c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, "http://127.0.0.1:1/");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  *rc = curl_easy_perform(c);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+static void test_curl_refused(void **state)
+{
+  (void)state;
+  CURLcode in = CURLE_OK, out = CURLE_OK;
+  assert_int_equal(tdl_fiber_main(refused_fiber, &in, NULL), 0);
+  refused_fiber(&out);
+  assert_int_equal(out, CURLE_COULDNT_CONNECT);
+  assert_int_equal(in, out);
+}
+
+static int setup(void **state)
+{
+  (void)state;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    return -1;
+  if (start_httpd() < 0)
+    stop_httpd(); /* the test then fails on g_pid */
+  return 0;
+}
+
+static int teardown(void **state)
+{
+  (void)state;
+  stop_httpd();
+  curl_global_cleanup();
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  g_httpd = argc > 1 ? argv[1] : TDL_HTTPD;
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_curl_fibers),
+      cmocka_unit_test(test_curl_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

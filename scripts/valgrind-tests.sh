@@ -8,9 +8,18 @@ bes="epoll poll"
 # The uring back end where the build has it (fiber_ring.c tells memcheck what
 # the kernel wrote through the ring).
 grep -q '^LIBURING_FOUND:INTERNAL=1' "$dir/CMakeCache.txt" 2>/dev/null && bes="$bes uring"
+# ...but not for the tests where threads meet (ctest label `threads`): under
+# valgrind, which runs one thread at a time, a loop sleeping in the ring's
+# io_uring_enter was seen never to hear the posts of other threads
+# (test_acceptor, test_faults' acceptor walk hung until the timeout);
+# natively, under ASan and under ThreadSanitizer they pass on uring.
+threads=$(ctest --test-dir "$dir" -N -L threads 2>/dev/null | sed -n 's/.*Test *#[0-9]*: \(test_[a-z_]*\)\.uring$/\1/p')
 for t in "$dir"/tests/test_*; do
   [ -x "$t" ] || continue
   for be in $bes; do
+    if [ "$be" = uring ] && echo "$threads" | grep -qx "$(basename "$t")"; then
+      continue
+    fi
     log=$(mktemp)
     # --fair-sched=yes: valgrind runs one thread at a time, and by default
     # hands the lock over unfairly: a loop kept busy on purpose (test_remote's

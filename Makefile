@@ -15,7 +15,7 @@ all: test-build
 
 test-build:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/test -j$(JOBS)
 
 test: test-build
@@ -27,7 +27,7 @@ test: test-build
 
 test-asan:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
 

@@ -46,7 +46,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
   const tdl__backend *be = pick_backend(opts ? opts->backend : TDL_BACKEND_DEFAULT, &err);
   if (!be)
     return err;
-  tdl_loop *loop = calloc(1, sizeof *loop);
+  tdl_loop *loop = TDL__FAULT_ALLOC(calloc(1, sizeof *loop));
   if (!loop)
     return -ENOMEM;
   loop->be = be;

@@ -147,9 +147,9 @@ static int map_more(tdl__timers *ts)
     return -ENOMEM;
   void *mem;
   if (ts->heap_mem)
-    mem = mremap(ts->heap_mem, heap_bytes(ts->mapped), heap_bytes(mapped), MREMAP_MAYMOVE);
+    mem = TDL__FAULT_MAP(mremap(ts->heap_mem, heap_bytes(ts->mapped), heap_bytes(mapped), MREMAP_MAYMOVE));
   else
-    mem = mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mem = TDL__FAULT_MAP(mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED)
     return -ENOMEM;
   /* No MADV_HUGEPAGE.  It was faster when 2 MiB pages came cheap (7.8 ns
@@ -333,7 +333,7 @@ static void sort_run(tdl__timers *ts, tdl_timer **run, uint32_t k)
     return;
   }
   if (range > ts->scratch_cap) {
-    tdl_timer **sc = realloc(ts->scratch, (size_t)range * sizeof *sc);
+    tdl_timer **sc = TDL__FAULT_ALLOC(realloc(ts->scratch, (size_t)range * sizeof *sc));
     if (!sc) {
       qsort(run, k, sizeof *run, by_seq);
       return;
@@ -380,7 +380,7 @@ void tdl__timers_run(tdl_loop *loop)
     }
     if (k == ts->due_cap) {
       uint32_t cap = ts->due_cap ? ts->due_cap * 2 : 64;
-      tdl_timer **due = realloc(ts->due, (size_t)cap * sizeof *due);
+      tdl_timer **due = TDL__FAULT_ALLOC(realloc(ts->due, (size_t)cap * sizeof *due));
       if (!due)
         break; /* fire what we have; the rest stays in the heap for next time */
       ts->due = due;

@@ -44,12 +44,12 @@ typedef struct epoll_state {
 
 static int ep_open(tdl_loop *loop)
 {
-  epoll_state *s = calloc(1, sizeof *s);
+  epoll_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
   if (!s)
     return -ENOMEM;
   s->cap = EVENTS_MIN;
-  s->events = malloc(sizeof *s->events * (size_t)s->cap);
-  s->epfd = epoll_create1(EPOLL_CLOEXEC);
+  s->events = TDL__FAULT_ALLOC(malloc(sizeof *s->events * (size_t)s->cap));
+  s->epfd = TDL__FAULT_SYS(EMFILE, epoll_create1(EPOLL_CLOEXEC));
   if (!s->events || s->epfd < 0) {
     int e = s->epfd < 0 ? -errno : -ENOMEM;
     if (s->epfd >= 0)
@@ -200,7 +200,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   loop->queue_n = queued;
   if (n == s->cap && s->cap < EVENTS_MAX) {
-    struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
+    struct epoll_event *ev = TDL__FAULT_ALLOC(realloc(s->events, sizeof *ev * (size_t)s->cap * 2));
     if (ev) {
       s->events = ev;
       s->cap *= 2;

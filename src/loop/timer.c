@@ -369,7 +369,10 @@ void tdl__timers_run(tdl_loop *loop)
   if (tdl__timers_next(loop) > now || ts->n == 0)
     return;
 
-  /* Pop everything due into the batch. */
+  /* Pop everything due into the batch.  When the batch's first allocation
+   * fails, a few timers go through `spare` instead: without it nothing would
+   * fire while memory is short, and the loop would spin on a due timer. */
+  tdl_timer *spare[32];
   uint32_t k = 0;
   while (ts->n && ts->heap[0].at <= now) {
     tdl__tentry e = ts->heap[0];
@@ -379,12 +382,19 @@ void tdl__timers_run(tdl_loop *loop)
       continue;
     }
     if (k == ts->due_cap) {
+      if (ts->due == spare)
+        break;
       uint32_t cap = ts->due_cap ? ts->due_cap * 2 : 64;
       tdl_timer **due = TDL__FAULT_ALLOC(realloc(ts->due, (size_t)cap * sizeof *due));
-      if (!due)
+      if (due) {
+        ts->due = due;
+        ts->due_cap = cap;
+      } else if (k > 0) {
         break; /* fire what we have; the rest stays in the heap for next time */
-      ts->due = due;
-      ts->due_cap = cap;
+      } else {
+        ts->due = spare; /* never allocated (k == due_cap == 0): nothing to keep */
+        ts->due_cap = sizeof spare / sizeof *spare;
+      }
     }
     remove_root(ts);
     ts->due[k] = e.t;
@@ -420,4 +430,8 @@ void tdl__timers_run(tdl_loop *loop)
     t->cb(loop, t);
   }
   ts->due_n = 0;
+  if (ts->due == spare) {
+    ts->due = NULL;
+    ts->due_cap = 0;
+  }
 }

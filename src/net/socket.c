@@ -205,11 +205,16 @@ static void shed(int lfd)
 }
 
 /* Sleep this thread's next back-off period, never past the deadline.
- * Returns 0 or -ECANCELED. */
+ * Returns 0 or -ECANCELED.  Without memory for a timer the sleep fails at
+ * once: yield then, or a caller that retries on the error (as a server's
+ * accept loop does) would never let the loop's other fibers run. */
 static int backoff(tdl_time_t deadline)
 {
   tdl_time_t pause = tdl__backoff_step(&t_backoff);
-  return tdl_sleep(tdl__deadline_min(deadline, tdl_after(pause)));
+  int e = tdl_sleep(tdl__deadline_min(deadline, tdl_after(pause)));
+  if (e == -ENOMEM && tdl_fiber_yield() == 0)
+    e = tdl_fiber_cancelled() ? -ECANCELED : 0;
+  return e;
 }
 
 /* ---- listen, accept, connect ---- */

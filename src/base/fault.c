@@ -1,5 +1,8 @@
 /* Fault injection for tests (fault.h); compiled only with -DTDL_FAULTS=ON. */
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "base/fault.h"
 
@@ -9,8 +12,9 @@ static _Atomic long countdown;
 static _Atomic bool sticky_mode;
 static _Atomic long calls;
 static _Atomic bool fired;
+static const char *_Atomic fired_site;
 
-bool tdl__fault(int err)
+bool tdl__fault(int err, const char *site)
 {
   if (atomic_load_explicit(&countdown, memory_order_relaxed) == 0)
     return false;
@@ -28,6 +32,9 @@ bool tdl__fault(int err)
       break;
     }
   }
+  atomic_store_explicit(&fired_site, site, memory_order_relaxed);
+  if (getenv("TDL_FAULTS_VERBOSE"))
+    fprintf(stderr, "treadle: injected fault at %s\n", site);
   atomic_store_explicit(&fired, true, memory_order_relaxed);
   errno = err;
   return true;
@@ -36,10 +43,13 @@ bool tdl__fault(int err)
 void tdl__fault_arm(long n, bool sticky)
 {
   atomic_store(&countdown, 0);
+  if (n <= 0)
+    return; /* what the last countdown did stays readable */
   atomic_store(&calls, 0);
   atomic_store(&fired, false);
+  atomic_store(&fired_site, NULL);
   atomic_store(&sticky_mode, sticky);
-  atomic_store(&countdown, n > 0 ? n : 0);
+  atomic_store(&countdown, n);
 }
 
 long tdl__fault_calls(void)
@@ -50,4 +60,9 @@ long tdl__fault_calls(void)
 bool tdl__fault_fired(void)
 {
   return atomic_load(&fired);
+}
+
+const char *tdl__fault_site(void)
+{
+  return atomic_load(&fired_site);
 }

@@ -713,6 +713,124 @@ static void test_httpd_faults(void **state)
   walk("httpd serving a request", sc_httpd, (const int[]){-ENOMEM, -EMFILE, -ECONNRESET, -EPIPE, 0});
 }
 
+/* ==== 6. a group of two loops, calls and a channel across them, the pool,
+ * the watchdog ==== */
+
+typedef struct gctx {
+  tdl_chan *x; /* shared: the group's loop 1 sends, the main loop receives */
+  tdl_group *g;
+} gctx;
+
+static void *g_member(void *arg)
+{
+  gctx *c = arg;
+  if (tdl_group_index() != 1)
+    return NULL;
+  for (long v = 1; v <= 3; v++)
+    if (tdl_chan_send(c->x, &v, TDL_FOREVER) < 0)
+      break; /* closed: the main side gave up */
+  return NULL;
+}
+
+static void *g_double(tdl_loop *loop, void *arg)
+{
+  (void)loop;
+  return (void *)((uintptr_t)arg * 2);
+}
+
+static void *g_sum(void *arg)
+{
+  long n = (long)(uintptr_t)arg, s = 0;
+  for (long i = 1; i <= n; i++)
+    s += i;
+  return (void *)(uintptr_t)s;
+}
+
+static void *g_spawned(void *arg)
+{
+  *(int *)arg = 1;
+  return NULL;
+}
+
+static void *g_root(void *arg)
+{
+  gctx *c = arg;
+  long sum = 0, v;
+  int e;
+  for (int i = 0; i < 3;) {
+    e = tdl_chan_recv(c->x, &v, tdl_after(50 * TDL_MSEC));
+    if (e == -ETIMEDOUT) {
+      /* Is loop 1 still there?  When a loop cannot start its main fiber,
+       * the group stops, and a call to it fails with -ESHUTDOWN. */
+      void *r;
+      if ((e = tdl_port_call(tdl_group_port(c->g, 1), g_double, (void *)1, &r, tdl_after(IO_DEADLINE))) < 0)
+        break;
+      continue;
+    }
+    if (e < 0)
+      break;
+    sum += v;
+    i++;
+  }
+  if (e == 0)
+    assert_int_equal(sum, 6);
+  note(e);
+  tdl_chan_close(c->x); /* a member still sending stops */
+  void *r;
+  if ((e = tdl_port_call(tdl_group_port(c->g, 0), g_double, (void *)21, &r, tdl_after(IO_DEADLINE))) == 0)
+    assert_int_equal((uintptr_t)r, 42);
+  note(e);
+  static int spawned;
+  spawned = 0;
+  e = tdl_port_spawn(tdl_group_port(c->g, 1), g_spawned, &spawned, NULL, tdl_after(IO_DEADLINE));
+  note(e);
+  if ((e = tdl_blocking(g_sum, (void *)100, &r, tdl_after(IO_DEADLINE))) == 0)
+    assert_int_equal((uintptr_t)r, 5050);
+  note(e);
+  return NULL;
+}
+
+static int sc_group(void)
+{
+  gctx c = {0};
+  tdl_loop *loop;
+  int e = tdl_loop_new(&loop, NULL);
+  if (e < 0)
+    return e;
+  if ((e = tdl_loop_watchdog_start(loop, NULL)) < 0)
+    note(e);
+  if ((e = tdl_chan_new_shared(&c.x, sizeof(long), 1)) < 0)
+    note(e);
+  else if ((e = tdl_group_start(&c.g, &(tdl_group_options){.loops = 2, .main = g_member, .arg = &c})) < 0)
+    note(e);
+  if (e == 0) {
+    tdl_fiber_t f;
+    if ((e = tdl_fiber_spawn(loop, &f, g_root, &c, NULL)) < 0) {
+      note(e);
+    } else {
+      assert_int_equal(tdl_fiber_detach(loop, f), 0);
+      assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+    }
+    tdl_group_stop(c.g);
+    note(tdl_group_wait(c.g, TDL_FOREVER)); /* a loop's error: its main could not start */
+    assert_int_equal(tdl_group_free(c.g), 0);
+  }
+  if (c.x)
+    assert_int_equal(tdl_chan_free(c.x), 0);
+  still_usable_then_free(loop);
+  return first_err;
+}
+
+static void test_group_faults(void **state)
+{
+  (void)state;
+  /* pool threads that idle for 1 ms exit, so that the walk meets their
+   * creation again */
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.idle_exit = TDL_MSEC}), 0);
+  walk("group, pool and watchdog", sc_group, (const int[]){-ENOMEM, -EMFILE, -EAGAIN, -ESHUTDOWN, 0});
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
+}
+
 int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -725,6 +843,7 @@ int main(void)
     cmocka_unit_test(test_spawn_faults),
     cmocka_unit_test(test_net_faults),
     cmocka_unit_test(test_httpd_faults),
+    cmocka_unit_test(test_group_faults),
   };
   if (getenv("TDL_FAULTS_ONLY")) /* e.g. "test_net_faults" */
     cmocka_set_test_filter(getenv("TDL_FAULTS_ONLY"));

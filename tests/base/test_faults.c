@@ -433,8 +433,70 @@ static void *run_fiber(void *arg)
   return NULL;
 }
 
+/* tdl_process_spawn with a PATH search, an environment change, /dev/null
+ * and a pipe; read in a fiber, waited for; then a child under a watcher. */
+static void on_exit_watched(tdl_loop *loop, tdl_process *p, int status)
+{
+  (void)loop;
+  *(int *)p->data = status == 0 ? 1 : -1;
+  tdl_process_destroy(p);
+}
+
+static void *spawn_fiber(void *arg)
+{
+  (void)arg;
+  tdl_process p;
+  tdl_process_options o = {
+    .argv = (const char *const[]){"sh", "-c", "echo $FAULTS_VAR", NULL},
+    .env_set = (const char *const[]){"FAULTS_VAR=yes", NULL},
+    .stdio = {{.mode = TDL_STDIO_NULL}, {.mode = TDL_STDIO_PIPE}, {.mode = TDL_STDIO_INHERIT}},
+  };
+  int e = tdl_process_spawn(&p, &o);
+  if (e < 0) {
+    note(e);
+    return NULL;
+  }
+  char out[16];
+  size_t len = 0;
+  ssize_t n;
+  while ((n = tdl_read(p.stdout_fd, out + len, sizeof out - len, tdl_after(IO_DEADLINE))) > 0)
+    len += (size_t)n;
+  int status;
+  if (n < 0) {
+    note((int)n);
+  } else if ((e = tdl_process_wait(&p, tdl_after(IO_DEADLINE), &status)) < 0) {
+    note(e);
+  } else {
+    assert_int_equal(status, 0);
+    assert_int_equal(len, 4);
+    assert_memory_equal(out, "yes\n", 4);
+  }
+  tdl_process_destroy(&p);
+
+  static tdl_process w;
+  static int done;
+  done = 0;
+  if ((e = tdl_process_spawn(&w, &(tdl_process_options){.argv = (const char *const[]){"/bin/true", NULL}})) < 0) {
+    note(e);
+    return NULL;
+  }
+  w.data = &done;
+  if ((e = tdl_process_watch(tdl_fiber_loop(), &w, on_exit_watched)) < 0) {
+    note(e);
+    tdl_process_destroy(&w);
+    return NULL;
+  }
+  while (!done)
+    if ((e = tdl_sleep_for(TDL_MSEC)) < 0) { /* no timer: the watcher still calls back */
+      note(e);
+      tdl_fiber_yield();
+    }
+  assert_int_equal(done, 1);
+  return NULL;
+}
+
 /* Once in a fiber (the fiber's loop watches the child), once outside one
- * (a private loop of the call's own). */
+ * (a private loop of the call's own); then spawn, pipes and a watcher. */
 static int sc_spawn(void)
 {
   int e = run_once();
@@ -445,6 +507,11 @@ static int sc_spawn(void)
     return e;
   tdl_fiber_t f;
   if ((e = tdl_fiber_spawn(loop, &f, run_fiber, NULL, NULL)) == 0) {
+    assert_int_equal(tdl_fiber_detach(loop, f), 0);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+    e = first_err;
+  }
+  if (e == 0 && (e = tdl_fiber_spawn(loop, &f, spawn_fiber, NULL, NULL)) == 0) {
     assert_int_equal(tdl_fiber_detach(loop, f), 0);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     e = first_err;

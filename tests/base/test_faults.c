@@ -144,10 +144,12 @@ static void walk(const char *name, scenario_fn fn, const int *ok)
 /* ==== 1. a loop with timers and watchers ==== */
 
 #define NTIMERS 600 /* past the heap's first mapping and two growths */
+#define NPIPES 100  /* ready at once: more events than one wait takes at first */
 
 typedef struct lctx {
   int fired, io, sig, wake, deferred;
-  tdl_io w;
+  int p[NPIPES][2];
+  tdl_io w[NPIPES];
   tdl_signal s;
   tdl_wakeup wk;
   tdl_defer d;
@@ -197,21 +199,30 @@ static int sc_loop(void)
     return e;
   lctx *c = calloc(1, sizeof *c);
   assert_non_null(c);
-  int p[2];
-  assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+  for (int i = 0; i < NPIPES; i++) {
+    assert_int_equal(pipe2(c->p[i], O_NONBLOCK | O_CLOEXEC), 0);
+    tdl_io_init(&c->w[i], c->p[i][0], l_io, c);
+  }
+  /* half of them due together (their order is restored from a scratch
+   * table), the rest spread out */
+  tdl_time_t together = tdl_after(200 * TDL_USEC);
   int started = 0;
   for (; started < NTIMERS && e == 0; started++) {
     tdl_timer_init(&c->t[started], l_timer, c);
-    e = tdl_timer_start(loop, &c->t[started], (tdl_time_t)(started % 7) * 100 * TDL_USEC, 0);
+    if (started < NTIMERS / 2)
+      e = tdl_timer_start_at(loop, &c->t[started], together, 0);
+    else
+      e = tdl_timer_start(loop, &c->t[started], (tdl_time_t)(started % 7) * 100 * TDL_USEC, 0);
   }
   if (e < 0)
     started--;
-  tdl_io_init(&c->w, p[0], l_io, c);
+  int watched = 0;
   tdl_signal_init(&c->s, l_sig, c);
   tdl_wakeup_init(&c->wk, l_wake, c);
   tdl_defer_init(&c->d, l_defer, c);
-  if (e == 0)
-    e = tdl_io_start(loop, &c->w, TDL_READ);
+  for (; watched < NPIPES && e == 0; watched++)
+    if ((e = tdl_io_start(loop, &c->w[watched], TDL_READ)) < 0)
+      break;
   if (e == 0)
     e = tdl_signal_start(loop, &c->s, SIGUSR2);
   if (e == 0)
@@ -219,24 +230,29 @@ static int sc_loop(void)
   if (e == 0)
     e = tdl_defer_queue(loop, &c->d);
   if (e == 0) {
-    assert_int_equal(write(p[1], "x", 1), 1);
+    for (int i = 0; i < NPIPES; i++)
+      assert_int_equal(write(c->p[i][1], "x", 1), 1);
     assert_int_equal(raise(SIGUSR2), 0);
     assert_int_equal(tdl_wakeup_send(&c->wk), 0);
     e = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
     if (e == 0) {
       assert_int_equal(c->fired, NTIMERS);
-      assert_int_equal(c->io + c->sig + c->wake + c->deferred, 4);
+      assert_int_equal(c->io, NPIPES);
+      assert_int_equal(c->sig + c->wake + c->deferred, 3);
     }
   } else {
     for (int i = 0; i < started; i++)
       tdl_timer_stop(loop, &c->t[i]);
-    tdl_io_stop(loop, &c->w);
+    for (int i = 0; i < watched; i++)
+      tdl_io_stop(loop, &c->w[i]);
     tdl_signal_stop(loop, &c->s);
     tdl_wakeup_stop(loop, &c->wk);
   }
   still_usable_then_free(loop);
-  close(p[0]);
-  close(p[1]);
+  for (int i = 0; i < NPIPES; i++) {
+    close(c->p[i][0]);
+    close(c->p[i][1]);
+  }
   free(c);
   return e;
 }

@@ -9,7 +9,9 @@
  * through. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +43,17 @@ static int first_err;
 
 static bool injected_kind(int e) { return e == -ENOMEM || e == -EMFILE || e == -EAGAIN; }
 
+/* Any thread may note (a group's loops do). */
+static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void note(int e)
 {
   if (e >= 0)
     return;
+  pthread_mutex_lock(&note_lock);
   if (first_err == 0 || (injected_kind(e) && !injected_kind(first_err)))
     first_err = e;
+  pthread_mutex_unlock(&note_lock);
 }
 
 static bool listed(int e, const int *ok)
@@ -914,6 +921,136 @@ static void test_group_faults(void **state)
   assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
 }
 
+/* ==== 7. an acceptor handing connections out to a group's two loops ==== */
+
+#define NCONNS 4
+
+typedef struct actx {
+  tdl_acceptor *a;
+  tdl_group *g;
+  _Atomic bool slot0_done;
+} actx;
+
+static void a_handler(int fd, void *arg)
+{
+  (void)arg;
+  char b;
+  ssize_t n = tdl_recv(fd, &b, 1, 0, tdl_after(IO_DEADLINE));
+  if (n == 1)
+    n = tdl_send(fd, &b, 1, 0, tdl_after(IO_DEADLINE));
+  if (n < 0 && n != -ECONNRESET && n != -EPIPE && n != -ECANCELED)
+    note((int)n);
+  tdl_close(fd);
+}
+
+static void *a_member(void *arg)
+{
+  actx *c = arg;
+  int i = tdl_group_index();
+  int e = tdl_acceptor_serve(c->a, (unsigned)i);
+  if (e != -ECANCELED && e != -ESHUTDOWN)
+    note(e);
+  if (i == 0)
+    atomic_store(&c->slot0_done, true);
+  return NULL;
+}
+
+/* One byte there and back; -ECONNRESET when the connection is closed
+ * unanswered (a handler could not start) or nobody accepts any more. */
+static int a_talk(actx *c, const tdl_addr *addr, char byte)
+{
+  int fd = tdl_net_connect(addr, tdl_after(IO_DEADLINE));
+  if (fd < 0)
+    return fd;
+  ssize_t n = tdl_send(fd, &byte, 1, 0, tdl_after(IO_DEADLINE));
+  char b = 0;
+  while (n >= 0) {
+    n = tdl_recv(fd, &b, 1, 0, tdl_after(50 * TDL_MSEC));
+    if (n != -ETIMEDOUT)
+      break;
+    /* Nobody accepts when slot 0's serve failed, or when its loop is gone
+     * (a loop that cannot start its main fiber stops the group). */
+    void *r;
+    if (atomic_load(&c->slot0_done) ||
+        tdl_port_call(tdl_group_port(c->g, 0), g_double, (void *)1, &r, tdl_after(IO_DEADLINE)) < 0) {
+      n = -ECONNRESET;
+      break;
+    }
+    n = 0;
+  }
+  tdl_close(fd);
+  if (n == 0)
+    return -ECONNRESET;
+  if (n < 0)
+    return (int)n;
+  assert_int_equal(b, byte);
+  return 0;
+}
+
+typedef struct aclient {
+  actx *c;
+  tdl_addr addr;
+} aclient;
+
+static void *a_client(void *arg)
+{
+  aclient *ac = arg;
+  for (int i = 0; i < NCONNS; i++) {
+    int e = a_talk(ac->c, &ac->addr, (char)('a' + i));
+    if (e < 0) {
+      note(e);
+      break;
+    }
+  }
+  return NULL;
+}
+
+static int sc_acceptor(void)
+{
+  actx c = {0};
+  tdl_loop *loop;
+  int e = tdl_loop_new(&loop, NULL);
+  if (e < 0)
+    return e;
+  e = tdl_acceptor_new(&c.a, &(tdl_acceptor_options){.listen = "127.0.0.1:0", .loops = 2,
+                                                      .mode = TDL_ACCEPT_DISTRIBUTE, .handler = a_handler,
+                                                      .stack_size = TDL_STACK_MIN});
+  if (e < 0)
+    note(e);
+  else if ((e = tdl_group_start(&c.g, &(tdl_group_options){.loops = 2, .main = a_member, .arg = &c})) < 0)
+    note(e);
+  if (e == 0) {
+    aclient ac = {.c = &c};
+    char text[32];
+    snprintf(text, sizeof text, "127.0.0.1:%d", tdl_acceptor_port(c.a));
+    assert_int_equal(tdl_addr_parse(&ac.addr, text), 0);
+    tdl_fiber_t f;
+    if ((e = tdl_fiber_spawn(loop, &f, a_client, &ac, NULL)) < 0) {
+      note(e);
+    } else {
+      assert_int_equal(tdl_fiber_detach(loop, f), 0);
+      assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+    }
+  }
+  if (c.a)
+    tdl_acceptor_stop(c.a);
+  if (c.g) {
+    tdl_group_stop(c.g);
+    note(tdl_group_wait(c.g, TDL_FOREVER));
+    assert_int_equal(tdl_group_free(c.g), 0);
+  }
+  if (c.a)
+    assert_int_equal(tdl_acceptor_free(c.a), 0);
+  still_usable_then_free(loop);
+  return first_err;
+}
+
+static void test_acceptor_faults(void **state)
+{
+  (void)state;
+  walk("acceptor over a group", sc_acceptor, (const int[]){-ENOMEM, -EMFILE, -EAGAIN, -ECONNRESET, -EPIPE, 0});
+}
+
 int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -927,6 +1064,7 @@ int main(void)
     cmocka_unit_test(test_net_faults),
     cmocka_unit_test(test_httpd_faults),
     cmocka_unit_test(test_group_faults),
+    cmocka_unit_test(test_acceptor_faults),
   };
   if (getenv("TDL_FAULTS_ONLY")) /* e.g. "test_net_faults" */
     cmocka_set_test_filter(getenv("TDL_FAULTS_ONLY"));

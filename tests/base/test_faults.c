@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1051,6 +1052,76 @@ static void test_acceptor_faults(void **state)
   walk("acceptor over a group", sc_acceptor, (const int[]){-ENOMEM, -EMFILE, -EAGAIN, -ECONNRESET, -EPIPE, 0});
 }
 
+/* ==== 8. files through the pool's file lane ==== */
+
+static char fs_dir[64];
+
+static void *f_files(void *arg)
+{
+  (void)arg;
+  char path[96], path2[96];
+  snprintf(path, sizeof path, "%s/a", fs_dir);
+  snprintf(path2, sizeof path2, "%s/b", fs_dir);
+  static char out[64 * 1024], in[sizeof out];
+  for (size_t i = 0; i < sizeof out; i++)
+    out[i] = (char)(i * 7 + 1);
+  int fd = tdl_fs_open(path, O_CREAT | O_RDWR | O_TRUNC, 0600, tdl_after(IO_DEADLINE));
+  if (fd < 0) {
+    note(fd);
+    return NULL;
+  }
+  ssize_t n = tdl_fs_pwrite(fd, out, sizeof out, 0, tdl_after(IO_DEADLINE));
+  int e = n < 0 ? (int)n : 0;
+  if (e == 0) {
+    assert_int_equal(n, sizeof out);
+    e = tdl_fs_fsync(fd, tdl_after(IO_DEADLINE));
+  }
+  if (e == 0) {
+    n = tdl_fs_pread(fd, in, sizeof in, 0, tdl_after(IO_DEADLINE));
+    if (n < 0)
+      e = (int)n;
+    else
+      assert_memory_equal(in, out, sizeof in);
+  }
+  note(e);
+  assert_int_equal(tdl_fs_close(fd), 0);
+  struct stat st;
+  if ((e = tdl_fs_rename(path, path2, tdl_after(IO_DEADLINE))) == 0 &&
+      (e = tdl_fs_stat(path2, &st, tdl_after(IO_DEADLINE))) == 0)
+    assert_int_equal(st.st_size, sizeof out);
+  note(e);
+  unlink(path);
+  unlink(path2);
+  return NULL;
+}
+
+static int sc_files(void)
+{
+  tdl_loop *loop;
+  int e = tdl_loop_new(&loop, NULL);
+  if (e < 0)
+    return e;
+  tdl_fiber_t f;
+  if ((e = tdl_fiber_spawn(loop, &f, f_files, NULL, NULL)) == 0) {
+    assert_int_equal(tdl_fiber_detach(loop, f), 0);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+    e = first_err;
+  }
+  still_usable_then_free(loop);
+  return e;
+}
+
+static void test_files_faults(void **state)
+{
+  (void)state;
+  snprintf(fs_dir, sizeof fs_dir, "/tmp/treadle-faults-XXXXXX");
+  assert_non_null(mkdtemp(fs_dir));
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.idle_exit = TDL_MSEC}), 0);
+  walk("files on the pool", sc_files, (const int[]){-ENOMEM, -EMFILE, -EAGAIN, 0});
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
+  assert_int_equal(rmdir(fs_dir), 0);
+}
+
 int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -1065,6 +1136,7 @@ int main(void)
     cmocka_unit_test(test_httpd_faults),
     cmocka_unit_test(test_group_faults),
     cmocka_unit_test(test_acceptor_faults),
+    cmocka_unit_test(test_files_faults),
   };
   if (getenv("TDL_FAULTS_ONLY")) /* e.g. "test_net_faults" */
     cmocka_set_test_filter(getenv("TDL_FAULTS_ONLY"));

@@ -1,10 +1,15 @@
 # Entry points for a fresh machine.  The two in the README:
 #   make bench   build in Release, build the peers that are installed, and run the
-#                interleaved comparison (../shared/BENCHMARKS.md)
+#                interleaved comparison (docs/BENCHMARKS.md)
 #   make test    build with misuse checks, check the layering, run every test on
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program
 # CI (.ci/run) adds `make test-asan`, `make test-aarch64` and `make test-musl`.
+# make prints "Entering/Leaving directory" around every recursive make, also
+# those that cmake --build starts: dozens of lines that say nothing.
+MAKEFLAGS += --no-print-directory
+export MAKEFLAGS
+
 WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake
@@ -15,7 +20,7 @@ all: test-build
 
 test-build:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/test -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_BENCH=ON -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/test -j$(JOBS)
 
 test: test-build
@@ -62,6 +67,15 @@ bench-build:
 
 bench: bench-build
 	python3 bench/run.py --build build/release
+
+# The pipes sweep (2010's charts redrawn, docs/charts/README.md): ~20 minutes;
+# progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000";
+# CHARTS_CSV=/tmp/x/pipes-sweep.csv puts the CSV and the PNGs elsewhere.
+CHARTS_CSV ?= docs/charts/pipes-sweep.csv
+.PHONY: charts
+charts: bench-build
+	python3 bench/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
+	python3 bench/charts.py --csv $(CHARTS_CSV)
 
 clean:
 	rm -rf build

@@ -33,11 +33,39 @@ long bench_rss_kb(void);
 void bench_result(const char *impl, const char *bench, const bench_span *s, const char *keys_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Option parsing: "--name value" pairs after argv[0].  Each returns the default
- * when the option is absent; a malformed value makes the program exit(2) with
- * a message on stderr (the driver is a program, not the library). */
+/* Option parsing: "--name value" or "--name=value" pairs after argv[0].  Each
+ * returns the default when the option is absent; a malformed value makes the
+ * program exit(2) with a message on stderr (the driver is a program, not the
+ * library).  Under bench_run(), reading an option the workload did not declare
+ * is a bug in the driver: it exits 1 saying so. */
 long bench_opt_long(int argc, char **argv, const char *name, long dflt);
 const char *bench_opt_str(int argc, char **argv, const char *name, const char *dflt);
+
+/* One option of a workload, for checking a command line and printing --help. */
+typedef struct bench_opt {
+  const char *name; /* without the dashes; NULL ends a list */
+  const char *arg;  /* "N" (an integer in [min, max]), choices "a|b|c" (one of them), or any
+                       other word for a free string ("DIR") */
+  long min, max;    /* the range of an "N" */
+  const char *help; /* one line, with the default */
+} bench_opt;
+
+typedef struct bench_workload {
+  const char *name;
+  int (*main)(int argc, char **argv); /* NULL: not built into this program */
+  const char *summary;
+  const bench_opt *opts;
+} bench_workload;
+
+/* A driver's main(): `prog WORKLOAD [--option value]...` against a table of
+ * n workloads.  `prog --help` prints every workload and its options on stdout
+ * and returns 0, as does `prog WORKLOAD --help` for one workload (without
+ * running it).  No workload, an unknown or unbuilt workload, an unknown
+ * option, an option without its value, a stray argument, a number out of its
+ * range and a choice not among the listed ones each print one line naming it
+ * on stderr and return 2.  Otherwise returns what the workload's main returns,
+ * called with argv[0] the workload's name. */
+int bench_run(const char *prog, const bench_workload *w, size_t n, int argc, char **argv);
 
 /* Fatal error in a benchmark program: message on stderr, exit(1). */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -67,5 +95,7 @@ int bench_xping_main(int argc, char **argv);
 int bench_blocking_main(int argc, char **argv);
 int bench_fs_main(int argc, char **argv);
 int bench_responsive_main(int argc, char **argv);
+int bench_echo_main(int argc, char **argv);
+int bench_echo_server_main(int argc, char **argv);
 
 #endif

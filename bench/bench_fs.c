@@ -7,7 +7,7 @@
  * tdl_fs_stats_get over the measured span).
  *
  *   treadle-bench fs [--reads N] [--fibers C] [--file-mib S] [--dir D]
- *                    [--engine auto|pool|direct|floor]
+ *                    [--engine auto|pool|direct|uring|floor]
  *
  * --engine picks tdl_fs_set_engine's mode (impl=treadle-fs-<engine>);
  * floor is no treadle at all: one thread calls pread(2) N times, the same
@@ -84,7 +84,7 @@ static int engine_of(const char *name, tdl_fs_engine *out)
   static const struct {
     const char *name;
     tdl_fs_engine engine;
-  } engines[] = {{"auto", TDL_FS_AUTO}, {"pool", TDL_FS_POOL}, {"direct", TDL_FS_DIRECT}};
+  } engines[] = {{"auto", TDL_FS_AUTO}, {"pool", TDL_FS_POOL}, {"direct", TDL_FS_DIRECT}, {"uring", TDL_FS_URING}};
   for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
     if (strcmp(name, engines[i].name) == 0) {
       *out = engines[i].engine;
@@ -102,7 +102,7 @@ int bench_fs_main(int argc, char **argv)
   bool plain = strcmp(ename, "floor") == 0;
   tdl_fs_engine engine = TDL_FS_AUTO;
   if (!plain && engine_of(ename, &engine) < 0) {
-    fprintf(stderr, "fs: --engine auto|pool|direct|floor\n");
+    fprintf(stderr, "fs: --engine auto|pool|direct|uring|floor\n");
     return 2;
   }
   static char impl_buf[64];
@@ -140,7 +140,9 @@ int bench_fs_main(int argc, char **argv)
   if (rc < 0)
     bench_die("fs: tdl_fs_set_engine: %s", tdl_strerror(rc));
   tdl_loop *loop;
-  if (tdl_loop_new(&loop, NULL) < 0)
+  /* The uring engine needs a uring loop; the others take $TDL_BACKEND. */
+  tdl_loop_options lo = {.backend = engine == TDL_FS_URING ? TDL_BACKEND_URING : TDL_BACKEND_DEFAULT};
+  if (tdl_loop_new(&loop, &lo) < 0)
     bench_die("fs: no loop");
   /* Warm: one read per fiber first, so that the pool's threads (engine
    * pool, or auto's misses) exist before the clock starts, as libuv's and
@@ -157,9 +159,9 @@ int bench_fs_main(int argc, char **argv)
   free_readers(readers, fibers);
   close(file_fd);
   char paths[160];
-  snprintf(paths, sizeof paths, " direct=%llu pool=%llu nowait_miss=%llu",
+  snprintf(paths, sizeof paths, " direct=%llu pool=%llu ring=%llu nowait_miss=%llu",
            (unsigned long long)(st1.direct - st0.direct), (unsigned long long)(st1.pool - st0.pool),
-           (unsigned long long)(st1.nowait_miss - st0.nowait_miss));
+           (unsigned long long)(st1.ring - st0.ring), (unsigned long long)(st1.nowait_miss - st0.nowait_miss));
   fs_report(impl, &sp, reads, fibers, mib, paths);
   return 0;
 }

@@ -27,7 +27,7 @@
  * from --backend; it does its own setup, timing, count check and RESULT line
  * (impl=treadle-fiber) and returns the exit status.
  */
-int bench_pipes_fiber(int pipes, long messages, long delay_us);
+int bench_pipes_fiber(int pipes, long messages, long delay_us, tdl_backend backend);
 #pragma weak bench_pipes_fiber
 
 typedef struct pipes_run pipes_run;
@@ -224,7 +224,7 @@ static int run_callbacks(const char *style, bool watch, int npipes, long message
     return 1;
   }
   char impl[64];
-  snprintf(impl, sizeof impl, "treadle-%s", style);
+  snprintf(impl, sizeof impl, "treadle-%s%s", style, backend == TDL_BACKEND_URING ? "-uring" : "");
   bench_result(impl, "pipes", &s, "pipes=%d messages=%ld delay_us=%ld msgs_per_s=%.0f cpu_us_per_msg=%.4f", npipes,
                messages, delay_us, (double)messages / s.wall_s, (s.user_s + s.sys_s) * 1e6 / (double)messages);
   teardown_run(&r);
@@ -342,8 +342,10 @@ int bench_pipes_main(int argc, char **argv)
       backend = TDL_BACKEND_EPOLL;
     } else if (strcmp(be, "poll") == 0) {
       backend = TDL_BACKEND_POLL;
+    } else if (strcmp(be, "uring") == 0) {
+      backend = TDL_BACKEND_URING;
     } else {
-      fprintf(stderr, "pipes: back end '%s' is not available (epoll, poll)\n", be);
+      fprintf(stderr, "pipes: back end '%s' is not available (epoll, poll, uring)\n", be);
       return 2;
     }
   }
@@ -367,7 +369,7 @@ int bench_pipes_main(int argc, char **argv)
      * follows $TDL_BACKEND. */
     if (be && setenv("TDL_BACKEND", be, 1) != 0)
       bench_die("setenv: %s", strerror(errno));
-    return bench_pipes_fiber((int)pipes, messages, delay_us);
+    return bench_pipes_fiber((int)pipes, messages, delay_us, backend);
   }
   fprintf(stderr, "pipes: unknown style '%s' (fiber, callback, watch)\n", style);
   return 2;

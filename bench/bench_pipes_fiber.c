@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int bench_pipes_fiber(int pipes, long messages, long delay_us);
+int bench_pipes_fiber(int pipes, long messages, long delay_us, tdl_backend backend);
 
 typedef struct fiber_run {
   long messages, started, received;
@@ -50,10 +50,11 @@ static void *pipe_fiber(void *arg)
   return NULL;
 }
 
-int bench_pipes_fiber(int pipes, long messages, long delay_us)
+int bench_pipes_fiber(int pipes, long messages, long delay_us, tdl_backend backend)
 {
   tdl_loop *loop;
-  int rc = tdl_loop_new(&loop, NULL);
+  tdl_loop_options opts = {.backend = backend};
+  int rc = tdl_loop_new(&loop, &opts);
   if (rc < 0)
     bench_die("tdl_loop_new: %s", tdl_strerror(rc));
   fiber_run r = {.messages = messages, .delay = delay_us * TDL_USEC};
@@ -83,7 +84,7 @@ int bench_pipes_fiber(int pipes, long messages, long delay_us)
     fprintf(stderr, "treadle-fiber: FAILED: %ld received of %ld (tdl_loop_run %d)\n", r.received, messages, rc);
     return 1;
   }
-  bench_result("treadle-fiber", "pipes", &s, "pipes=%d messages=%ld delay_us=%ld msgs_per_s=%.0f cpu_us_per_msg=%.4f",
+  bench_result(backend == TDL_BACKEND_URING ? "treadle-fiber-uring" : "treadle-fiber", "pipes", &s, "pipes=%d messages=%ld delay_us=%ld msgs_per_s=%.0f cpu_us_per_msg=%.4f",
                pipes, messages, delay_us, (double)messages / s.wall_s,
                (s.user_s + s.sys_s) * 1e6 / (double)messages);
   for (int i = 0; i < pipes; i++) {

@@ -6,7 +6,7 @@ rounds outermost, so that a slow spell of a shared machine is spread over all
 implementations instead of landing on one; the order rotates from round to
 round, B C A in the second, so that no implementation always runs first,
 right after another workload's exit), reads the RESULT line that every
-driver prints (shared/BENCHMARKS.md), and takes the median of each key that
+driver prints (docs/BENCHMARKS.md), and takes the median of each key that
 matters.  Ratios are peer / treadle, paired: the median over rounds of the
 peer's figure divided by treadle's figure of the same round, because the
 machine drifts between rounds far more than within one.  Above 1 means
@@ -14,6 +14,11 @@ treadle does the unit of work for less.
 
     python3 bench/run.py [--build DIR] [--rounds R] [--only GROUP ...] [--quick] [--write]
                          [--baseline DIR]
+
+Progress (each run, round i of n, elapsed, estimate left) and each run's
+figures go to stderr; stdout gets a heading and a table per group, the load
+average at the start and the end with a warning for every figure whose rounds
+spread more than 20%, and a closing verdict against the targets (TARGETS).
 
 --baseline DIR adds, beside each treadle column, the same treadle workload
 from another build (say, the commit before a refactor), run in the same
@@ -38,6 +43,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 
 # ---------------------------------------------------------------------------
 # The data table.
@@ -59,6 +65,7 @@ SIZES = {
     "seconds": (3, 1),
     "hiredis_commands": (1_000_000, 20_000),
     "hiredis_fibers": (1_000, 100),
+    "echo_messages": (1_000_000, 20_000),
 }
 
 # Implementation label -> (driver binary found under the build directory,
@@ -89,6 +96,10 @@ IMPLS = {
     "treadle-fs-auto": ("treadle-bench", ["--engine", "auto"], {}),
     "treadle-fs-pool": ("treadle-bench", ["--engine", "pool"], {}),
     "treadle-fs-direct": ("treadle-bench", ["--engine", "direct"], {}),
+    "treadle-fs-uring": ("treadle-bench", ["--engine", "uring"], {}),
+    # the pipes workload on the uring back end
+    "treadle-callback-uring": ("treadle-bench", ["--style", "callback", "--backend", "uring"], {}),
+    "treadle-fiber-uring": ("treadle-bench", ["--style", "fiber", "--backend", "uring"], {}),
     "pread": ("treadle-bench", ["--engine", "floor"], {}),
     # responsive: the blocking calls through the pool, or made in the fibers
     "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
@@ -100,6 +111,11 @@ IMPLS = {
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
     "hiredis-libev": ("script:hiredis_driver.py", ["--impl", "hiredis-libev"], {}),
+    # echo: one echo server per run, treadle-bench's echo client against it (bench/echo_driver.py).
+    "treadle-uring": ("script:echo_driver.py", ["--server", "treadle-uring"], {}),
+    "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
+    "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
+    "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
 }
 SCRIPT = "script:"
 
@@ -184,8 +200,8 @@ EXPERIMENTS.append(experiment(
 # {build} is the build directory: every implementation reads the same file there.
 EXPERIMENTS.append(experiment(
     "fs", "C=64 S={file_mib} MiB N={reads}", "fs", "--reads {reads} --fibers 64 --file-mib {file_mib} --dir {build}",
-    ["treadle-fs-auto", "treadle-fs-pool", "treadle-fs-direct", "go", "libuv", "pread"],
-    ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "nowait_miss"]))
+    ["treadle-fs-auto", "treadle-fs-pool", "treadle-fs-direct", "treadle-fs-uring", "go", "libuv", "pread"],
+    ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "ring", "nowait_miss"]))
 EXPERIMENTS.append(experiment(
     "responsive", "F=64 call=10 ms S={seconds} s", "responsive", "--fibers 64 --call-ms 10 --seconds {seconds}",
     ["treadle-pool", "treadle-direct"],
@@ -200,6 +216,16 @@ EXPERIMENTS.append(experiment(
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
     ["treadle-hook", "pthreads", "hiredis-libev"],
     ["cmds_per_s", "cpu_us_per_cmd", "stalls", "server_cpu_us_per_cmd"]))
+# The pipes workload on the uring back end (issue 14), against libev on epoll.
+for pipes in (1000, 9000):
+    EXPERIMENTS.append(experiment(
+        "uring", f"pipes P={pipes} D=0", "pipes", f"--pipes {pipes} --messages {{messages}} --delay-us 0",
+        ["treadle-callback-uring", "treadle-fiber-uring", "treadle-callback", "libev"], ["cpu_us_per_msg"]))
+# also_vs: more baselines, each a row of ratios under the figures' row.
+EXPERIMENTS.append(dict(experiment(
+    "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
+    ["treadle-uring", "treadle-epoll", "go-1-server", "tokio-ct-server"],
+    ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"]), also_vs=["treadle-epoll"]))
 
 # What each group's section of the doc says about its figures.
 GROUP_NOTES = {
@@ -283,11 +309,127 @@ GROUP_NOTES = {
                "ticks of 10 ms). stalls (treadle only): reports of treadle's loop watchdog, threshold 5 ms, "
                "while the commands ran. Targets: pthreads/treadle-hook ≤ 0.5 and hiredis-libev/treadle-hook "
                "≤ 1.25 on cmds_per_s, and 0 stalls.",
+    "echo": "C = 1000 TCP connections over loopback to an echo server on one thread of work (a fiber, "
+            "goroutine or task per connection, 16 KiB buffer, TCP_NODELAY); each connection sends B bytes and "
+            "waits for them back, M round trips in all, every byte checked (bench/echo_driver.py). The client is "
+            "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
+            "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end; go-1-server: "
+            "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
+            "current_thread runtime. msgs_per_s is the client's wall time, so above 1 the peer served faster; "
+            "server_cpu_us_per_msg is the server's CPU time (utime+stime of every thread, /proc/PID/stat, clock "
+            "ticks of 10 ms) over the timed round trips only (the connections are made and warmed before), per "
+            "message; client_cpu_us_per_msg the client's. The rows 'vs treadle-epoll' are the same runs' ratios "
+            "to treadle-epoll. Target (issue 14): treadle-uring's msgs/s at least 1.2 x go-1-server's.",
+    "uring": "The pipes workload (CPU time per message) on the io_uring back end: treadle-callback-uring is "
+             "the callback style (watchers: on uring they stay on epoll, so this is epoll's cost), "
+             "treadle-fiber-uring the fiber style, whose calls are made directly and become ring operations "
+             "only where they would block (at D=0 none does); treadle-callback and libev on epoll in the same "
+             "rounds. Target (issue 14): CPU/msg at most 0.88 x libev's for both styles.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
              "copies the page tables; the vfork-style methods do not.",
 }
+
+# The targets, from docs/PERFORMANCE.md's summary table and the issues, as
+# data: the closing verdict reads only this.  Each compares one figure of one
+# experiment (group, label as written in EXPERIMENTS, key): with `den`, the
+# paired ratio num / den (the median over rounds of num's figure over den's
+# in the same round), else num's own median; `op` and `bound` say what meets
+# the target.  Of issue 14's io_uring goals only the echo one is here so far.
+def target(text, group, label, key, num, den, op, bound):
+    return {"text": text, "group": group, "label": label, "key": key, "num": num, "den": den, "op": op,
+            "bound": bound}
+
+
+TARGETS = []
+for _p in (100, 1000, 9000):
+    for _peer in ("libev", "libuv"):
+        TARGETS.append(target(f"pipes callback P={_p} D=0: CPU/msg <= {_peer}'s", "pipes-callback",
+                              f"P={_p} D=0", "cpu_us_per_msg", "treadle-callback", _peer, "<=", 1.0))
+for _p in (1000, 9000):
+    TARGETS.append(target(f"pipes callback P={_p} D=1000: CPU/msg <= 0.5 x libev's", "pipes-callback",
+                          f"P={_p} D=1000", "cpu_us_per_msg", "treadle-callback", "libev", "<=", 0.5))
+TARGETS += [
+    target("pipes watch P=1000 D=0: CPU/msg <= 0.45 x libev's", "pipes-watch", "P=1000 D=0", "cpu_us_per_msg",
+           "treadle-watch", "libev", "<=", 0.45),
+    target("timers add <= 1/2 libev's", "timers", "add_cancel N={timers}", "ns_per_add", "treadle", "libev",
+           "<=", 0.5),
+    target("timers cancel <= 1/2 libev's", "timers", "add_cancel N={timers}", "ns_per_cancel", "treadle", "libev",
+           "<=", 0.5),
+    target("timers fire <= libev's", "timers", "fire N={timers}", "ns_per_timer", "treadle", "libev", "<=", 1.0),
+    target("ring via wake <= 20 ns per hop", "ring", "via wake, 503 fibers, T={hops}", "ns_per_hop", "treadle", None,
+           "<=", 20.0),
+    target("ring via wake <= 1/8 of Go's (GOMAXPROCS=1)", "ring", "via wake, 503 fibers, T={hops}", "ns_per_hop",
+           "treadle", "go-1", "<=", 0.125),
+    target("ring via chan <= 1/5 of Go's", "ring", "via chan, 503 fibers, T={hops}", "ns_per_hop", "treadle", "go-1",
+           "<=", 0.2),
+    target("chan ping-pong <= 1/5 of Go's", "chan", "ping-pong T={hops}", "ns_per_hop", "treadle", "go-1", "<=", 0.2),
+    target("pipes fiber P=1000 D=0: CPU/msg <= tokio-ct's", "pipes-fiber", "P=1000 D=0", "cpu_us_per_msg",
+           "treadle-fiber", "tokio-ct", "<=", 1.0),
+    target("pipes fiber P=1000 D=1000: CPU/msg <= 0.75 x tokio-ct's", "pipes-fiber", "P=1000 D=1000",
+           "cpu_us_per_msg", "treadle-fiber", "tokio-ct", "<=", 0.75),
+    target("pipes fiber P=1000 D=0: CPU/msg within 10% of callback's", "pipes-fiber", "P=1000 D=0", "cpu_us_per_msg",
+           "treadle-fiber", "treadle-callback-vs-fiber", "<=", 1.1),
+    target("pipes fiber P=1000 D=1000: CPU/msg within 10% of callback's", "pipes-fiber", "P=1000 D=1000",
+           "cpu_us_per_msg", "treadle-fiber", "treadle-callback-vs-fiber", "<=", 1.1),
+    target("idle: bytes per fiber <= 1.6 x Go's", "idle", "F={fibers}", "bytes_per_fiber", "treadle", "go-1", "<=",
+           1.6),
+    target("spawn: spawns/s >= 0.97 x posix_spawn's", "spawn", "small parent, K={spawns}", "spawns_per_s", "treadle",
+           "posix_spawn", ">=", 0.97),
+    target("spawn: spawns/s >= 2 x popen's", "spawn", "small parent, K={spawns}", "spawns_per_s", "treadle", "popen",
+           ">=", 2.0),
+    target("spawn, 2 GiB parent: spawns/s >= 50 x fork's", "spawn", "2 GiB parent, K=100", "spawns_per_s", "treadle",
+           "fork", ">=", 50.0),
+    target("xchan (issue 12): msgs/s >= 1.5 x Go's (GOMAXPROCS=2)", "loops", "xchan T={xhops}", "msgs_per_s",
+           "treadle", "go-2", ">=", 1.5),
+    target("xchan (issue 12): msgs/s >= tokio-mt's", "loops", "xchan T={xhops}", "msgs_per_s", "treadle", "tokio-mt",
+           ">=", 1.0),
+    target("xchan (issue 12): <= 0.05 wake-ups per message", "loops", "xchan T={xhops}", "wakeups_per_msg", "treadle",
+           None, "<=", 0.05),
+    target("xping (issue 12), sleeping: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
+           "treadle", "go-2", "<=", 1.0),
+    target("xping (issue 12), spinning: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
+           "treadle-spin", "go-2", "<=", 1.0),
+    target("pipes --loops 2 (issue 12): msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
+           "treadle-2-loops", "treadle-callback", ">=", 1.8),
+    target("blocking (issue 13): us/call <= libuv's", "blocking", "F=64 N={calls}", "us_per_call", "treadle", "libuv",
+           "<=", 1.0),
+    target("blocking (issue 13): us/call <= tokio-mt's", "blocking", "F=64 N={calls}", "us_per_call", "treadle",
+           "tokio-mt", "<=", 1.0),
+    target("fs (issue 13): CPU/read <= 1.3 x Go's", "fs", "C=64 S={file_mib} MiB N={reads}", "cpu_us_per_read",
+           "treadle-fs-auto", "go", "<=", 1.3),
+    target("fs (issue 13): reads/s >= 3 x libuv's", "fs", "C=64 S={file_mib} MiB N={reads}", "reads_per_s",
+           "treadle-fs-auto", "libuv", ">=", 3.0),
+    target("responsive (issue 13): p99 lateness <= 1000 us", "responsive", "F=64 call=10 ms S={seconds} s",
+           "lateness_p99_us", "treadle-pool", None, "<=", 1000.0),
+    target("hiredis (issue 15): cmds/s >= 2 x pthreads'", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+           "cmds_per_s", "treadle-hook", "pthreads", ">=", 2.0),
+    target("hiredis (issue 15): cmds/s >= 0.8 x hiredis-libev's", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+           "cmds_per_s", "treadle-hook", "hiredis-libev", ">=", 0.8),
+    target("hiredis (issue 15): no watchdog stall over 5 ms", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+           "stalls", "treadle-hook", None, "<=", 0.0),
+]
+for _c, _pl in ((50, 1), (50, 16), (1000, 1)):
+    TARGETS.append(target(f"kv -c{_c} -P{_pl}: req/s >= 0.95 x redis-server's", "kv", f"-c{_c} -P{_pl}", "rps",
+                          "treadle-kv", "redis-server", ">=", 0.95))
+    TARGETS.append(target(f"kv -c{_c} -P{_pl}: CPU/req <= redis-server's", "kv", f"-c{_c} -P{_pl}", "cpu_us_per_req",
+                          "treadle-kv", "redis-server", "<=", 1.0))
+    if _pl == 1:
+        TARGETS.append(target(f"kv -c{_c} -P1: <= 1.05 reads per request", "kv", f"-c{_c} -P{_pl}", "reads_per_req",
+                              "treadle-kv", None, "<=", 1.05))
+for _p in (1000, 9000):
+    for _impl in ("treadle-callback-uring", "treadle-fiber-uring"):
+        TARGETS.append(target(f"uring (issue 14) {_impl} P={_p} D=0: CPU/msg <= 0.88 x libev's", "uring",
+                              f"pipes P={_p} D=0", "cpu_us_per_msg", _impl, "libev", "<=", 0.88))
+TARGETS.append(target("fs (issue 14): uring CPU/read <= Go's", "fs", "C=64 S={file_mib} MiB N={reads}",
+                      "cpu_us_per_read", "treadle-fs-uring", "go", "<=", 1.0))
+TARGETS.append(target("echo (issue 14): msgs/s >= 1.2 x Go's (GOMAXPROCS=1)", "echo", "C=1000 M={echo_messages} B=64",
+                      "msgs_per_s", "treadle-uring", "go-1-server", ">=", 1.2))
+
+# Rounds whose figures for one implementation spread more than this (max/min - 1)
+# are reported: the machine was probably busy.
+SPREAD_WARN = 0.20
 
 # ---------------------------------------------------------------------------
 
@@ -368,6 +510,7 @@ def main():
                     help="also run each treadle workload from the build in DIR (before/after ratios)")
     opts = ap.parse_args()
 
+    check_targets()
     groups = list(dict.fromkeys(e["group"] for e in EXPERIMENTS))
     size_idx = 1 if opts.quick else 0
     sizes = {k: v[size_idx] for k, v in SIZES.items()}
@@ -378,8 +521,8 @@ def main():
     only = [g for arg in opts.only for g in arg.split(",") if g]
     unknown = [g for g in only if g not in groups]
     if unknown:
-        print(f"run.py: unknown group(s) {', '.join(unknown)}; groups: {', '.join(groups)}")
-        return 0
+        print(f"run.py: unknown group(s) {', '.join(unknown)}; groups: {', '.join(groups)}", file=sys.stderr)
+        return 2
     selected = [e for e in EXPERIMENTS if not only or e["group"] in only]
     if opts.baseline:
         selected = [add_baseline(e) for e in selected]
@@ -406,13 +549,18 @@ def main():
         print(f"note: {IMPLS[impl][0]} not found under {opts.build}: {impl} skipped")
 
     # Other work on a shared machine moves the figures: say how busy it was.
-    try:
-        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        load = "unknown"
+    load = load_average()
+    print(f"run.py: load average {load} at the start", file=sys.stderr, flush=True)
     samples = {}   # (experiment index, impl) -> list of result dicts
     failures = []  # (experiment, impl, message)
+    # Progress: a run takes about as long as the same run in an earlier round;
+    # a run not timed yet, as long as the runs so far did on average.
+    took = {}  # (experiment index, impl) -> seconds of its last run
+    todo = [(i, impl) for i, e in enumerate(selected) for impl in e["impls"] if impl not in missing]
+    total_runs = len(todo) * rounds
+    n_done, t0 = 0, time.monotonic()
     for r in range(rounds):
+        done_round = set()
         for i, e in enumerate(selected):
             label = e["label"].format(**sizes)
             args = [a.format(build=os.path.abspath(opts.build), **sizes) for a in e["args"]]
@@ -425,11 +573,24 @@ def main():
                 if binary.startswith(SCRIPT):
                     cmd += ["--build", opts.build]
                 tag = f"[{r + 1}/{rounds}] {e['group']} {label} {impl}"
+                elapsed = time.monotonic() - t0
+                mean = sum(took.values()) / len(took) if took else None
+                left = None
+                if mean is not None:
+                    this_round = sum(took.get(x, mean) for x in todo if x not in done_round)
+                    left = this_round + (rounds - r - 1) * sum(took.get(x, mean) for x in todo)
+                print(f"run.py: {e['group']} {label} {impl}: round {r + 1} of {rounds}, run {n_done + 1} of "
+                      f"{total_runs}, elapsed {fmt_secs(elapsed)}, "
+                      f"{'about ' + fmt_secs(left) + ' left' if left is not None else 'estimate after the first run'}",
+                      file=sys.stderr, flush=True)
+                t1 = time.monotonic()
+                n_done += 1
+                done_round.add((i, impl))
                 try:
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout,
                                        env=dict(os.environ, **env) if env else None)
                     if p.returncode == 77:  # a driver's "cannot run here": a note, like a missing binary
-                        print(f"{tag}: skipped ({p.stdout.strip()[-200:]})", flush=True)
+                        print(f"{tag}: skipped ({p.stdout.strip()[-200:]})", file=sys.stderr, flush=True)
                         continue
                     res = parse_result(p.stdout) if p.returncode == 0 else None
                     err = None if res else (f"exit {p.returncode}: " + (p.stderr.strip() or p.stdout.strip())[-400:])
@@ -437,24 +598,118 @@ def main():
                     res, err = None, f"timed out after {opts.timeout:.0f} s"
                 except OSError as ex:
                     res, err = None, str(ex)
+                finally:
+                    took[(i, impl)] = time.monotonic() - t1
                 if res is None:
                     failures.append((e, impl, err))
-                    print(f"{tag}: FAILED ({err})\n    command: {shlex.join(cmd)}", flush=True)
+                    print(f"{tag}: FAILED ({err})\n    command: {shlex.join(cmd)}", file=sys.stderr, flush=True)
                     continue
                 res["_round"] = r
                 samples.setdefault((i, impl), []).append(res)
                 vals = " ".join(f"{k}={fmt(res.get(k))}" for k in e["keys"] if isinstance(res.get(k), float))
-                print(f"{tag}: {vals}", flush=True)
+                print(f"{tag}: {vals}", file=sys.stderr, flush=True)
+    load_end = load_average()
+    print(f"run.py: {n_done} runs in {fmt_secs(time.monotonic() - t0)}; load average {load} at the start, "
+          f"{load_end} at the end", file=sys.stderr, flush=True)
 
     sections = {}
     for g in [g for g in groups if any(e["group"] == g for e in selected)]:
         sections[g] = render_group(g, selected, samples, missing, failures, sizes, rounds)
-        print()
+        base = ", ".join(sorted({e["impls"][0] for e in selected if e["group"] == g}))
+        runs = "1 run" if rounds == 1 else f"medians of {rounds} interleaved rounds"
+        print(f"\n## {g}: {runs}, ratio = figure / {base}'s in the same round\n")
         print(sections[g])
+
+    print(f"\nLoad average (1 / 5 / 15 min): {load} at the start, {load_end} at the end.")
+    for w in spread_warnings(selected, samples, sizes):
+        print(f"warning: {w}")
+    print()
+    print(verdict(selected, samples, sizes))
+    if opts.quick:
+        print("(--quick: small sizes and 1 round, a smoke test; these figures are no verdict)")
 
     if opts.write and not opts.quick:
         write_doc(opts.doc, sections, rounds, load)
     return 0
+
+
+def load_average():
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def fmt_secs(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def spread_warnings(selected, samples, sizes):
+    """One line per figure whose rounds spread more than SPREAD_WARN."""
+    out = []
+    for i, e in enumerate(selected):
+        for impl in e["impls"]:
+            for key in e["keys"]:
+                vals = [s[key] for s in samples.get((i, impl), []) if isinstance(s.get(key), float)]
+                if len(vals) < 2 or min(vals) <= 0:
+                    continue
+                spread = max(vals) / min(vals) - 1
+                if spread > SPREAD_WARN:
+                    out.append(f"{e['group']} {e['label'].format(**sizes)} {impl} {key}: the rounds spread "
+                               f"{spread:.0%} (min {fmt(min(vals))}, max {fmt(max(vals))}); the machine was "
+                               "probably busy, compare with care")
+    return out
+
+
+def paired(samples, i, key, num, den):
+    """num's median figure, or with den the median over rounds of num / den."""
+    a = {s["_round"]: s[key] for s in samples.get((i, num), []) if isinstance(s.get(key), float)}
+    if den is None:
+        return statistics.median(a.values()) if a else None
+    b = {s["_round"]: s[key] for s in samples.get((i, den), []) if isinstance(s.get(key), float)}
+    ratios = [a[r] / b[r] for r in a if r in b and b[r]]
+    return statistics.median(ratios) if ratios else None
+
+
+def verdict(selected, samples, sizes):
+    """The closing verdict: each target of TARGETS whose group ran."""
+    lines = ["## Verdict against the targets (docs/PERFORMANCE.md's summary table, issues 12-15)", "",
+             "| target | figure | measured | met |", "|---|---|---:|---|"]
+    met = missed = unmeasured = 0
+    for t in TARGETS:
+        idx = [i for i, e in enumerate(selected) if e["group"] == t["group"] and e["label"] == t["label"]]
+        if not idx:
+            continue
+        v = paired(samples, idx[0], t["key"], t["num"], t["den"])
+        what = f"{t['key']} {t['num']}" + (f" / {t['den']}" if t["den"] else "") + f" {t['op']} {t['bound']:g}"
+        if v is None:
+            unmeasured += 1
+            lines.append(f"| {t['text']} | {what} | — | not measured |")
+            continue
+        ok = v <= t["bound"] if t["op"] == "<=" else v >= t["bound"]
+        met += ok
+        missed += not ok
+        lines.append(f"| {t['text']} | {what} | {fmt(v) if t['den'] is None else f'{v:.3f}'} | "
+                     f"{'yes' if ok else '**no**'} |")
+    if met + missed + unmeasured == 0:
+        return "No target covers the groups that ran."
+    lines.append("")
+    lines.append(f"{met} of {met + missed + unmeasured} targets met, {missed} missed, {unmeasured} not measured "
+                 "(an implementation not built, or its runs failed).")
+    return "\n".join(lines)
+
+
+def check_targets():
+    """Every target names an experiment, key and implementations that exist."""
+    for t in TARGETS:
+        es = [e for e in EXPERIMENTS if e["group"] == t["group"] and e["label"] == t["label"]]
+        assert es, f"target {t['text']!r}: no experiment {t['group']} {t['label']}"
+        e = es[0]
+        assert t["key"] in e["keys"], f"target {t['text']!r}: {t['key']} is not a key of {t['label']}"
+        for impl in (t["num"], t["den"]):
+            assert impl is None or impl in e["impls"], f"target {t['text']!r}: {impl} does not run {t['label']}"
+        assert t["op"] in ("<=", ">="), t["op"]
 
 
 def render_group(group, selected, samples, missing, failures, sizes, rounds):
@@ -492,6 +747,16 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                         cell += f" [{n} of {rounds} runs]"
                     cells.append(cell)
             lines.append(f"| {e['label'].format(**sizes)} | {key} | " + " | ".join(cells) + " |")
+            for other in e.get("also_vs", []):
+                other_by_round = {s["_round"]: s[key] for s in samples.get((i, other), [])
+                                  if isinstance(s.get(key), float)}
+                cells = []
+                for impl in impls:
+                    ratios = [s[key] / other_by_round[s["_round"]] for s in samples.get((i, impl), [])
+                              if isinstance(s.get(key), float) and other_by_round.get(s["_round"])]
+                    ok = impl in e["impls"] and impl != other and ratios
+                    cells.append(f"{statistics.median(ratios):.2f}×" if ok else "")
+                lines.append(f"| {e['label'].format(**sizes)} | {key} vs {other} | " + " | ".join(cells) + " |")
     notes = []
     if group in GROUP_NOTES:
         notes.append(GROUP_NOTES[group])

@@ -3,8 +3,8 @@
 #   scripts/deps.sh test|bench|aarch64|musl
 set -eu
 case "${1:-test}" in
-  test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev" ;;
-  bench)   pkgs="cmake make gcc pkg-config python3 libev-dev libuv1-dev libevent-dev redis-server redis-tools libhiredis-dev" ;;
+  test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db" ;;
+  bench)   pkgs="cmake make gcc pkg-config python3 python3-matplotlib libev-dev libuv1-dev libevent-dev redis-server redis-tools libhiredis-dev" ;;
   aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
   musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
   *) echo "usage: $0 test|bench|aarch64|musl" >&2; exit 2 ;;

@@ -11,7 +11,12 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 awk '/^```c$/ && !done {on=1; next} /^```$/ && on {on=0; done=1} on' README.md > "$dir/echo.c"
 [ -s "$dir/echo.c" ] || { echo "readme-example: no \`\`\`c block in README.md" >&2; exit 1; }
-"${CC:-cc}" -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread -o "$dir/echo"
+# The static library's own dependencies besides pthreads: liburing, when the
+# build found it (its io_uring back end).
+uring=$(sed -n 's/^LIBURING_LDFLAGS:INTERNAL=//p' "$build/CMakeCache.txt" | tr ';' ' ')
+# shellcheck disable=SC2086
+"${CC:-cc}" -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread $uring \
+  -o "$dir/echo"
 
 if "$dir/echo" not-an-address 2>"$dir/err"; then
   echo "readme-example: a bad address was accepted" >&2; exit 1

@@ -24,6 +24,11 @@ otherwise those peers are skipped) and go for the Go peer (built from
 bench/peers/go-http into the build directory when `go` exists).  httpd is
 built (Release) into the build directory when missing.  --write puts the table
 into docs/PERFORMANCE.md between <!-- BEGIN http --> and <!-- END http -->.
+
+Progress (configuration, round i of n, elapsed, estimate left) goes to stderr;
+stdout gets a heading and the table, the load average at the start and the
+end with a warning for every configuration whose rounds spread more than 20%
+in requests/s, and a closing verdict against the targets (HTTP_TARGETS).
 """
 import argparse
 import os
@@ -40,6 +45,40 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# The targets (docs/PERFORMANCE.md's summary table; issue 12 for two cores), as
+# data: the closing verdict reads only this.  Each compares, at `conns`
+# connections, the paired ratio (median over rounds of the same round's
+# figures) of one configuration's figure to another's: rps is requests/s,
+# cpu100k the server's CPU seconds per 100,000 requests.  ("balance", mode,
+# conns) rows compare the most and fewest connections on one loop of
+# `httpd --loops 2 --accept mode`.
+HTTP_TARGETS = [
+    ("one core, uring: CPU/req <= 0.85 x nginx's", "httpd-1u", "nginx-1", 75, "cpu100k", "<=", 0.85),
+    ("one core: req/s >= 1.2 x Go's", "httpd-1", "go-1", 75, "rps", ">=", 1.2),
+    ("one core: req/s >= nginx's", "httpd-1", "nginx-1", 75, "rps", ">=", 1.0),
+    ("one core: CPU/req <= Go's", "httpd-1", "go-1", 75, "cpu100k", "<=", 1.0),
+    ("one core: CPU/req <= nginx's", "httpd-1", "nginx-1", 75, "cpu100k", "<=", 1.0),
+]
+for _tag, _place in (("", "shared"), ("-w1", "wrk on CPU 1")):
+    for _key, _mode in (("httpd-2d", "distribute"), ("httpd-2r", "reuseport")):
+        for _c in (75, 1000):
+            _what = f"two cores ({_place}), {_mode}, c={_c}"
+            HTTP_TARGETS += [
+                (f"{_what}: req/s >= nginx's", _key + _tag, "nginx-2" + _tag, _c, "rps", ">=", 1.0),
+                (f"{_what}: req/s >= 1.5 x Go's", _key + _tag, "go-2" + _tag, _c, "rps", ">=", 1.5),
+                (f"{_what}: CPU/req <= nginx's", _key + _tag, "nginx-2" + _tag, _c, "cpu100k", "<=", 1.0),
+                (f"{_what}: CPU/req <= Go's", _key + _tag, "go-2" + _tag, _c, "cpu100k", "<=", 1.0),
+            ]
+for _mode in ("distribute", "reuseport"):
+    for _c in (75, 1000):
+        HTTP_TARGETS.append((f"two cores, {_mode}, c={_c}: connections per loop within 1.5 x", "balance", _mode, _c,
+                             "max/min", "<=", 1.5))
+
+# Rounds of one configuration whose requests/s spread more than this (max/min - 1)
+# are reported: the machine was probably busy.
+SPREAD_WARN = 0.20
 
 
 def note(*a):
@@ -258,7 +297,10 @@ def main():
     one = "0" if two_cpus else None
     wrk_one = "1" if two_cpus else None
     servers = [Server("httpd", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"], cpus=one,
-                      wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)")]
+                      wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)"),
+               Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
+                      env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1u",
+                      label="httpd (treadle, 1 loop, uring)")]
     if gobin:
         servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,
                               wrk_cpus=wrk_one, key="go-1", label="Go net/http, GOMAXPROCS=1"))
@@ -293,7 +335,10 @@ def main():
 
     results = {}  # (name, cores, conns) -> list of runs
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load_start = os.getloadavg()[0]
+    load_start = os.getloadavg()
+    note("load average " + " / ".join(f"{x:.1f}" for x in load_start) + " at the start")
+    total = args.rounds * len(conns) * len(servers)
+    n, t0, spent = 0, time.monotonic(), 0.0
     try:
         for s in servers:
             s.start(free_port())
@@ -301,7 +346,15 @@ def main():
         for r in range(args.rounds):
             for c in conns:
                 for s in servers:
+                    # Every run lasts --duration plus wrk's start and the CPU
+                    # readings: the runs so far say how much.
+                    per_run = spent / n if n else args.duration + 0.5
+                    note(f"{s.label} c={c}: round {r + 1} of {args.rounds}, run {n + 1} of {total}, elapsed "
+                         f"{fmt_secs(time.monotonic() - t0)}, about {fmt_secs(per_run * (total - n))} left")
+                    t1 = time.monotonic()
                     res = run_wrk(s, c, args.duration)
+                    spent += time.monotonic() - t1
+                    n += 1
                     results.setdefault((s.key, c), []).append(res)
                     note(f"round {r + 1}: {s.label} c={c}: {res['rps']:.0f} req/s, "
                          f"p99 {fmt_p99(res['p99'])}, {res['cpu100k']:.3f} CPU s/100k req"
@@ -311,7 +364,7 @@ def main():
             s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    load_end = os.getloadavg()[0]
+    load_end = os.getloadavg()
     med = {}
     for key, runs in results.items():
         med[key] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p99", "cpu100k")}
@@ -325,8 +378,8 @@ def main():
                  "and wrk to CPU 1 with `taskset`. Two-core rows: \"shared\", nothing pinned (wrk shares both "
                  "CPUs with the server); \"wrk on CPU 1\", wrk restricted to CPU 1 with `taskset`, the server "
                  "free to use both. CPU = the server's utime + stime (/proc/<pid>/stat, its workers included) "
-                 f"per 100,000 requests. Measured {started}; 1-minute load average {load_start:.1f} at the "
-                 f"start, {load_end:.1f} at the end (other work on the machine shares the CPUs: compare ratios "
+                 f"per 100,000 requests. Measured {started}; 1-minute load average {load_start[0]:.1f} at the "
+                 f"start, {load_end[0]:.1f} at the end (other work on the machine shares the CPUs: compare ratios "
                  "within this table only).")
     lines.append("")
     lines.append("| server | cores | conns | requests/s | p99 latency | server CPU s / 100k req |")
@@ -364,6 +417,7 @@ def main():
     # How evenly the two accept modes spread connections: a fresh httpd per
     # mode and connection count, one short wrk run, the per-loop counts it
     # prints when it stops.
+    balance = {}  # (mode, conns) -> max/min connections per loop
     if two_cpus and (not args.only or "balance" in args.only.split(",")):
         lines.append("")
         lines.append("Connections per loop (httpd --loops 2, a fresh server per cell, one 2 s wrk run; "
@@ -371,16 +425,33 @@ def main():
         lines.append("")
         lines.append("| accept | " + " | ".join(f"{c} conns" for c in conns) + " |")
         lines.append("|---|" + "---|" * len(conns))
+        note(f"connection balance: {2 * len(conns)} fresh servers, one 2 s wrk run each")
         for mode in ("distribute", "reuseport"):
             cells = []
             for c in conns:
                 counts = balance_probe(httpd, mode, c)
                 spread = (max(counts) / min(counts)) if counts and min(counts) > 0 else float("inf")
+                if counts:
+                    balance[(mode, c)] = spread
                 cells.append(" / ".join(str(x) for x in counts) + f" (max/min {spread:.2f})")
                 note(f"balance {mode} c={c}: {counts}")
             lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
+    print(f"## HTTP: httpd against Go net/http and nginx, wrk -c{args.conns}, {args.duration} s runs, "
+          f"median of {args.rounds} round(s)\n")
     print(table)
+    print("\nLoad average (1 / 5 / 15 min): " + " / ".join(f"{x:.1f}" for x in load_start) + " at the start, "
+          + " / ".join(f"{x:.1f}" for x in load_end) + " at the end.")
+    for (key, c), runs in results.items():
+        vals = [x["rps"] for x in runs]
+        if len(vals) >= 2 and min(vals) > 0 and max(vals) / min(vals) - 1 > SPREAD_WARN:
+            label = next((sv.label for sv in servers if sv.key == key), key)
+            print(f"warning: {label} c={c}: requests/s spread {max(vals) / min(vals) - 1:.0%} over the rounds "
+                  f"({min(vals):,.0f} to {max(vals):,.0f}); the machine was probably busy, compare with care")
+    print()
+    print(verdict(results, balance))
+    if args.quick:
+        print("(--quick: one 2 s round, a smoke test; these figures are no verdict)")
 
     if args.write:
         path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
@@ -394,6 +465,41 @@ def main():
         with open(path, "w") as f:
             f.write(doc)
         note("wrote", path)
+
+
+def fmt_secs(s):
+    s = int(s)
+    return f"{s // 60}m{s % 60:02d}s"
+
+
+def verdict(results, balance):
+    """The closing verdict: each target of HTTP_TARGETS that was measured."""
+    lines = ["## Verdict against the targets (docs/PERFORMANCE.md's summary table, issue 12)", "",
+             "| target | figure | measured | met |", "|---|---|---:|---|"]
+    met = missed = 0
+    for text, num, den, c, key, op, bound in HTTP_TARGETS:
+        if num == "balance":
+            v = balance.get((den, c))
+            what = f"connections per loop, max/min {op} {bound:g}"
+        else:
+            a, b = results.get((num, c)), results.get((den, c))
+            if not a or not b:
+                continue
+            ratios = [x[key] / y[key] for x, y in zip(a, b) if y[key]]
+            v = statistics.median(ratios) if ratios else None
+            what = f"{key} {num} / {den} {op} {bound:g}"
+        if v is None:
+            continue
+        ok = v <= bound if op == "<=" else v >= bound
+        met += ok
+        missed += not ok
+        lines.append(f"| {text} | {what} | {v:.2f} | {'yes' if ok else '**no**'} |")
+    if met + missed == 0:
+        return "No target covers the configurations that ran."
+    lines.append("")
+    lines.append(f"{met} of {met + missed} targets met, {missed} missed (targets of configurations that did not "
+                 "run, such as a peer not installed, are left out).")
+    return "\n".join(lines)
 
 
 HTTP_INTRO = """\

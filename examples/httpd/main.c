@@ -12,6 +12,7 @@
  * each loop a listener and lets the kernel's hash choose).
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,22 +23,130 @@
 
 #include "server.h"
 
-static void usage(void)
+static void usage(FILE *f, int code)
 {
-  fprintf(stderr, "usage: httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin]\n"
-                  "             [--root DIR] [--idle-timeout S] [--read-timeout S] [--write-timeout S]\n"
-                  "             [--grace S] [--max-body BYTES] [--max-head BYTES]\n"
-                  "  --loops N   loops (threads); default: one per CPU this process may run on\n");
+  fprintf(f, "usage: httpd --listen ADDR:PORT [options]\n"
+             "  --listen ADDR:PORT      where to listen: 127.0.0.1:8080, *:8080 (all addresses),\n"
+             "                          localhost:0 (any free port), [::1]:8080, unix:/run/httpd.sock\n"
+             "  --loops N               loops (threads), 1 to %d; default: one per CPU this process may run on\n"
+             "  --accept MODE           how several loops share connections: distribute (default: to the\n"
+             "                          loop with the fewest open) or reuseport (the kernel's hash)\n"
+             "  --pin                   pin each loop's thread to a CPU\n"
+             "  --root DIR              serve the files under DIR at /static/\n"
+             "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
+             "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
+             "  --write-timeout S       the longest one response may take to send (default 10)\n"
+             "  --grace S               on SIGINT/SIGTERM, how long requests in flight may take (default 5)\n"
+             "  --max-body BYTES        the largest request body (default 1048576; 413 beyond)\n"
+             "  --max-head BYTES        the largest request line and headers (default 8192; 431 beyond)\n"
+             "  --max-conns N           connections held at once, all loops together (default: as many as\n"
+             "                          the fd limit leaves room for, 7/8 of it); at the cap the one idle\n"
+             "                          longest is closed to make room\n"
+             "  --first-byte-timeout S  close a connection that sends nothing this long after it is\n"
+             "                          accepted (default: the read timeout)\n"
+             "  --help                  this text\n"
+             "S is a number of seconds (0.5 is allowed).\n",
+          TDL_GROUP_MAX);
+  exit(code);
+}
+
+/* A bad command line: say which option and value, and how to get help. */
+static void bad(const char *opt, const char *value, const char *want)
+{
+  fprintf(stderr, "httpd: %s \"%s\": %s (httpd --help lists the options)\n", opt, value, want);
   exit(2);
 }
 
-static tdl_time_t seconds(const char *s)
+static tdl_time_t seconds(const char *opt, const char *v)
 {
   char *end;
-  double v = strtod(s, &end);
-  if (*end || v < 0)
-    usage();
-  return (tdl_time_t)(v * 1e9);
+  errno = 0;
+  double d = strtod(v, &end);
+  if (end == v || *end || errno || !(d >= 0) || d > 1e9)
+    bad(opt, v, "wants a number of seconds, 0 or more");
+  return (tdl_time_t)(d * 1e9);
+}
+
+static unsigned long long count(const char *opt, const char *v, unsigned long long min, unsigned long long max)
+{
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (end == v || *end || errno || v[0] == '-' || n < min || n > max) {
+    char want[96];
+    snprintf(want, sizeof want, "wants a whole number from %llu to %llu", min, max);
+    bad(opt, v, want);
+  }
+  return n;
+}
+
+/* The command line into cfg and the loop settings; exits on --help (0) or
+ * on anything wrong (2), naming the option and the value. */
+static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *loops, tdl_accept_mode *mode,
+                          bool *pin)
+{
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+      usage(stdout, 0);
+    if (strcmp(a, "--pin") == 0) {
+      *pin = true;
+      continue;
+    }
+    static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",
+                                             "--read-timeout", "--write-timeout", "--grace", "--max-body",
+                                             "--max-head", "--max-conns", "--first-byte-timeout"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+      known = known || strcmp(a, with_value[k]) == 0;
+    if (!known) {
+      fprintf(stderr, "httpd: unknown option \"%s\" (httpd --help lists the options)\n", a);
+      exit(2);
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "httpd: %s needs a value (httpd --help lists the options)\n", a);
+      exit(2);
+    }
+    const char *v = argv[++i];
+    if (strcmp(a, "--loops") == 0)
+      *loops = (unsigned)count(a, v, 1, TDL_GROUP_MAX);
+    else if (strcmp(a, "--accept") == 0) {
+      if (strcmp(v, "distribute") == 0)
+        *mode = TDL_ACCEPT_DISTRIBUTE;
+      else if (strcmp(v, "reuseport") == 0)
+        *mode = TDL_ACCEPT_REUSEPORT;
+      else
+        bad(a, v, "wants distribute or reuseport");
+    } else if (strcmp(a, "--listen") == 0) {
+      char why[TDL_ADDR_ERRLEN];
+      if (tdl_addr_parse_error(v, why, sizeof why) < 0) { /* says which part is wrong, and where */
+        fprintf(stderr, "httpd: --listen: %s\n", why);
+        exit(2);
+      }
+      cfg->listen = v;
+    } else if (strcmp(a, "--root") == 0)
+      cfg->root = v;
+    else if (strcmp(a, "--idle-timeout") == 0)
+      cfg->idle_timeout = seconds(a, v);
+    else if (strcmp(a, "--read-timeout") == 0)
+      cfg->read_timeout = seconds(a, v);
+    else if (strcmp(a, "--write-timeout") == 0)
+      cfg->write_timeout = seconds(a, v);
+    else if (strcmp(a, "--grace") == 0)
+      cfg->grace = seconds(a, v);
+    else if (strcmp(a, "--max-body") == 0)
+      cfg->max_body = count(a, v, 0, UINT64_MAX);
+    else if (strcmp(a, "--max-conns") == 0)
+      cfg->max_conns = (unsigned)count(a, v, 1, UINT_MAX);
+    else if (strcmp(a, "--first-byte-timeout") == 0)
+      cfg->first_byte_timeout = seconds(a, v);
+    else
+      cfg->max_head = (uint32_t)count(a, v, 1, UINT32_MAX);
+  }
+  if (!cfg->listen) {
+    fprintf(stderr, "httpd: --listen ADDR:PORT is required (httpd --help lists the options)\n");
+    exit(2);
+  }
 }
 
 static void *run(void *arg)
@@ -165,6 +274,10 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   httpd_config per_loop = *cfg;
   per_loop.listen = NULL; /* the acceptor listens */
   per_loop.handle_signals = false;
+  /* The cap is the process's (fds are): each loop takes its share, and the
+   * acceptor spreads connections evenly enough for shares to do. */
+  unsigned total = cfg->max_conns && cfg->max_conns < tdl_conns_fd_room() ? cfg->max_conns : tdl_conns_fd_room();
+  per_loop.max_conns = total / loops ? total / loops : 1;
   unsigned made = 0;
   int e = 0;
   for (; made < loops && e == 0; made++) {
@@ -174,7 +287,9 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   if (e == 0)
     e = tdl_acceptor_new(&mt.acceptor, &(tdl_acceptor_options){.listen = cfg->listen, .loops = loops,
                                                                 .mode = mode, .backlog = 4096,
-                                                                .handler = handle_conn});
+                                                                .handler = handle_conn,
+                                                                .max_conns = per_loop.max_conns * loops,
+                                                                .stack_size = httpd_conn_stack_size(cfg)});
   if (e < 0) {
     char why[TDL_ADDR_ERRLEN];
     if (tdl_addr_parse_error(cfg->listen, why, sizeof why) < 0)
@@ -226,49 +341,7 @@ int main(int argc, char **argv)
   unsigned loops = 0;
   tdl_accept_mode mode = TDL_ACCEPT_DISTRIBUTE;
   bool pin = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--pin") == 0) {
-      pin = true;
-      continue;
-    }
-    if (i + 1 >= argc)
-      usage();
-    const char *v = argv[++i];
-    if (strcmp(a, "--loops") == 0) {
-      char *end;
-      unsigned long n = strtoul(v, &end, 10);
-      if (*end || n == 0 || n > TDL_GROUP_MAX)
-        usage();
-      loops = (unsigned)n;
-    } else if (strcmp(a, "--accept") == 0) {
-      if (strcmp(v, "distribute") == 0)
-        mode = TDL_ACCEPT_DISTRIBUTE;
-      else if (strcmp(v, "reuseport") == 0)
-        mode = TDL_ACCEPT_REUSEPORT;
-      else
-        usage();
-    } else if (strcmp(a, "--listen") == 0)
-      cfg.listen = v;
-    else if (strcmp(a, "--root") == 0)
-      cfg.root = v;
-    else if (strcmp(a, "--idle-timeout") == 0)
-      cfg.idle_timeout = seconds(v);
-    else if (strcmp(a, "--read-timeout") == 0)
-      cfg.read_timeout = seconds(v);
-    else if (strcmp(a, "--write-timeout") == 0)
-      cfg.write_timeout = seconds(v);
-    else if (strcmp(a, "--grace") == 0)
-      cfg.grace = seconds(v);
-    else if (strcmp(a, "--max-body") == 0)
-      cfg.max_body = strtoull(v, NULL, 10);
-    else if (strcmp(a, "--max-head") == 0)
-      cfg.max_head = (uint32_t)strtoul(v, NULL, 10);
-    else
-      usage();
-  }
-  if (!cfg.listen)
-    usage();
+  parse_options(argc, argv, &cfg, &loops, &mode, &pin);
   /* Sends use MSG_NOSIGNAL; this is for anything else that writes to a socket. */
   signal(SIGPIPE, SIG_IGN);
   if (loops == 0) {

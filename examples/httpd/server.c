@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,9 @@
 
 #define OUT_CAP (16 * 1024)  /* responses are batched here, then sent with one call */
 #define IN_SPARE (8 * 1024)  /* the input buffer holds a maximal head and this much more */
+#define IN_LOCAL (16 * 1024) /* an input buffer this large lives in the connection (default heads) */
+#define FRAMES (48 * 1024)   /* a connection fiber's stack beyond its httpd_conn: serve()'s frames,
+                                libc's, a signal frame; measured use is under 12 KiB */
 #define LINGER_TIME (2 * TDL_SEC)
 #define LINGER_BYTES (256 * 1024)
 #define CHUNK_META_MAX 4096  /* chunk extensions + trailers per body */
@@ -36,18 +40,22 @@
 #define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
 #define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
 
+/* A connection's state.  It lives on its fiber's stack (conn_serve), buffers
+ * included: a closed connection's memory goes back with its stack, which the
+ * loop's stack cache keeps while it is hot and returns when it is not. */
 struct httpd_conn {
   httpd_conn *next, *prev;
   httpd_server *srv;
   tdl_fiber_t fiber;
   int fd;
-  bool idle;    /* parked waiting for a new request with nothing buffered */
   bool drained; /* the last read returned less than it asked for */
+  tdl_conn track; /* in srv->track: idle (evictable) while waiting for a request */
   tdl_time_t req_deadline;
   size_t in_off, in_len, in_cap; /* unconsumed input is in[in_off .. in_len) */
   size_t out_len;
-  char *in;
+  char *in;     /* in_local, or from malloc for heads larger than it holds */
   char out[OUT_CAP];
+  char in_local[IN_LOCAL];
 };
 
 httpd_config httpd_defaults(void)
@@ -59,6 +67,8 @@ httpd_config httpd_defaults(void)
       .max_body = 1024 * 1024,
       .idle_timeout = 60 * TDL_SEC,
       .read_timeout = 10 * TDL_SEC,
+      .first_byte_timeout = 0, /* read_timeout */
+      .max_conns = 0,          /* as the fds allow */
       .write_timeout = 10 * TDL_SEC,
       .grace = 5 * TDL_SEC,
       .handle_signals = true,
@@ -87,6 +97,12 @@ static int listen_on(const char *text, int *port)
   }
   *port = e;
   return fd;
+}
+
+size_t httpd_conn_stack_size(const httpd_config *cfg)
+{
+  (void)cfg; /* larger heads go to the heap */
+  return sizeof(httpd_conn) + FRAMES;
 }
 
 int httpd_init(httpd_server *s, const httpd_config *cfg)
@@ -129,6 +145,8 @@ void httpd_destroy(httpd_server *s)
   if (s->rootfd >= 0)
     close(s->rootfd);
   s->lfd = s->rootfd = -1;
+  if (s->track.loop)
+    tdl_conns_destroy(&s->track); /* (-EBUSY only if httpd_run never returned) */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -208,7 +226,7 @@ static bool conn_reserve(httpd_conn *c, size_t n)
  * client may wait for those answers before sending more).  Returns the bytes
  * read, 0 at end of input, or a negative errno value (-ETIMEDOUT, ...).
  */
-static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline, bool idle)
+static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline)
 {
   if (!conn_flush(c))
     return -EPIPE;
@@ -220,19 +238,15 @@ static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline, bool idle)
   size_t room = c->in_cap - c->in_len;
   if (room == 0)
     return -ENOBUFS;
-  c->idle = idle;
   /* A short read emptied the socket: wait for the next arrival instead of
    * trying a read that would only say EAGAIN (one system call saved per
    * request on a keep-alive connection). */
   if (c->drained) {
     int e = tdl_wait_fd(c->fd, TDL_READ, deadline);
-    if (e < 0) {
-      c->idle = false;
+    if (e < 0)
       return e;
-    }
   }
   ssize_t n = tdl_recv(c->fd, c->in + c->in_len, room, 0, deadline);
-  c->idle = false;
   if (n > 0) {
     c->in_len += (size_t)n;
     c->drained = (size_t)n < room;
@@ -265,14 +279,26 @@ static int read_head(httpd_conn *c, http_request *req)
     } else if (s->stopping) {
       return QUIET_CLOSE; /* draining: no new requests */
     }
-    tdl_time_t deadline = started ? c->req_deadline : tdl_after(s->cfg.idle_timeout);
-    ssize_t n = conn_fill(c, deadline, !started);
+    tdl_time_t deadline = c->req_deadline;
+    if (!started) {
+      /* Answers batched for a pipelining client go out first, while the
+       * connection still counts as busy; then it waits for a request and
+       * may be closed to make room for a new connection (net.h, tdl_conns:
+       * an eviction cancels this fiber).  The wait is bounded by the
+       * first-byte deadline until a request has come, then by the idle
+       * timeout. */
+      if (!conn_flush(c))
+        return QUIET_CLOSE;
+      deadline = tdl_conn_idle(&c->track);
+    }
+    ssize_t n = conn_fill(c, deadline);
     if (n == -ETIMEDOUT)
       return started ? -408 : QUIET_CLOSE;
     if (n <= 0)
       return QUIET_CLOSE;
     if (!started) {
       started = true;
+      tdl_conn_busy(&c->track);
       c->req_deadline = tdl_after(s->cfg.read_timeout);
     }
   }
@@ -285,7 +311,7 @@ static int read_head(httpd_conn *c, http_request *req)
 /* More of the body, within the request deadline: 0, -408 or BODY_GONE. */
 static int body_fill(httpd_conn *c)
 {
-  ssize_t n = conn_fill(c, c->req_deadline, false);
+  ssize_t n = conn_fill(c, c->req_deadline);
   if (n == -ETIMEDOUT)
     return -408;
   return n <= 0 ? BODY_GONE : 0;
@@ -777,7 +803,6 @@ static void conn_link(httpd_server *s, httpd_conn *c)
     c->prev->next = c;
     c->next->prev = c;
   }
-  s->nconns++;
 }
 
 static void conn_unlink(httpd_server *s, httpd_conn *c)
@@ -790,80 +815,102 @@ static void conn_unlink(httpd_server *s, httpd_conn *c)
     if (s->conns == c)
       s->conns = c->next;
   }
+}
+
+/* A connection counted in s->nconns (from its accept: its fiber may not
+ * have run yet) has closed. */
+static void conn_done(httpd_server *s)
+{
   s->nconns--;
-}
-
-/* A connection's state, or NULL (out of memory). */
-static httpd_conn *conn_new(httpd_server *s, int fd)
-{
-  httpd_conn *c = malloc(sizeof *c);
-  size_t in_cap = (size_t)s->cfg.max_head + IN_SPARE;
-  char *in = malloc(in_cap);
-  if (!c || !in) {
-    free(c);
-    free(in);
-    return NULL;
-  }
-  c->srv = s;
-  c->fd = fd;
-  c->idle = c->drained = false;
-  c->in = in;
-  c->in_cap = in_cap;
-  c->in_off = c->in_len = c->out_len = 0;
-  /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
-  tdl_net_nodelay(fd, true);
-  return c;
-}
-
-/* A connection's life, in its own fiber (c->fiber), linked in s->conns. */
-static void conn_run(httpd_conn *c)
-{
-  httpd_server *s = c->srv;
-  bool linger = serve(c);
-  if (conn_flush(c) && linger)
-    linger_close(c);
-  tdl_close(c->fd);
-  conn_unlink(s, c);
-  free(c->in);
-  free(c);
   if (s->stopping && s->nconns == 0 && s->main)
     tdl_fiber_unpark(s->loop, s->main);
 }
 
+/* The connection tracker, set up on the server's loop at its first use:
+ * httpd_init may run before the loop does. */
+static int track_ready(httpd_server *s)
+{
+  if (s->track.loop)
+    return 0;
+  tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
+  tdl_conns_options o = {
+      .max = s->cfg.max_conns ? s->cfg.max_conns : UINT_MAX, /* UINT_MAX: as the fds allow */
+      .first_byte = first ? first : TDL_FOREVER,
+      .idle = s->cfg.idle_timeout ? s->cfg.idle_timeout : TDL_FOREVER,
+  };
+  return tdl_conns_init(&s->track, s->loop, &o);
+}
+
+/* Serve connection fd in the calling fiber until it closes; s->nconns
+ * already counts it. */
+static void conn_serve(httpd_server *s, int fd)
+{
+  httpd_conn c; /* ~33 KiB, on this fiber's stack: see httpd_conn_stack_size */
+  c.srv = s;
+  c.fd = fd;
+  c.fiber = tdl_fiber_self();
+  c.drained = false;
+  c.in_off = c.in_len = c.out_len = 0;
+  c.in_cap = (size_t)s->cfg.max_head + IN_SPARE;
+  c.in = c.in_cap <= IN_LOCAL ? c.in_local : malloc(c.in_cap);
+  /* At the cap with every connection busy: not taken (tdl_conns). */
+  if (s->stopping || !c.in || track_ready(s) < 0 || tdl_conn_admit(&s->track, &c.track, c.fiber) < 0) {
+    if (c.in != c.in_local)
+      free(c.in);
+    tdl_close(fd);
+    conn_done(s);
+    return;
+  }
+  /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
+  tdl_net_nodelay(fd, true);
+  conn_link(s, &c);
+  bool linger = serve(&c);
+  if (conn_flush(&c) && linger)
+    linger_close(&c);
+  tdl_conn_release(&c.track);
+  tdl_close(c.fd);
+  conn_unlink(s, &c);
+  if (c.in != c.in_local)
+    free(c.in);
+  conn_done(s);
+}
+
+/* The accept fiber's hand-over: the server and the fd, until the
+ * connection's fiber has taken them. */
+typedef struct conn_start_arg {
+  httpd_server *srv;
+  int fd;
+} conn_start_arg;
+
 static void *conn_fiber(void *arg)
 {
-  conn_run(arg);
+  conn_start_arg a = *(conn_start_arg *)arg;
+  free(arg);
+  conn_serve(a.srv, a.fd);
   return NULL;
 }
 
 static int conn_start(httpd_server *s, int fd)
 {
-  httpd_conn *c = conn_new(s, fd);
-  if (!c)
+  conn_start_arg *a = malloc(sizeof *a);
+  if (!a)
     return -ENOMEM;
-  tdl_fiber_options opts = {.name = "http-conn", .detached = true};
-  int e = tdl_fiber_spawn(s->loop, &c->fiber, conn_fiber, c, &opts);
-  if (e < 0) {
-    free(c->in);
-    free(c);
-    return e;
-  }
-  conn_link(s, c);
-  return 0;
+  *a = (conn_start_arg){s, fd};
+  tdl_fiber_options opts = {.name = "http-conn", .stack_size = httpd_conn_stack_size(&s->cfg), .detached = true};
+  int e = tdl_fiber_spawn(s->loop, NULL, conn_fiber, a, &opts);
+  if (e < 0)
+    free(a);
+  else
+    s->nconns++; /* from the accept, so that shutdown waits for it too */
+  return e;
 }
 
 void httpd_serve_conn(httpd_server *s, int fd)
 {
-  httpd_conn *c = NULL;
-  if (s->stopping || !(c = conn_new(s, fd))) {
-    tdl_close(fd); /* shutting down (or out of memory): not taken */
-    return;
-  }
   if (!s->loop)
     s->loop = tdl_fiber_loop();
-  c->fiber = tdl_fiber_self();
-  conn_link(s, c);
-  conn_run(c);
+  s->nconns++;
+  conn_serve(s, fd);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -884,6 +931,11 @@ static void *accept_fiber(void *arg)
       continue;
     if (conn_start(s, fd) < 0)
       tdl_close(fd);
+    /* At the cap: let the new connection's fiber take its place (evicting
+     * the connection idle longest) and that one close, before accepting
+     * more: a burst must not run the process out of fds. */
+    else if (tdl_conns_full(&s->track))
+      tdl_fiber_yield();
   }
   return NULL;
 }
@@ -907,14 +959,13 @@ void httpd_shutdown(httpd_server *s)
     tdl_fiber_unpark(s->loop, s->main);
 }
 
-static void cancel_conns(httpd_server *s, bool idle_only)
+static void cancel_conns(httpd_server *s)
 {
   httpd_conn *c = s->conns;
   if (!c)
     return;
   do {
-    if (!idle_only || c->idle)
-      tdl_fiber_cancel(s->loop, c->fiber);
+    tdl_fiber_cancel(s->loop, c->fiber);
     c = c->next;
   } while (c != s->conns);
 }
@@ -926,7 +977,9 @@ int httpd_run(httpd_server *s)
   s->loop = tdl_fiber_loop();
   s->main = tdl_fiber_self();
   date_refresh(s);
-  int e;
+  int e = track_ready(s);
+  if (e < 0)
+    return e;
   if (s->cfg.handle_signals) {
     s->sigint.cb = s->sigterm.cb = on_signal;
     if ((e = tdl_signal_start(s->loop, &s->sigint, SIGINT)) < 0)
@@ -953,7 +1006,7 @@ int httpd_run(httpd_server *s)
     }
     /* 2. Idle connections close now; busy ones finish their request and
      *    close (read_head refuses new requests while stopping). */
-    cancel_conns(s, true);
+    tdl_conns_evict_idle(&s->track, SIZE_MAX);
     /* 3. After the grace period (or at a second signal), cancel what is
      *    left; each connection's blocking calls then fail and it closes. */
     tdl_time_t deadline = tdl_after(s->cfg.grace);
@@ -962,7 +1015,7 @@ int httpd_run(httpd_server *s)
       if (cut) {
         tdl_fiber_park(TDL_FOREVER); /* the last connection to close wakes us */
       } else if (s->cfg.grace == 0 || tdl_fiber_park(deadline) == -ETIMEDOUT) {
-        cancel_conns(s, false);
+        cancel_conns(s);
         cut = true;
       }
     }

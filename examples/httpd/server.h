@@ -29,6 +29,13 @@ typedef struct httpd_config {
   uint64_t max_body;        /* request body, bytes (413 beyond) */
   tdl_time_t idle_timeout;  /* waiting for the next request on an open connection */
   tdl_time_t read_timeout;  /* receiving one whole request, from its first byte (slowloris) */
+  tdl_time_t first_byte_timeout; /* from accept until the first request begins: a client that
+                               connects and says nothing is closed then, quietly (0: read_timeout) */
+  unsigned max_conns;       /* connections at once; at the cap the one idle longest (silent, or
+                               kept alive between requests) is closed to make room, and only when
+                               every one is busy is the new one closed (net.h, tdl_conns).
+                               0: as many as the fd limit leaves room for (tdl_conns_fd_room);
+                               more than that is lowered to it */
   tdl_time_t write_timeout; /* sending one response */
   tdl_time_t grace;         /* on shutdown: how long in-flight requests may take */
   bool handle_signals;      /* shut down gracefully on SIGINT and SIGTERM */
@@ -37,8 +44,15 @@ typedef struct httpd_config {
 } httpd_config;
 
 /* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write
- * timeouts, 5 s grace, signals handled. */
+ * timeouts (and first byte), as many connections as the fds allow, 5 s
+ * grace, signals handled. */
 httpd_config httpd_defaults(void);
+
+/* The stack a connection's fiber should have (a tdl_acceptor's stack_size
+ * for httpd_serve_conn): a connection's buffers live on it, so that the
+ * memory of connections that have closed goes back with their stacks
+ * (fiber.h; the loop trims its cache of stacks when they are not needed). */
+size_t httpd_conn_stack_size(const httpd_config *cfg);
 
 typedef struct httpd_conn httpd_conn;
 
@@ -50,8 +64,9 @@ typedef struct httpd_server {
   tdl_loop *loop;
   tdl_fiber_t main, acceptor;
   bool stopping;
-  httpd_conn *conns; /* open connections, a circular list (NULL: none) */
-  unsigned nconns;
+  httpd_conn *conns; /* connections being served, a circular list (NULL: none) */
+  unsigned nconns;   /* open connections: from their accept (before their fiber runs) to their close */
+  tdl_conns track;   /* the cap, first-byte and idle deadlines, eviction (set up on the loop) */
   uint64_t served; /* responses sent */
   uint64_t sendfile_bytes; /* bytes of files sent by sendfile (the rest: pread + send) */
   tdl_signal sigint, sigterm;

@@ -32,7 +32,7 @@ static void *serve(void *arg)
   char why[160];
   int lfd = tdl_net_listen_str(listen_at, 0, 0);
   if (lfd < 0) {
-    if (tdl_addr_parse_error(listen_at, why, sizeof why) > 0)
+    if (tdl_addr_parse_error(listen_at, why, sizeof why) < 0)
       fprintf(stderr, "kv: %s\n", why);
     else
       fprintf(stderr, "kv: listen %s: %s\n", listen_at, tdl_strerror(lfd));
@@ -82,21 +82,26 @@ int main(int argc, char **argv)
     const char *o = argv[i];
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0)
       usage(stdout, 0);
+    if (strcmp(o, "--listen") != 0 && strcmp(o, "--max-request") != 0 && strcmp(o, "--idle-timeout") != 0) {
+      fprintf(stderr, "kv: unknown option \"%s\"\n", o);
+      usage(stderr, 2);
+    }
     if (i + 1 >= argc) {
-      fprintf(stderr, "kv: unknown option or missing value: %s\n", o);
+      fprintf(stderr, "kv: %s needs a value\n", o);
       usage(stderr, 2);
     }
     const char *v = argv[++i];
-    if (strcmp(o, "--listen") == 0)
+    if (strcmp(o, "--listen") == 0) {
+      char why[TDL_ADDR_ERRLEN];
+      if (tdl_addr_parse_error(v, why, sizeof why) < 0) { /* which part is wrong, and where */
+        fprintf(stderr, "kv: --listen: %s\n", why);
+        exit(2);
+      }
       listen_at = v;
-    else if (strcmp(o, "--max-request") == 0)
+    } else if (strcmp(o, "--max-request") == 0)
       cfg.max_request = (size_t)number(o, v);
-    else if (strcmp(o, "--idle-timeout") == 0)
+    else
       cfg.idle_timeout = number(o, v) * TDL_SEC;
-    else {
-      fprintf(stderr, "kv: unknown option: %s\n", o);
-      usage(stderr, 2);
-    }
   }
   void *failed = NULL;
   int e = tdl_fiber_main(serve, NULL, &failed);

@@ -92,7 +92,7 @@ typedef struct tdl_fiber_options {
  * kernel allows only so many separate mappings (vm.max_map_count): past a
  * quarter of that limit (~16,000 fibers by default), new stacks are mapped
  * without a guard, so that 100,000 and more fibers still fit; an overflow
- * of such a stack goes undetected.  tdl_fiber_stats() reports how many.
+ * of such a stack goes undetected.  tdl_fiber_stats_get() reports how many.
  */
 TDL_API int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg,
                             const tdl_fiber_options *opts);
@@ -189,10 +189,18 @@ TDL_API int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline);
  * tdl_wait_fd).  A partial transfer is returned as such (no retry loop); a
  * timed-out call has transferred nothing.
  *
+ * On a loop whose back end is uring (loop.h), a call that would park is
+ * handed to the kernel as an io_uring operation instead, and completes with
+ * the data: no second system call.  The kernel may then finish it just as its
+ * deadline passes or its fiber is cancelled: the call then returns what it
+ * transferred rather than -ETIMEDOUT or -ECANCELED, so nothing is lost.
+ * tdl_recvfrom and tdl_sendto wait for readiness on every back end.
+ *
  * An fd used with these calls must be closed with tdl_close(), which also
  * wakes any fiber still waiting on it (with -EBADF) and clears what the loop
  * cached about the fd; a plain close() leaves that state behind for a later
- * fd with the same number.
+ * fd with the same number (and on uring, an operation in flight on it keeps
+ * the file open until the operation ends).
  */
 TDL_API ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline);
 TDL_API ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline);
@@ -235,7 +243,9 @@ typedef struct tdl_fiber_info {
   int fd;                /* the fd it waits on, or -1 */
   tdl_time_t deadline;   /* its deadline, or TDL_FOREVER */
   size_t stack_size;     /* usable bytes */
-  size_t stack_used;     /* high-water mark: bytes of the stack ever touched (page granular) */
+  size_t stack_used;     /* high-water mark: bytes of the stack ever touched (page granular);
+                            a stack reused from the loop's cache counts what its earlier
+                            fibers touched too, until the cache's trim returns it */
   bool guarded;          /* its stack has a guard page */
 } tdl_fiber_info;
 
@@ -248,8 +258,12 @@ TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
 typedef struct tdl_fiber_stats {
   size_t live;             /* fibers not yet released */
   size_t unguarded;        /* of their stacks, how many have no guard page */
-  size_t stacks_cached;    /* stacks kept for reuse */
+  size_t stacks_cached;    /* stacks kept for reuse: those of recently ended fibers, as they
+                              were (no system call on exit); once a second the loop unmaps
+                              half of those that stayed unused through the whole second, so
+                              the cache follows recent demand and an idle loop keeps none */
 } tdl_fiber_stats;
+/* loop's fiber and stack counts, at this moment.  Cost: O(1). */
 TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);
 
 #ifdef __cplusplus

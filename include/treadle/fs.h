@@ -62,38 +62,67 @@
 extern "C" {
 #endif
 
+/* open(2) on the pool: returns the fd (O_CLOEXEC added), or -ENOENT,
+ * -EACCES, -EISDIR, -EMFILE...; -EFAULT for a NULL path; and the errors
+ * common to these calls (above: -EPERM, -ETIMEDOUT, -ECANCELED, -EAGAIN). */
 TDL_API int tdl_fs_open(const char *path, int flags, mode_t mode, tdl_time_t deadline);
+/* close(2), on the calling thread, in fibers or not; -EINTR is reported as
+ * 0 (the fd is released all the same).  Errors: -EBADF, -EIO. */
 TDL_API int tdl_fs_close(int fd);
 
+/* read(2), pread(2), preadv(2): an RWF_NOWAIT attempt answered from the
+ * page cache, else the pool.  Returns the bytes read (fewer than asked when
+ * only part was cached, or at the end of the file; 0 there).  Errors: those
+ * of the system calls (-EBADF, -EISDIR, -EINVAL...), -EFAULT (buf or iov
+ * NULL with a non-zero length), and the common ones above. */
 TDL_API ssize_t tdl_fs_read(int fd, void *buf, size_t n, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pread(int fd, void *buf, size_t n, off_t off, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
 
+/* write(2), pwrite(2), pwritev(2): an RWF_NOWAIT attempt where the file
+ * system takes one, else the pool.  Returns the bytes written.  Errors: those
+ * of the system calls (-EBADF, -ENOSPC, -EFBIG, -EDQUOT...), -EFAULT, and the
+ * common ones above. */
 TDL_API ssize_t tdl_fs_write(int fd, const void *buf, size_t n, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pwrite(int fd, const void *buf, size_t n, off_t off, tdl_time_t deadline);
 TDL_API ssize_t tdl_fs_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline);
 
+/* fsync(2), fdatasync(2) on the pool.  Returns 0.  Errors: -EIO, -ENOSPC,
+ * -EBADF, -EINVAL (an fd that cannot be synced), and the common ones above. */
 TDL_API int tdl_fs_fsync(int fd, tdl_time_t deadline);
 TDL_API int tdl_fs_fdatasync(int fd, tdl_time_t deadline);
 
+/* stat(2) on the pool.  Returns 0 with *st filled in.  Errors: -ENOENT,
+ * -EACCES, -ENOTDIR..., -EFAULT (path or st NULL), the common ones above. */
 TDL_API int tdl_fs_stat(const char *path, struct stat *st, tdl_time_t deadline);
+/* fstat(2), on the calling thread, in fibers or not.  Returns 0.  Errors:
+ * -EBADF, -EFAULT (st NULL). */
 TDL_API int tdl_fs_fstat(int fd, struct stat *st);
+/* unlink(2), rename(2), mkdir(2) on the pool.  Return 0.  Errors: those of
+ * the system calls (-ENOENT, -EEXIST, -EACCES, -EISDIR...), -EFAULT (a NULL
+ * path), and the common ones above. */
 TDL_API int tdl_fs_unlink(const char *path, tdl_time_t deadline);
 TDL_API int tdl_fs_rename(const char *from, const char *to, tdl_time_t deadline);
 TDL_API int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline);
 
-/* How the calls are made.  AUTO (the default) is described above; POOL
- * sends every call to the pool (libuv's and tokio's way, for comparison);
- * DIRECT makes every call on the loop's thread (Go's way without its
- * hand-off: a miss stalls the loop; for measurements).  THREAD-SAFE; it
- * applies to the calls that start afterwards.  -EINVAL for another value. */
-typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2 } tdl_fs_engine;
+/* How the calls are made.  AUTO (the default) is described above; on a
+ * loop whose back end is uring (loop.h), a read or write the page cache
+ * cannot answer at once goes to the kernel as an io_uring operation instead
+ * of the pool (path calls and fsync still take the pool).  POOL sends every
+ * call to the pool (libuv's and tokio's way, for comparison); DIRECT makes
+ * every call on the loop's thread (Go's way without its hand-off: a miss
+ * stalls the loop; for measurements); URING sends every read and write to
+ * the ring, without trying the page cache first (-ENOTSUP on other back
+ * ends).  THREAD-SAFE; it applies to the calls that start afterwards.
+ * -EINVAL for another value. */
+typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2, TDL_FS_URING = 3 } tdl_fs_engine;
 TDL_API int tdl_fs_set_engine(tdl_fs_engine engine);
 
 typedef struct tdl_fs_stats {
   uint64_t direct;      /* calls made on the loop's thread (reads the page cache answered, fstat, close) */
   uint64_t pool;        /* calls run on the pool */
-  uint64_t nowait_miss; /* of those, reads or writes first refused by RWF_NOWAIT */
+  uint64_t nowait_miss; /* reads or writes first refused by RWF_NOWAIT (then run on the pool or the ring) */
+  uint64_t ring;        /* reads and writes run as io_uring operations (uring loops) */
 } tdl_fs_stats;
 
 /* The calling thread's counts (its loop's fibers'), since it started. */

@@ -178,7 +178,24 @@ typedef struct tdl_acceptor_options {
   size_t inbox;          /* distribute: connections queued per slot at most
                             (0: 1024); a full inbox's connection is taken
                             by slot 0 instead */
+  unsigned max_conns;    /* 0: no limit.  Else a slot is given no more than
+                            max_conns / loops + TDL_ACCEPT_SLACK connections
+                            open at once (handed over, handler not returned):
+                            while every slot it may give one to has that
+                            many, accepting backs off (1 ms doubling to
+                            16 ms) and the next connections wait in the
+                            listener's backlog.  Meant with a tdl_conns of
+                            max_conns / loops on each loop (net.h), whose
+                            handlers evict idle connections to make room:
+                            the slack is for the connections between the
+                            accept and the handler's tdl_conn_admit, and for
+                            the evicted ones not yet closed, so that a burst
+                            of accepts cannot run the process out of fds
+                            (they stay within max_conns + loops x slack). */
 } tdl_acceptor_options;
+
+/* See tdl_acceptor_options.max_conns. */
+#define TDL_ACCEPT_SLACK 32u
 
 /*
  * Make an acceptor and its listener(s), in any thread.  With reuseport and

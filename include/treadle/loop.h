@@ -27,10 +27,21 @@ typedef struct tdl_loop tdl_loop;
 /* Loops                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Where a loop learns what is ready, and how fiber I/O reaches the kernel.
+ * epoll and poll report readiness and fiber I/O makes the system calls
+ * itself.  uring keeps an epoll set for watchers (so watchers, timers,
+ * signals and wakeups behave exactly as on epoll) and gives fiber I/O
+ * (tdl_read, tdl_write, tdl_recv, tdl_send, ..., accept and connect) to the
+ * kernel as io_uring operations: a fiber's call queues one and parks, and the
+ * loop submits everything queued and collects every completion in one system
+ * call per iteration.  Needs Linux 5.19 or later and a treadle built with
+ * liburing. */
 typedef enum tdl_backend {
-  TDL_BACKEND_DEFAULT = 0, /* $TDL_BACKEND if set ("epoll" or "poll"), else epoll */
+  TDL_BACKEND_DEFAULT = 0, /* $TDL_BACKEND if set ("epoll", "poll", "uring" or "auto"), else epoll */
   TDL_BACKEND_EPOLL,
   TDL_BACKEND_POLL,
+  TDL_BACKEND_URING, /* io_uring, or fail (see tdl_loop_new) */
+  TDL_BACKEND_AUTO,  /* io_uring where it can be set up, else epoll, quietly */
 } tdl_backend;
 
 typedef struct tdl_loop_options {
@@ -46,7 +57,12 @@ typedef struct tdl_loop_options {
 
 /* Create a loop owned by the calling thread.  opts may be NULL.
  * Errors: -ENOMEM; -EINVAL for an unknown back end or an unknown $TDL_BACKEND;
- * -EMFILE/-ENFILE when the back end's fds cannot be created.
+ * -EMFILE/-ENFILE when the back end's fds cannot be created.  Asking for uring
+ * (TDL_BACKEND_URING or $TDL_BACKEND=uring) where it cannot be set up fails
+ * with what the kernel said: -ENOSYS (no io_uring, too old a kernel, or
+ * treadle built without liburing), -EPERM (kernel.io_uring_disabled, or a
+ * seccomp filter such as a container's), -ENOMEM (the locked-memory limit);
+ * TDL_BACKEND_AUTO falls back to epoll on any of these.
  * Cost: one allocation and 1-2 system calls. */
 TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
 
@@ -58,7 +74,7 @@ TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
  * does a watchdog: freeing stops it (see tdl_loop_watchdog_stop). */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
-/* The back end's name: "epoll" or "poll". */
+/* The back end's name: "epoll", "poll" or "uring". */
 TDL_API const char *tdl_loop_backend(const tdl_loop *loop);
 
 typedef enum tdl_loop_mode {
@@ -202,6 +218,7 @@ TDL_API void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events);
  * (e.g. TDL_READ after reading less than everything). */
 TDL_API void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events);
 
+/* Whether w is started. */
 static inline bool tdl_io_active(const tdl_io *w) { return (w->state & 1u) != 0; }
 
 /*
@@ -230,6 +247,8 @@ struct tdl_timer {
   uint32_t state;
 };
 
+/* Prepare t to call cb(loop, t) when it fires; data is the caller's.  Never
+ * fails; re-initialise only a stopped timer. */
 TDL_API void tdl_timer_init(tdl_timer *t, tdl_timer_cb cb, void *data);
 
 /* Arm at an absolute deadline on the loop's clock (Control.Event style).  A
@@ -256,6 +275,7 @@ TDL_API int tdl_timer_start(tdl_loop *loop, tdl_timer *t, tdl_time_t delay, tdl_
  * slot. */
 TDL_API int tdl_timer_stop(tdl_loop *loop, tdl_timer *t);
 
+/* Whether t is armed (a one-shot timer stops when it fires). */
 static inline bool tdl_timer_active(const tdl_timer *t) { return t->state != 0; }
 
 /* ------------------------------------------------------------------------ */
@@ -281,6 +301,7 @@ struct tdl_wakeup {
   int started; /* accessed atomically */
 };
 
+/* Prepare wk to call cb(loop, wk) on its loop's thread.  Never fails. */
 TDL_API void tdl_wakeup_init(tdl_wakeup *wk, tdl_wakeup_cb cb, void *data);
 /* Start / stop receiving wakeups (loop thread only).  A started wakeup keeps
  * tdl_loop_run(TDL_LOOP_DEFAULT) running.  Errors: -EMFILE/-ENFILE (the loop's
@@ -320,6 +341,7 @@ struct tdl_post {
   int queued;      /* private, accessed atomically */
 };
 
+/* Prepare the record p to run cb(loop, p) when posted.  Never fails. */
 TDL_API void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data);
 
 /* A new reference to loop's port, made on first use (loop thread only).
@@ -344,7 +366,7 @@ typedef struct tdl_port_stats {
   uint64_t posts; /* accepted by tdl_port_post */
   uint64_t wakes; /* of those, how many wrote the eventfd to wake the loop */
 } tdl_port_stats;
-/* THREAD-SAFE. */
+/* THREAD-SAFE.  The port's counts since it was made, at one moment. */
 TDL_API void tdl_port_stats_get(const tdl_port *port, tdl_port_stats *out);
 
 /* ------------------------------------------------------------------------ */
@@ -361,6 +383,7 @@ struct tdl_signal {
   int signum;
 };
 
+/* Prepare s to call cb(loop, s, signum).  Never fails. */
 TDL_API void tdl_signal_init(tdl_signal *s, tdl_signal_cb cb, void *data);
 
 /* Deliver signum to s's callback on the loop.  The signal is blocked in the
@@ -389,6 +412,7 @@ struct tdl_defer {
   tdl__list link; /* linked while queued */
 };
 
+/* Prepare d to call cb(loop, d).  Never fails. */
 TDL_API void tdl_defer_init(tdl_defer *d, tdl_defer_cb cb, void *data);
 /* Run d's callback once, on the next iteration (callbacks queued during an
  * iteration never run in that same iteration).  Queuing a queued callback
@@ -414,6 +438,7 @@ struct tdl_hook {
   int kind;
 };
 
+/* Prepare h to call cb(loop, h).  Never fails. */
 TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
 /* Call h on every iteration at the given point.  Hooks do not keep the loop
  * alive.  Errors: -EINVAL for an unknown kind. */

@@ -417,6 +417,8 @@ TDL_API int tdl_reader_init(tdl_reader *r, int fd, void *mem, size_t size, size_
  * nothing changes).  Cost: up to two free(). */
 TDL_API int tdl_reader_destroy(tdl_reader *r);
 
+/* The buffered bytes: tdl_reader_len(r) of them at tdl_reader_data(r)
+ * (valid until the next call that may read or consume; see above). */
 static inline const char *tdl_reader_data(const tdl_reader *r) { return (const char *)r->b.p + r->b.start; }
 static inline size_t tdl_reader_len(const tdl_reader *r) { return r->b.end - r->b.start; }
 /* The size of the buffer in use: the initial size, or more while grown. */
@@ -602,6 +604,195 @@ TDL_API int tdl_net_quickack(int fd, bool on);
  * a Unix one); -ENOTSOCK, -EBADF; keep-alive is only switched on when every
  * value was set.  Cost: 2-5 system calls. */
 TDL_API int tdl_net_keepalive(int fd, bool on, int idle_s, int interval_s, int count);
+
+
+/* ------------------------------------------------------------------------ */
+/* Connection tracking: a cap, first-byte and idle deadlines, eviction       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What a server needs so that idle connections cannot lock it out: one host
+ * that opens thousands of sockets and sends nothing would otherwise hold fds
+ * until the process has none left, and every new client fails.  A
+ * tdl_conns is a per-loop set of connections with
+ *
+ *   a cap         at most `max` connections admitted at once, below the
+ *                 process's fd limit (see tdl_conns_fd_room);
+ *   a first-byte  a connection that has sent nothing is given `first_byte`
+ *   deadline      from its admission, not the (long) idle time of a
+ *                 keep-alive connection;
+ *   eviction      at the cap, a new connection takes the place of the
+ *                 connection that has been idle longest (waiting for its
+ *                 first request, or for its next one on keep-alive): that
+ *                 one is closed, as nginx closes its "reusable" connections.
+ *                 Only when every admitted connection is in the middle of a
+ *                 request is the new one refused.
+ *
+ * Fibers.  Each connection is a tdl_conn in the caller's per-connection state
+ * (nothing is allocated); its handler fiber tells the set when it waits for a
+ * request and when one began:
+ *
+ *   tdl_conn c;                                  // in the handler fiber
+ *   if (tdl_conn_admit(&set, &c, tdl_fiber_self()) < 0) { tdl_close(fd); return; }
+ *   for (;;) {
+ *     tdl_time_t dl = tdl_conn_idle(&c);         // waiting: evictable
+ *     n = tdl_recv(fd, buf, cap, 0, dl);         // -ETIMEDOUT: first byte or idle
+ *     if (n <= 0) break;                         // -ECANCELED: evicted
+ *     tdl_conn_busy(&c);                         // a request began
+ *     ... read the rest of it (its own deadline), answer ...
+ *   }
+ *   tdl_conn_release(&c);
+ *   tdl_close(fd);
+ *
+ * The set arms no timer: the deadline of the wait is the one tdl_conn_idle
+ * returns.  Evicting a connection cancels its fiber (tdl_fiber_cancel), which
+ * wakes it at once from the read it is parked in with -ECANCELED; it then
+ * closes its fd and releases itself.  A server that does not run a fiber
+ * per connection gives an `evict` callback instead.  Every transition is
+ * O(1): the idle connections are a list, oldest first.
+ *
+ * Idle is what the set was last told: a connection whose request has just
+ * arrived, while its fiber has not run yet to call tdl_conn_busy, is still
+ * idle and may be evicted; its client sees the connection closed before an
+ * answer, which HTTP clients take as the usual end of an idle keep-alive
+ * connection (they retry), as with nginx.
+ *
+ * Counting.  A connection counts against the cap from its admission until
+ * its release.  An evicted one stays counted until it is released (its fd
+ * is still open); the connection that evicted it is admitted at once, so the
+ * open fds may pass `max` by the evicted connections whose fibers have not
+ * run yet, and by connections accepted and not yet admitted: an accept loop
+ * keeps both to a few by yielding while the set is full (tdl_conns_full).
+ *
+ * Threads: a set and its connections belong to the loop given at init.
+ */
+typedef struct tdl_conns tdl_conns;
+
+/* One connection of a set.  Fields are private. */
+typedef struct tdl_conn {
+  tdl__list link;      /* in the set's idle list while idle */
+  tdl_conns *set;      /* NULL: not admitted (or released) */
+  tdl_fiber_t fiber;
+  tdl_time_t deadline; /* while idle: when its wait ends */
+  int state;
+} tdl_conn;
+
+/* Told to close c (an `evict` callback): on the loop's thread, from inside
+ * tdl_conn_admit or tdl_conns_evict_idle.  c is out of the idle list and
+ * tdl_conn_evicted(c) is true; it stays counted until tdl_conn_release(c). */
+typedef void (*tdl_conn_evict_fn)(tdl_conn *c, void *arg);
+
+typedef struct tdl_conns_options {
+  unsigned max;            /* most connections at once; see tdl_conns_init */
+  tdl_time_t first_byte;   /* from admission until the first request begins:
+                              0: 10 s; TDL_FOREVER: no limit */
+  tdl_time_t idle;         /* between requests on a kept-alive connection:
+                              0: 60 s; TDL_FOREVER: no limit */
+  tdl_conn_evict_fn evict; /* NULL: cancel the connection's fiber */
+  void *arg;               /* evict's second argument */
+} tdl_conns_options;
+
+/* A set of connections.  Embed it or allocate it; fields are private. */
+struct tdl_conns {
+  tdl_loop *loop;
+  tdl__list idle;          /* idle connections, oldest first */
+  unsigned max;
+  size_t open, idle_n, evicting;
+  tdl_time_t first_byte, idle_delay;
+  tdl_conn_evict_fn evict;
+  void *arg;
+  uint64_t admitted, evicted, refused;
+};
+
+/* The most connections the process's fd limit leaves room for: the soft
+ * RLIMIT_NOFILE less a spare of 1/8 of it (at least 64) for listeners,
+ * files, pipes, the loop's own fds, and the connections in flight that no
+ * set counts (accepted and not yet admitted, evicted and not yet closed: an
+ * accept loop outruns its handlers in a burst); 0 when the limit is below
+ * 128.  Read afresh on each call.  Cost: one getrlimit(). */
+TDL_API unsigned tdl_conns_fd_room(void);
+
+/*
+ * Set cs up, empty, on loop (whose thread alone may use it).
+ * o->max is the cap.  0 is refused (-EINVAL): a server that may hold no
+ * connection is a mistake, not a policy.  A cap above tdl_conns_fd_room()
+ * (e.g. UINT_MAX: "as many as the fds allow") is lowered to it, since the
+ * eviction that keeps a server reachable must happen before accept runs
+ * out of fds; tdl_conns_stats_get() tells the cap in force.  The limit is
+ * read here only: raise RLIMIT_NOFILE before, not after.
+ * Errors: -EINVAL (cs, loop or o NULL; max 0; a delay negative other than
+ * TDL_FOREVER); -EMFILE (the fd limit leaves no room: tdl_conns_fd_room()
+ * is 0).  Cost: one getrlimit().
+ */
+TDL_API int tdl_conns_init(tdl_conns *cs, tdl_loop *loop, const tdl_conns_options *o);
+
+/* Forget the set.  Errors: -EBUSY while connections are admitted (nothing
+ * changes): release them first. */
+TDL_API int tdl_conns_destroy(tdl_conns *cs);
+
+/*
+ * Admit c (the caller's memory, not admitted yet; its contents are ignored)
+ * into cs, as a connection waiting for its first request: idle, with the
+ * first-byte deadline from now.  `fiber` is the fiber that serves it (the
+ * one to cancel on eviction), or 0 when cs has an evict callback.
+ * At the cap, the connection idle longest is evicted to make room (see the
+ * set's comment) and c is admitted.
+ * Errors: -EAGAIN (at the cap and no connection idle: every one is busy with
+ * a request; c is not admitted: close its fd, or answer 503 and close);
+ * -EINVAL (cs or c NULL, fiber 0 without an evict callback).
+ * Cost: O(1) (and one tdl_fiber_cancel or evict call when evicting).
+ */
+TDL_API int tdl_conn_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber);
+
+/*
+ * c waits for a request (its first, or the next one on a kept-alive
+ * connection): it joins the idle connections, the newest, and may be
+ * evicted.  Returns the deadline for that wait: the first-byte deadline
+ * while no request has begun on c, else now + the idle delay (TDL_FOREVER
+ * when that delay is); when the wait times out, close the connection
+ * quietly.  Calling it again while c is idle changes nothing and returns
+ * the same deadline.  On an evicted connection it returns 0, a deadline
+ * long past: the wait times out at once.  NULL or released: 0.
+ * Cost: O(1), no system call (the loop's cached time).
+ */
+TDL_API tdl_time_t tdl_conn_idle(tdl_conn *c);
+
+/* A request has begun on c (its first bytes arrived): c leaves the idle
+ * connections and cannot be evicted until the next tdl_conn_idle.  Does
+ * nothing on an evicted, released or NULL c.  Cost: O(1). */
+TDL_API void tdl_conn_busy(tdl_conn *c);
+
+/* Whether c was evicted (it should close now).  False for NULL. */
+TDL_API bool tdl_conn_evicted(const tdl_conn *c);
+
+/* c leaves its set (call it once, when the connection closes, before c's
+ * memory goes).  A released (or never admitted, zeroed) c, or NULL: nothing
+ * happens.  Cost: O(1). */
+TDL_API void tdl_conn_release(tdl_conn *c);
+
+/* Whether cs is at its cap: the next admission evicts a connection (or is
+ * refused).  An accept loop that starts each connection's handler in a
+ * fiber of its own should then yield (tdl_fiber_yield) after starting one,
+ * so that the handler is admitted, and the connection it evicts closed,
+ * before the loop accepts more: that keeps the fds in use within the cap
+ * and a connection or two.  False for NULL. */
+TDL_API bool tdl_conns_full(const tdl_conns *cs);
+
+/* Evict up to n connections, those idle longest first (n = SIZE_MAX: every
+ * idle one; e.g. a graceful shutdown, or memory pressure).  Returns how
+ * many were evicted.  Cost: O(1) per connection evicted. */
+TDL_API size_t tdl_conns_evict_idle(tdl_conns *cs, size_t n);
+
+typedef struct tdl_conns_stats {
+  unsigned max;       /* the cap in force */
+  size_t open;        /* admitted and not released (evicted ones included) */
+  size_t idle;        /* of those, waiting for a request */
+  uint64_t admitted;  /* since init */
+  uint64_t evicted;   /* of those, evicted to make room (or by evict_idle) */
+  uint64_t refused;   /* admissions refused: at the cap with none idle */
+} tdl_conns_stats;
+/* Copy cs's counts into *out (cs and out not NULL).  Cost: a few loads. */
+TDL_API void tdl_conns_stats_get(const tdl_conns *cs, tdl_conns_stats *out);
 
 #ifdef __cplusplus
 }

@@ -140,7 +140,8 @@ TDL_API int tdl_mutex_unlock(tdl_mutex *m);
 /* Whether the running fiber holds m (false outside fibers).  Cost: O(1). */
 TDL_API bool tdl_mutex_owned(const tdl_mutex *m);
 
-/* Returns 0 (m is reset: it may be freed, or used again), or -EBUSY
+/* Reset m so that it may be freed or used again.
+ * Returns 0 (m is reset: it may be freed, or used again), or -EBUSY
  * (nothing done) while m is locked, fibers wait for it, or a fiber is inside
  * tdl_cond_wait with it.  Cost: O(1). */
 TDL_API int tdl_mutex_destroy(tdl_mutex *m);
@@ -212,7 +213,8 @@ TDL_API int tdl_cond_signal(tdl_cond *c);
  * INT_MAX).  Cost: O(waiters). */
 TDL_API int tdl_cond_broadcast(tdl_cond *c);
 
-/* Returns 0, or -EBUSY (nothing done) while a fiber is inside tdl_cond_wait
+/* Reset c so that it may be freed or used again.
+ * Returns 0, or -EBUSY (nothing done) while a fiber is inside tdl_cond_wait
  * on c, including fibers already signalled that are still waiting to take
  * their mutex back.  Cost: O(1). */
 TDL_API int tdl_cond_destroy(tdl_cond *c);
@@ -272,7 +274,8 @@ TDL_API int tdl_sem_release(tdl_sem *s);
 /* The number of permits available now.  Cost: O(1). */
 TDL_API uint32_t tdl_sem_value(const tdl_sem *s);
 
-/* Returns 0 (s keeps its maximum, with no permits), or -EBUSY (nothing done)
+/* Reset s so that it may be freed or used again (a shared one's state is
+ * freed).  Returns 0 (s keeps its maximum, with no permits), or -EBUSY (nothing done)
  * while a fiber is inside tdl_sem_acquire on s: waiting, or handed a permit
  * it has not yet returned with.  Cost: O(1). */
 TDL_API int tdl_sem_destroy(tdl_sem *s);
@@ -316,7 +319,9 @@ TDL_API int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline);
 /* The current count.  Cost: O(1). */
 TDL_API int64_t tdl_waitgroup_count(const tdl_waitgroup *wg);
 
-/* Returns 0, or -EBUSY (nothing done) while fibers wait on wg.  Cost: O(1). */
+/* Reset wg so that it may be freed or used again (a shared one's state is
+ * freed).  Returns 0, or -EBUSY (nothing done) while fibers wait on wg.
+ * Cost: O(1). */
 TDL_API int tdl_waitgroup_destroy(tdl_waitgroup *wg);
 
 /* ------------------------------------------------------------------------ */
@@ -369,7 +374,8 @@ TDL_API int tdl_once_call(tdl_once *o, int (*fn)(void *arg), void *arg, tdl_time
 /* Whether fn has run successfully on o.  Cost: O(1). */
 TDL_API bool tdl_once_done(const tdl_once *o);
 
-/* Returns 0 (o is reset to not done), or -EBUSY (nothing done) while fn runs
+/* Reset o so that it may be freed or used again.
+ * Returns 0 (o is reset to not done), or -EBUSY (nothing done) while fn runs
  * or fibers wait on o.  Cost: O(1). */
 TDL_API int tdl_once_destroy(tdl_once *o);
 

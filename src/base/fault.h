@@ -53,6 +53,8 @@ const char *tdl__fault_site(void);
 #define TDL__FAULT_SYS(err, call) (TDL__FAULT_HERE(err) ? -1 : (call))
 /* A call that returns an error number: pthread_create. */
 #define TDL__FAULT_ERR(err, call) (TDL__FAULT_HERE(err) ? (err) : (call))
+/* A call that returns a negated error number: liburing's. */
+#define TDL__FAULT_NEG(err, call) (TDL__FAULT_HERE(err) ? -(err) : (call))
 
 #else
 
@@ -60,6 +62,7 @@ const char *tdl__fault_site(void);
 #define TDL__FAULT_MAP(call) (call)
 #define TDL__FAULT_SYS(err, call) (call)
 #define TDL__FAULT_ERR(err, call) (call)
+#define TDL__FAULT_NEG(err, call) (call)
 
 #endif /* TDL_FAULTS */
 

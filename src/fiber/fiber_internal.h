@@ -108,6 +108,9 @@ typedef struct tdl__sched_hook tdl__sched_hook;
 struct tdl__sched_hook {
   tdl__list link;
   void (*destroy)(tdl__sched *s, tdl__sched_hook *h);
+  /* Optional (NULL: none): give back what a peak grew, once a second while
+   * the scheduler trims its stack cache (fiber I/O's per-fd table). */
+  void (*trim)(tdl__sched *s, tdl__sched_hook *h);
 };
 
 struct tdl__sched {
@@ -124,6 +127,8 @@ struct tdl__sched {
   tdl__slot *slots;
   uint32_t nslots, slots_cap, free_slot;
   tdl__stack_pool pool;
+  tdl_timer trim;        /* trims the pool while it caches stacks (internal:
+                            it does not keep the loop alive) */
   tdl__list on_thread;   /* in tdl__thread_scheds */
   tdl__list hooks;       /* tdl__sched_hook, run at destruction */
   void *io;              /* fiber_io.c's state, opaque here */
@@ -222,6 +227,43 @@ void tdl__fd_wait_end(tdl__fdwait *rec);
  * -ETIMEDOUT or -ECANCELED the socket is left mid-handshake. */
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
 int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
+
+/* ---- fiber I/O as ring operations (fiber_ring.c; loops whose back end is uring) ---- */
+
+/* What one operation is: an IORING_OP_* code and its arguments. */
+typedef struct tdl__uop {
+  uint8_t code;  /* IORING_OP_READ, _WRITE, _READV, _WRITEV, _RECV, _SEND, _ACCEPT, _CONNECT, _POLL_ADD */
+  int fd;
+  void *addr;    /* the buffer, the iovec array, or the sockaddr */
+  size_t len;    /* its length, the iovec count, or the sockaddr's length (connect) */
+  socklen_t *addrlen; /* accept */
+  int flags;     /* recv/send flags; POLL_ADD: the TDL_READ/TDL_WRITE bits to wait for */
+  bool at;       /* READ, WRITE, READV, WRITEV: at `off`, not the file position */
+  uint64_t off;
+} tdl__uop;
+
+/* Submit u on f's loop's ring and park until it completes; the fd's list
+ * `on_fd` holds the operation meanwhile, so that closing the fd can end it
+ * (tdl__ring_fd_closed).  A deadline or cancel asks the kernel to end it and
+ * still waits for its completion (the buffer may be on the fiber's stack):
+ * if it completed first, its result is returned, so no data is lost.
+ * Returns the kernel's result (>= 0), -ETIMEDOUT, -ECANCELED, -EBUSY
+ * (another fiber's operation moves data the same way), -EBADF (the fd
+ * was closed meanwhile), -EAGAIN (the file is non-blocking and this kernel
+ * honours that: wait for readiness and submit again), or another negative
+ * errno.  *closed says whether tdl_close took the fd meanwhile (then its
+ * fiber-I/O state, which holds on_fd, is gone).  Every successful call
+ * spends the fiber's I/O budget. */
+ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
+                     bool *closed);
+/* Whether an operation moving data in one of `events`' directions
+ * (TDL_READ, TDL_WRITE) is in flight on the fd whose list is on_fd: one
+ * reader and one writer fiber per fd at a time, whether they wait for
+ * readiness or for an operation. */
+bool tdl__ring_busy(const tdl__list *on_fd, unsigned events);
+/* The fd whose operations are on `on_fd` is being closed: end them, with
+ * -EBADF for their fibers, before the close. */
+void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

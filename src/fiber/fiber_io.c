@@ -23,9 +23,16 @@
 #include "base/sys.h"
 #include "fiber/fiber_internal.h"
 
+#ifdef TDL_HAVE_URING
+#include <liburing.h>
+#include <poll.h>
+#endif
+
 typedef struct tdl__ffd {
   tdl_io w;
   tdl__fdwait *reader, *writer;
+  tdl__list ring_ops; /* operations in flight on the loop's ring (fiber_ring.c) */
+  bool ring_empty;    /* uring: the last read was short, so the next goes to the ring at once */
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -76,6 +83,8 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, TDL_READ);
 }
 
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h);
+
 static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
@@ -98,6 +107,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
     if (!(io = TDL__FAULT_ALLOC(calloc(1, sizeof *io))))
       return -ENOMEM;
     io->hook.destroy = fio_destroy;
+    io->hook.trim = fio_trim;
     tdl__sched_hook_add(s, &io->hook);
     s->io = io;
   }
@@ -163,6 +173,10 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
     return e;
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return -EBUSY;
+#ifdef TDL_HAVE_URING
+  if (tdl__ring_busy(&d->ring_ops, events))
+    return -EBUSY;
+#endif
   rec->f = f;
   rec->fd = fd;
   rec->events = 0;
@@ -245,6 +259,10 @@ int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
   return (int)ev;
 }
 
+#ifdef TDL_HAVE_URING
+static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline);
+#endif
+
 int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -254,6 +272,10 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
     return -ECANCELED;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
+#ifdef TDL_HAVE_URING
+  if (tdl__loop_ring(f->sched->loop))
+    return ring_wait_fd(f, fd, events, deadline);
+#endif
   int e = tdl__fd_ready_now(f, fd, events);
   if (e != 0) {
     tdl__io_budget_spend(f);
@@ -265,9 +287,81 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
 /* A read of len > 0 that returned less: the stream is empty for now. */
 static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
 
+#ifdef TDL_HAVE_URING
+/* On a uring loop a call that would block becomes a ring operation: the
+ * kernel arms its own wait and completes the call when it can, so the fiber
+ * is woken with the result instead of being told to try again (no second
+ * system call, no epoll).  A call that need not wait is still made directly:
+ * one system call, no round trip through the loop.  `len` is a read's
+ * length, as for FIBER_IO.  Where the kernel answers EAGAIN anyway (a
+ * non-blocking file, on kernels that honour O_NONBLOCK there) the fiber
+ * waits for readiness and submits again. */
+static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, size_t len, const char *what,
+                       tdl_time_t deadline)
+{
+  if (((dir & TDL_READ) && d->reader) || ((dir & TDL_WRITE) && d->writer))
+    return -EBUSY;
+  for (;;) {
+    bool closed = false;
+    ssize_t r = tdl__ring_io(f, &d->ring_ops, u, what, deadline, &closed);
+    if (closed)
+      return r; /* tdl_close freed d meanwhile */
+    if (len)
+      d->ring_empty = r >= 0 && (size_t)r < len;
+    if (r != -EAGAIN)
+      return r;
+    tdl_io_blocked(f->sched->loop, &d->w, dir);
+    int e = wait_fd(f, u->fd, dir, what, deadline);
+    if (e < 0)
+      return e;
+  }
+}
+/* tdl_wait_fd on a uring loop: a one-shot poll on the ring, not the loop's
+ * epoll set.  An fd that fibers read with ring operations is then never
+ * registered with epoll, whose events for it nobody would want (each would
+ * wake the ring and cost an epoll_wait).  The poll answers at once when the
+ * fd is ready already. */
+static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
+  ssize_t r = ring_io(f, d, &u, events, 0, (events & TDL_READ) ? "wait read" : "wait write", deadline);
+  if (r < 0)
+    return (int)r;
+  unsigned ev = ((r & POLLIN) ? TDL_READ : 0) | ((r & POLLOUT) ? TDL_WRITE : 0);
+  if (r & POLLERR)
+    ev |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
+  if (r & (POLLHUP | POLLRDHUP))
+    ev |= TDL_HUP | TDL_READ; /* a read returns EOF */
+  return (int)ev;
+}
+
+/* In FIBER_IO: on a uring loop, where the call would block, the ring. */
+#define RING_IO(...)                                                  \
+  if (tdl__loop_ring(loop_)) {                                        \
+    tdl__uop u_ = {__VA_ARGS__};                                      \
+    return ring_io(f, d_, &u_, dir_, len_, name_, deadline);          \
+  }
+/* A read known to find the stream empty goes to the ring at once. */
+#define RING_EMPTY(...)                                               \
+  if (len_ && d_->ring_empty) {                                       \
+    __VA_ARGS__                                                       \
+  }
+#define RING_EMPTIED() d_->ring_empty = true
+#else
+#define RING_IO(...)
+#define RING_EMPTY(...)
+#define RING_EMPTIED() (void)0
+#endif
+
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
- * what a read asked for (0: not a read that empties a stream, see the top). */
-#define FIBER_IO(call, dir, name, len)                                \
+ * what a read asked for (0: not a read that empties a stream, see the top).
+ * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
+ * or nothing: then it waits for readiness, on uring too). */
+#define FIBER_IO(call, dir, name, len, ring)                          \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \
     return -EPERM;                                                    \
@@ -278,14 +372,22 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
   if (e_ < 0)                                                         \
     return e_;                                                        \
   tdl_loop *loop_ = f->sched->loop;                                   \
-  if ((len) && tdl__io_read_empty(loop_, &d_->w) &&                   \
-      (e_ = wait_fd(f, fd, TDL_READ, (name), deadline)) < 0)          \
+  const unsigned dir_ = (dir);                                        \
+  const char *const name_ = (name);                                   \
+  const size_t len_ = (len);                                          \
+  (void)dir_;                                                         \
+  (void)name_;                                                        \
+  RING_EMPTY(ring)                                                    \
+  if (len_ && tdl__io_read_empty(loop_, &d_->w) &&                    \
+      (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
     return e_;                                                        \
   for (;;) {                                                          \
     ssize_t r_ = (call);                                              \
     if (r_ >= 0) {                                                    \
-      if (emptied(r_, (len)))                                         \
+      if (emptied(r_, len_)) {                                        \
         tdl_io_blocked(loop_, &d_->w, TDL_READ);                      \
+        RING_EMPTIED();                                               \
+      }                                                               \
       tdl__io_budget_spend(f);                                        \
       return r_;                                                      \
     }                                                                 \
@@ -296,54 +398,65 @@ static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size
       tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
       return e_;                                                      \
     }                                                                 \
-    tdl_io_blocked(loop_, &d_->w, (dir));                             \
-    e_ = wait_fd(f, fd, (dir), (name), deadline);                     \
+    ring                                                              \
+    tdl_io_blocked(loop_, &d_->w, dir_);                              \
+    e_ = wait_fd(f, fd, dir_, name_, deadline);                       \
     if (e_ < 0)                                                       \
       return e_;                                                      \
   }
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len)
+  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len,
+           RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len))
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0)
+  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
+           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len))
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0)
+  if (iovcnt < 0)
+    return -EINVAL;
+  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0,
+           RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0)
+  if (iovcnt < 0)
+    return -EINVAL;
+  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
+           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len,
+           RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags))
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
 {
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
+           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL))
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
                      tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0)
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, )
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0)
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, )
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
@@ -358,9 +471,44 @@ static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t 
   return nfd;
 }
 
+#ifdef TDL_HAVE_URING
+static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr, socklen_t *addrlen,
+                       tdl_time_t deadline)
+{
+  tdl__uop u = {.code = IORING_OP_ACCEPT, .fd = fd, .addr = addr, .addrlen = addrlen};
+  int nfd = (int)ring_io(f, d, &u, TDL_READ, 0, "accept", deadline);
+  if (nfd >= 0) {
+    tdl__ffd *nd;
+    (void)ffd_make(f->sched, nfd, &nd, true); /* as accept_known */
+  }
+  return nfd;
+}
+#endif
+
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0)
+#ifdef TDL_HAVE_URING
+#define RING_ACCEPT                                                   \
+  if (tdl__loop_ring(loop_))                                          \
+    return ring_accept(f, d_, fd, addr, addrlen, deadline);
+#else
+#define RING_ACCEPT
+#endif
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT)
+#undef RING_ACCEPT
+}
+
+/* A non-blocking connect is under way: wait for its end, and its result. */
+static int connect_result(tdl__fiber *f, int fd, tdl_time_t deadline)
+{
+  int e = wait_after_eagain(f, fd, TDL_WRITE, "connect", deadline);
+  if (e < 0)
+    return e;
+  int soerr = 0;
+  socklen_t sl = sizeof soerr;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+    return -errno;
+  return soerr ? -soerr : 0;
 }
 
 int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
@@ -374,19 +522,22 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
+#ifdef TDL_HAVE_URING
+  if (tdl__loop_ring(f->sched->loop)) {
+    tdl__uop u = {.code = IORING_OP_CONNECT, .fd = fd, .addr = (void *)addr, .len = addrlen};
+    bool closed;
+    e = (int)tdl__ring_io(f, &d->ring_ops, &u, "connect", deadline, &closed);
+    /* A kernel that honours O_NONBLOCK here leaves the handshake going.
+     * (-EAGAIN is a Unix listener's full backlog, as on epoll.) */
+    return e == -EINPROGRESS && !closed ? connect_result(f, fd, deadline) : e;
+  }
+#endif
   while (tdl__sys_connect(fd, addr, addrlen) < 0) {
     if (errno == EINTR)
       continue;
     if (errno != EINPROGRESS)
       return -errno;
-    e = wait_after_eagain(f, fd, TDL_WRITE, "connect", deadline);
-    if (e < 0)
-      return e;
-    int soerr = 0;
-    socklen_t sl = sizeof soerr;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-      return -errno;
-    return soerr ? -soerr : 0;
+    return connect_result(f, fd, deadline);
   }
   return 0;
 }
@@ -397,6 +548,10 @@ static void forget_fd(tdl__sched *s, int fd)
   tdl__ffd *d = ffd_find(s, fd);
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
+#ifdef TDL_HAVE_URING
+    if (tdl__loop_ring(s->loop))
+      tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
+#endif
     if (d->reader)
       fdwait_end(d->reader, -EBADF);
     if (d->writer && d->writer != d->reader)
@@ -439,4 +594,27 @@ int tdl_sleep_for(tdl_time_t delay)
   if (!f)
     return -EPERM;
   return tdl_sleep(tdl_after(delay));
+}
+
+/* ---- giving a peak's table back ---- */
+
+/* The scheduler's trim (its hook): shrink the per-fd table when the fds in
+ * use need a quarter of it or less.  Cost: a scan down from the top to the
+ * highest fd known, a realloc when it shrinks. */
+static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
+{
+  fio *io = TDL__CONTAINER_OF(h, fio, hook);
+  (void)s;
+  uint32_t hi = io->nffds;
+  while (hi > 0 && !io->ffds[hi - 1])
+    hi--;
+  uint32_t n = 64;
+  while (n < hi)
+    n *= 2;
+  if (n > io->nffds / 4)
+    return;
+  tdl__ffd **a = TDL__FAULT_ALLOC(realloc(io->ffds, (size_t)n * sizeof *a));
+  if (a)
+    io->ffds = a;
+  io->nffds = n; /* (a failed shrink keeps the larger block) */
 }

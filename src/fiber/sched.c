@@ -89,6 +89,40 @@ static inline tdl__fiber *runq_pop(tdl__sched *s)
 
 /* ---- releasing ---- */
 
+/* The pool's trim, once a period while it caches stacks (stack.h,
+ * "Trimming"): memory goes back after a peak without a system call on the
+ * spawn and exit paths.  The fd tables that a peak of connections grew
+ * shrink back here too, once those fds are closed. */
+static void trim_cb(tdl_loop *loop, tdl_timer *t)
+{
+  tdl__sched *s = t->data;
+  TDL__LIST_FOREACH(n, &s->hooks) {
+    tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
+    if (h->trim)
+      h->trim(s, h);
+  }
+  tdl__fd_tables_trim(loop);
+  tdl__timers_trim(&loop->timers);
+  if (tdl__stack_pool_trim(&s->pool) == 0) {
+    tdl_timer_stop(loop, t);
+    loop->timers_internal--;
+  }
+}
+
+static __attribute__((noinline, cold)) void trim_arm(tdl__sched *s)
+{
+  if (s->pool.cached && tdl_timer_start(s->loop, &s->trim, TDL__STACK_TRIM_PERIOD, TDL__STACK_TRIM_PERIOD) == 0)
+    s->loop->timers_internal++;
+}
+
+static void trim_stop(tdl__sched *s)
+{
+  if (tdl_timer_active(&s->trim)) {
+    tdl_timer_stop(s->loop, &s->trim);
+    s->loop->timers_internal--;
+  }
+}
+
 static void release(tdl__sched *s, tdl__fiber *f)
 {
   tdl__list_remove(&f->all);
@@ -103,6 +137,9 @@ static void release(tdl__sched *s, tdl__fiber *f)
   tdl__ctx_destroy(&f->ctx);
   tdl__stack st = f->stack; /* f lives on that stack */
   tdl__stack_put(&s->pool, &st);
+  /* Armed once per quiet spell: afterwards a test of one word. */
+  if (TDL__UNLIKELY(!tdl_timer_active(&s->trim)))
+    trim_arm(s);
 }
 
 static inline void reap_dead(tdl__sched *s)
@@ -245,6 +282,7 @@ static int sched_destroy(tdl_loop *loop)
     tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
     h->destroy(s, h);
   }
+  trim_stop(s);
   tdl__stack_pool_destroy(&s->pool);
   if (s->overflow_ready)
     tdl__overflow_thread_cleanup();
@@ -274,6 +312,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   s->loop = loop;
   s->free_slot = UINT32_MAX;
   tdl__stack_pool_init(&s->pool, STACKS_CACHED);
+  tdl_timer_init(&s->trim, trim_cb, s);
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
   tdl__list_push(&tdl__thread_scheds, &s->on_thread);

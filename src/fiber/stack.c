@@ -31,8 +31,10 @@
 #define VALGRIND_MAX_MAPPINGS 30000
 
 /* Free-list entry of a cached stack, written at the top of the stack itself:
- * the cache's only memory is memory it already holds. */
+ * the cache's only memory is memory it already holds.  `link` is in a
+ * bucket's list; `next` chains the stranded ones. */
 typedef struct tdl__stack_node {
+  tdl__list link;
   struct tdl__stack_node *next;
   tdl__stack s;
 } tdl__stack_node;
@@ -163,13 +165,9 @@ size_t tdl__stack_used(const tdl__stack *s) {
   return low ? (size_t)(hi - low) : 0;
 }
 
-/* Give back what the last owner touched below the top page, keeping the top
- * page (which holds the cache node and, after reuse, the new owner's first
- * frames and control block) so a reused stack costs no page fault.  Measured
- * here: madvise over an untouched 60 KiB range ~0.9 us, mincore over it
- * ~1.7 us, so asking first whether anything is resident would cost more than
- * it saves. */
-static void stack_trim(const tdl__stack *s, size_t page) {
+/* Give back what the last owner touched below the top page (which holds
+ * the node), for a stack the kernel would not unmap (see put). */
+static void stack_release_pages(const tdl__stack *s, size_t page) {
   madvise(s->lo, s->size - page, MADV_DONTNEED);
 }
 
@@ -179,19 +177,24 @@ static tdl__stack_bucket *find_bucket(tdl__stack_pool *p, size_t size, int creat
     tdl__stack_bucket *b = &p->bucket[i];
     if (b->size == size)
       return b;
-    if (!empty && (b->size == 0 || (!b->guarded && !b->unguarded)))
+    if (!empty && (b->size == 0 || b->n == 0))
       empty = b;
   }
   if (create && empty) {
     empty->size = size;
+    empty->low = 0;
     return empty;
   }
   return NULL;
 }
 
-static void push(tdl__stack_node **list, const tdl__stack *s) {
+static tdl__stack_node *node_of(const tdl__stack *s) {
   uintptr_t top = (uintptr_t)s->lo + s->size;
-  tdl__stack_node *n = (tdl__stack_node *)((top - sizeof *n) & ~(uintptr_t)15);
+  return (tdl__stack_node *)((top - sizeof(tdl__stack_node)) & ~(uintptr_t)15);
+}
+
+static void push_stranded(tdl__stack_node **list, const tdl__stack *s) {
+  tdl__stack_node *n = node_of(s);
   n->s = *s;
   n->next = *list;
   *list = n;
@@ -203,11 +206,18 @@ int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out) {
   size = (size + p->page - 1) & ~(p->page - 1);
 
   tdl__stack_bucket *b = find_bucket(p, size, 0);
-  if (b && (b->guarded || b->unguarded)) {
-    tdl__stack_node **list = b->guarded ? &b->guarded : &b->unguarded;
-    tdl__stack_node *n = *list;
-    *list = n->next;
-    *out = n->s;
+  if (b && b->n) {
+    /* Off the front (the hottest), guarded first; the node's own links are
+     * left as they are: the stack's new owner overwrites them. */
+    tdl__list *head = b->guarded.next ? &b->guarded : &b->unguarded;
+    tdl__list *l = head->next, *q = l->next;
+    head->next = q;
+    q->prev = head;
+    if (q == head)
+      head->next = head->prev = NULL;
+    *out = TDL__CONTAINER_OF(l, tdl__stack_node, link)->s;
+    if (--b->n < b->low)
+      b->low = b->n;
     p->cached--;
     p->cached_bytes -= size;
     p->in_use++;
@@ -239,43 +249,75 @@ void tdl__stack_put(tdl__stack_pool *p, const tdl__stack *s) {
   if (!b && stack_unmap(&st) == 0)
     return;
 
-  stack_trim(&st, p->page);
   if (!b) {
-    /* The kernel would not unmap it (see stack_unmap).  Keep it, trimmed,
-     * and retry when the pool is destroyed rather than lose track of it. */
-    push(&p->stranded, &st);
+    /* The kernel would not unmap it (see stack_unmap).  Keep it, without
+     * its pages, and retry when the pool is destroyed rather than lose
+     * track of it. */
+    stack_release_pages(&st, p->page);
+    push_stranded(&p->stranded, &st);
     return;
   }
-  push(st.guard ? &b->guarded : &b->unguarded, &st);
+  tdl__stack_node *n = node_of(&st);
+  n->s = st;
+  tdl__list_push_front(st.guard ? &b->guarded : &b->unguarded, &n->link);
+  b->n++;
   p->cached++;
   p->cached_bytes += st.size;
 }
 
-/* Unmap every stack on *list; the kernel's refusals (see stack_unmap) move to
- * *keep, the only record left of them. */
-static void unmap_list(tdl__stack_node **list, tdl__stack_node **keep) {
-  tdl__stack_node *n = *list;
-  *list = NULL;
+/* Take the coldest stack of b (unguarded first: gets take guarded ones
+ * first, so those are the ones left longest) and unmap it. */
+static void trim_one(tdl__stack_pool *p, tdl__stack_bucket *b) {
+  tdl__list *head = !tdl__list_empty(&b->unguarded) ? &b->unguarded : &b->guarded;
+  tdl__list *l = head->prev; /* the back: the least recently put back */
+  tdl__list_remove(l);
+  tdl__stack st = TDL__CONTAINER_OF(l, tdl__stack_node, link)->s;
+  b->n--;
+  p->cached--;
+  p->cached_bytes -= st.size;
+  if (stack_unmap(&st) != 0) {
+    stack_release_pages(&st, p->page);
+    push_stranded(&p->stranded, &st);
+  }
+}
+
+size_t tdl__stack_pool_trim(tdl__stack_pool *p) {
+  for (int i = 0; i < TDL__STACK_BUCKETS; i++) {
+    tdl__stack_bucket *b = &p->bucket[i];
+    size_t unused = b->low < b->n ? b->low : b->n;
+    for (size_t k = (unused + 1) / 2; k > 0; k--) {
+      trim_one(p, b);
+      p->trimmed++;
+    }
+    b->low = b->n;
+  }
+  return p->cached;
+}
+
+/* Unmap every stack on the stranded list; the kernel's refusals stay on it,
+ * the only record left of them. */
+static void unmap_stranded(tdl__stack_node **list) {
+  tdl__stack_node *n = *list, *keep = NULL;
   while (n) {
     tdl__stack_node *next = n->next;
     tdl__stack st = n->s;
     if (stack_unmap(&st) != 0) {
-      n->next = *keep;
-      *keep = n;
+      n->next = keep;
+      keep = n;
     }
     n = next;
   }
+  *list = keep;
 }
 
 void tdl__stack_pool_destroy(tdl__stack_pool *p) {
-  tdl__stack_node *keep = NULL;
   for (int i = 0; i < TDL__STACK_BUCKETS; i++) {
-    unmap_list(&p->bucket[i].guarded, &keep);
-    unmap_list(&p->bucket[i].unguarded, &keep);
-    p->bucket[i].size = 0;
+    tdl__stack_bucket *b = &p->bucket[i];
+    while (b->n)
+      trim_one(p, b);
+    *b = (tdl__stack_bucket){0};
   }
-  unmap_list(&p->stranded, &keep);
-  p->stranded = keep;
+  unmap_stranded(&p->stranded);
   p->cached = 0;
   p->cached_bytes = 0;
 }
@@ -285,6 +327,7 @@ void tdl__stack_pool_stats(const tdl__stack_pool *p, tdl__stack_stats *out) {
   out->in_use_unguarded = p->in_use_unguarded;
   out->cached = p->cached;
   out->cached_bytes = p->cached_bytes;
+  out->trimmed = p->trimmed;
   out->guarded_mapped = atomic_load_explicit(&guarded_mapped, memory_order_relaxed);
   out->guard_budget = get_guard_budget();
 }

@@ -31,11 +31,24 @@
  *   hit costs a few ns; a fresh mapping ~2 us, ~11 us with guard, first touch
  *   and unmap).  The cache lists live inside the cached stacks' own top
  *   pages: no allocation per stack, and nothing proportional to the number of
- *   stacks outside the stacks themselves.  On put, everything below the top
- *   page that the fiber touched is returned to the kernel (MADV_DONTNEED,
- *   ~1 us; cheaper here than asking mincore() first), so a reused stack
- *   starts with one resident page and tdl__stack_used() measures only its
- *   new owner.  Guarded stacks are handed out first.
+ *   stacks outside the stacks themselves.  Guarded stacks are handed out
+ *   first; within a size, the most recently put back (hottest) first.
+ *
+ * Trimming (the L4Linux lesson: reuse what is hot, return what is not).  A
+ *   put makes no system call while the cache has room: the stack keeps the
+ *   pages its fiber touched, and its next owner finds them resident (no page
+ *   faults, often still in the CPU's caches).  What is cached but not needed
+ *   is returned later, off the spawn and exit paths: tdl__stack_pool_trim(),
+ *   called about once a period (TDL__STACK_TRIM_PERIOD, the scheduler's
+ *   timer), unmaps half of the stacks that stayed in the cache through the
+ *   whole period just ended (the coldest ones: the least recently put back),
+ *   rounded up.  So the cache follows recent demand: a server whose load
+ *   swings within a period keeps what the swings take; after a peak, the
+ *   excess halves every period and is gone after about log2(max_cached)
+ *   periods (11 for 1024), and an idle loop holds no stacks at all.  The
+ *   only work a get adds is the low-water mark (one compare).
+ *   tdl__stack_used() therefore measures every owner since the stack was
+ *   mapped, not only the current one.
  *
  * Valgrind.  Every mapped stack is registered with VALGRIND_STACK_REGISTER
  *   (and deregistered when unmapped) so memcheck understands switches.
@@ -47,6 +60,9 @@
 #define TDL_STACK_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "base/list.h"
 
 #define TDL__STACK_DEFAULT ((size_t)64 * 1024)
 #define TDL__STACK_MIN ((size_t)16 * 1024)
@@ -55,6 +71,9 @@
 
 /* Size classes the cache can hold at once (sizes are exact, page-rounded). */
 #define TDL__STACK_BUCKETS 4
+
+/* How often the owner of a pool should call tdl__stack_pool_trim(). */
+#define TDL__STACK_TRIM_PERIOD ((int64_t)1000000000)
 
 /* One stack.  The struct is a plain value: it may be copied, and may live in
  * the stack it describes (put copies it before reusing the memory). */
@@ -67,10 +86,14 @@ typedef struct tdl__stack {
 
 struct tdl__stack_node; /* a cached stack's free-list entry, in its top page */
 
+/* Cached stacks of one size, most recently put back first (tdl__list: the
+ * coldest are at the back, where a trim takes them from). */
 typedef struct tdl__stack_bucket {
-  size_t size;                      /* 0 = unused bucket */
-  struct tdl__stack_node *guarded;  /* cached stacks of this size */
-  struct tdl__stack_node *unguarded;
+  size_t size;        /* 0 = unused bucket */
+  tdl__list guarded;  /* cached stacks of this size, with a guard */
+  tdl__list unguarded;
+  size_t n;           /* stacks in both lists */
+  size_t low;         /* fewest in both lists since the last trim */
 } tdl__stack_bucket;
 
 /* A per-loop stack cache.  Embed it; fields are private to stack.c. */
@@ -79,6 +102,7 @@ typedef struct tdl__stack_pool {
   size_t max_cached;
   size_t cached, cached_bytes;
   size_t in_use, in_use_unguarded;
+  size_t trimmed;
   tdl__stack_bucket bucket[TDL__STACK_BUCKETS];
   struct tdl__stack_node *stranded; /* could not be unmapped; see put */
 } tdl__stack_pool;
@@ -87,6 +111,7 @@ typedef struct tdl__stack_stats {
   size_t in_use;           /* stacks got from this pool and not yet put back */
   size_t in_use_unguarded; /* of those, stacks without a guard */
   size_t cached;           /* stacks held in this pool's cache */
+  size_t trimmed;          /* stacks the trims have unmapped, ever */
   size_t cached_bytes;     /* their usable bytes (address space, mostly not resident) */
   size_t guarded_mapped;   /* process-wide: guarded stacks mapped now */
   size_t guard_budget;     /* process-wide: most guarded stacks mapped at once */
@@ -113,12 +138,18 @@ int tdl__stack_get(tdl__stack_pool *p, size_t size, tdl__stack *out);
  * frames no-access.  Free outside valgrind. */
 void tdl__stack_claim(const tdl__stack *s, void *from);
 
-/* Give a stack back: into the cache (after releasing pages below its top
- * page), or unmapped when the cache is full or has no bucket for its size.
- * *s may live inside the stack.  Must not be the running stack.
- * Cost: one madvise: ~1 us when the fiber stayed in its top page, a few us
- * when it touched more; or one munmap. */
+/* Give a stack back: into the cache, as it is (see "Trimming"), or
+ * unmapped when the cache is full or has no bucket for its size.  *s may
+ * live inside the stack.  Must not be the running stack.
+ * Cost: a few stores into the cache; else one munmap. */
 void tdl__stack_put(tdl__stack_pool *p, const tdl__stack *s);
+
+/* One trim (see "Trimming"): unmap half (rounded up) of the stacks that no
+ * get has taken since the previous trim, coldest first, and start the next
+ * period.  Returns the number of stacks still cached: 0 means there is
+ * nothing to trim until the next put.  Cost: one munmap per stack returned
+ * (a few us each); nothing else (the coldest come off the back of a list). */
+size_t tdl__stack_pool_trim(tdl__stack_pool *p);
 
 /* High-water mark: bytes from the lowest resident page of the stack to its
  * top, page granular (0 if nothing was touched).  Pages the kernel swapped

@@ -30,6 +30,10 @@
 #include "base/sys.h"
 #include "pool/pool_internal.h"
 
+#ifdef TDL_HAVE_URING
+#include <liburing.h>
+#endif
+
 /* preadv2/pwritev2 through syscall(): musl (1.2.3, Debian 12) has neither
  * wrapper nor RWF_NOWAIT.  On 64-bit targets the kernel takes the offset
  * whole in pos_l (pos_h is shifted out); -1 is "the file position". */
@@ -142,6 +146,27 @@ static long try_nowait(call *c, bool *to_pool)
   return e;
 }
 
+#ifdef TDL_HAVE_URING
+/* On a uring loop: the kernel reads or writes (from its own workers where
+ * the file would block), and only the fiber waits: no pool thread, no
+ * hand-off.  A deadline or cancel asks it to stop; a transfer already under
+ * way finishes and is returned (fs.h). */
+static ssize_t on_ring(call *c, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  tdl__list ops = {0}; /* this call's only: files have no fiber-I/O state */
+  tdl__uop u = {.code = c->op == OP_READV ? IORING_OP_READV : IORING_OP_WRITEV,
+                .fd = c->fd,
+                .addr = (void *)(uintptr_t)c->iov,
+                .len = (size_t)c->iovcnt,
+                .at = c->off >= 0,
+                .off = (uint64_t)c->off};
+  bool closed;
+  stats.ring++;
+  return tdl__ring_io(f, &ops, &u, c->op == OP_READV ? "file read" : "file write", deadline, &closed);
+}
+#endif
+
 static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline)
 {
   int e = may_call(deadline);
@@ -149,6 +174,13 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     return e;
   call c = {.op = op, .fd = fd, .iov = iov, .iovcnt = iovcnt, .off = off};
   int how = __atomic_load_n(&engine, __ATOMIC_RELAXED);
+#ifdef TDL_HAVE_URING
+  bool ring = tdl__loop_ring(tdl__self()->sched->loop) != NULL;
+#else
+  bool ring = false;
+#endif
+  if (how == TDL_FS_URING && !ring)
+    return -ENOTSUP;
   if (how == TDL_FS_DIRECT) {
     long r = direct(&c);
     tdl__io_budget_spend(tdl__self());
@@ -156,6 +188,8 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
   }
   bool nowait = how == TDL_FS_AUTO && !__atomic_load_n(&nowait_off, __ATOMIC_RELAXED) &&
                 (op == OP_READV || !__atomic_load_n(&buffered_nowait_off, __ATOMIC_RELAXED));
+  if (how == TDL_FS_URING)
+    nowait = false;
   if (nowait) {
     bool to_pool;
     long r = try_nowait(&c, &to_pool);
@@ -166,6 +200,10 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     }
     stats.nowait_miss++;
   }
+#ifdef TDL_HAVE_URING
+  if (ring && how != TDL_FS_POOL)
+    return on_ring(&c, deadline);
+#endif
   return on_pool(&c, deadline);
 }
 
@@ -273,7 +311,7 @@ int tdl_fs_close(int fd)
 
 int tdl_fs_set_engine(tdl_fs_engine e)
 {
-  if (e != TDL_FS_AUTO && e != TDL_FS_POOL && e != TDL_FS_DIRECT)
+  if (e != TDL_FS_AUTO && e != TDL_FS_POOL && e != TDL_FS_DIRECT && e != TDL_FS_URING)
     return -EINVAL;
   __atomic_store_n(&engine, (int)e, __ATOMIC_RELAXED);
   return 0;

@@ -116,6 +116,39 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
   return 0;
 }
 
+/* Whether fd's record holds anything: a watcher, a registration, a place in
+ * the queue or in the poll back end's array.  A record without any is the
+ * zeroed record of a fresh table, but for generations that no event can
+ * carry any more (the registration is gone from the kernel). */
+static bool fd_in_use(const tdl_loop *loop, uint32_t fd)
+{
+  const tdl__fd *r = &loop->fds[fd];
+  return r->w || (r->flags & (TDL__FD_REGISTERED | TDL__FD_QUEUED)) || loop->fdc[fd].bidx >= 0;
+}
+
+void tdl__fd_tables_trim(tdl_loop *loop)
+{
+  uint32_t hi = loop->nfds;
+  while (hi > 0 && !fd_in_use(loop, hi - 1))
+    hi--;
+  uint32_t n = 64;
+  while (n < hi)
+    n *= 2;
+  if (n > loop->nfds / 4)
+    return; /* in use up high, or not worth a copy */
+  /* Shrinking cannot fail to keep the old block; what realloc gives back is
+   * the point (large tables are mappings of their own: mremap). */
+  int *q = TDL__FAULT_ALLOC(realloc(loop->queue, (size_t)n * sizeof *q));
+  int *b = TDL__FAULT_ALLOC(realloc(loop->batch, (size_t)n * sizeof *b));
+  tdl__fd_cold *fdc = TDL__FAULT_ALLOC(realloc(loop->fdc, (size_t)n * sizeof *fdc));
+  tdl__fd *fds = TDL__FAULT_ALLOC(realloc(loop->fds, (size_t)n * sizeof *fds));
+  loop->queue = q ? q : loop->queue;
+  loop->batch = b ? b : loop->batch;
+  loop->fdc = fdc ? fdc : loop->fdc;
+  loop->fds = fds ? fds : loop->fds;
+  loop->nfds = n;
+}
+
 void tdl__fd_refresh(tdl_loop *loop, int fd)
 {
   if ((uint32_t)fd < loop->nfds && (loop->fds[fd].flags & TDL__FD_REGISTERED))

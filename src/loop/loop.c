@@ -19,37 +19,62 @@
 
 #include "loop/loop_internal.h"
 
-static const tdl__backend *pick_backend(tdl_backend which, int *err)
+/* What was asked for: the option, or $TDL_BACKEND for the default. */
+static int asked_backend(tdl_backend which, tdl_backend *out)
 {
-  *err = 0;
-  if (which == TDL_BACKEND_DEFAULT) {
-    const char *env = getenv("TDL_BACKEND");
-    if (!env || !*env || strcmp(env, "epoll") == 0)
-      return &tdl__backend_epoll;
-    if (strcmp(env, "poll") == 0)
-      return &tdl__backend_poll;
-    *err = -EINVAL;
-    return NULL;
+  if (which != TDL_BACKEND_DEFAULT) {
+    if (which < TDL_BACKEND_EPOLL || which > TDL_BACKEND_AUTO)
+      return -EINVAL;
+    *out = which;
+    return 0;
   }
-  if (which == TDL_BACKEND_EPOLL)
-    return &tdl__backend_epoll;
-  if (which == TDL_BACKEND_POLL)
-    return &tdl__backend_poll;
-  *err = -EINVAL;
-  return NULL;
+  static const struct {
+    const char *name;
+    tdl_backend be;
+  } names[] = {{"epoll", TDL_BACKEND_EPOLL}, {"poll", TDL_BACKEND_POLL}, {"uring", TDL_BACKEND_URING},
+               {"auto", TDL_BACKEND_AUTO}};
+  const char *env = getenv("TDL_BACKEND");
+  *out = TDL_BACKEND_EPOLL;
+  if (!env || !*env)
+    return 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcmp(env, names[i].name) == 0) {
+      *out = names[i].be;
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+/* Open the back end that was asked for on loop; AUTO tries uring first and
+ * takes epoll, quietly, where the kernel refuses it. */
+static int open_backend(tdl_loop *loop, tdl_backend which)
+{
+  if (which == TDL_BACKEND_URING || which == TDL_BACKEND_AUTO) {
+#ifdef TDL_HAVE_URING
+    loop->be = &tdl__backend_uring;
+    int e = loop->be->open(loop);
+    if (e == 0 || which == TDL_BACKEND_URING)
+      return e;
+#else
+    if (which == TDL_BACKEND_URING)
+      return -ENOSYS;
+#endif
+  }
+  loop->be = which == TDL_BACKEND_POLL ? &tdl__backend_poll : &tdl__backend_epoll;
+  return loop->be->open(loop);
 }
 
 int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
 {
-  int err;
   *out = NULL;
-  const tdl__backend *be = pick_backend(opts ? opts->backend : TDL_BACKEND_DEFAULT, &err);
-  if (!be)
+  tdl_backend which;
+  int err = asked_backend(opts ? opts->backend : TDL_BACKEND_DEFAULT, &which);
+  if (err < 0)
     return err;
   tdl_loop *loop = TDL__FAULT_ALLOC(calloc(1, sizeof *loop));
   if (!loop)
     return -ENOMEM;
-  loop->be = be;
   loop->spin = opts && opts->spin > 0 ? opts->spin : 0;
   loop->owner = pthread_self();
   loop->wake_fd = -1;
@@ -57,7 +82,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
   sigemptyset(&loop->sig_mask);
   sigemptyset(&loop->sig_restore);
   tdl__timers_init(&loop->timers);
-  err = be->open(loop);
+  err = open_backend(loop, which);
   if (err < 0) {
     free(loop);
     return err;
@@ -69,7 +94,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
 
 bool tdl_loop_alive(const tdl_loop *loop)
 {
-  return loop->active > 0 || loop->timers.live > 0 || !tdl__list_empty(&loop->defers) ||
+  return loop->active > 0 || loop->timers.live > loop->timers_internal || !tdl__list_empty(&loop->defers) ||
          (loop->sched_alive && loop->sched_alive((tdl_loop *)loop));
 }
 
@@ -146,10 +171,13 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     tdl_time_t timeout = 0;
     if (mode != TDL_LOOP_NOWAIT && alive && !loop->stop_flag)
       timeout = tdl_loop_timeout(loop);
-    if (timeout == TDL_FOREVER && loop->active == 0 && loop->timers.live == 0 && !tdl__remote_expected(loop)) {
+    if (timeout != 0 && alive && loop->active == 0 && loop->timers.live == loop->timers_internal &&
+        loop->ops_inflight == 0 &&
+        !tdl__remote_expected(loop)) {
       /* Only parked fibers keep the loop alive, and nothing is left that
        * could wake one (no fd, timer, wakeup, signal, nor a port that other
-       * threads hold): sleeping would never end. */
+       * threads hold): sleeping would never end (or only until an internal
+       * timer, which wakes no fiber). */
       err = -EDEADLK;
       break;
     }
@@ -161,8 +189,9 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     /* With no fd to poll and no time to sleep, asking the kernel is a wasted
      * system call (fibers handing off to each other hit this constantly).
      * The eventfd of wakeups and ports needs no polling: their senders raise
-     * a flag the loop reads. */
-    if (timeout != 0 || loop->io_started > (loop->wake_fd >= 0))
+     * a flag the loop reads.  Operations queued for the ring, or in flight on
+     * it, do need the kernel. */
+    if (timeout != 0 || loop->io_started > (loop->wake_fd >= 0) || loop->ops_inflight)
       err = loop->be->wait(loop, timeout);
     if (timeout != 0)
       tdl__remote_busy(loop, true);

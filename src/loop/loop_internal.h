@@ -117,6 +117,61 @@ typedef struct tdl__backend {
 
 extern const tdl__backend tdl__backend_epoll;
 extern const tdl__backend tdl__backend_poll;
+#ifdef TDL_HAVE_URING
+extern const tdl__backend tdl__backend_uring;
+#endif
+
+/* epoll.c's parts that the uring back end reuses: it keeps an epoll set for
+ * watchers, hangs it first in its own state (so interest and forget work on
+ * it unchanged) and polls that set's fd through its ring. */
+struct epoll_event;
+typedef struct tdl__epoll {
+  int epfd;
+  int cap;
+  struct epoll_event *events;
+} tdl__epoll;
+int tdl__epoll_init(tdl__epoll *s);
+void tdl__epoll_destroy(tdl__epoll *s);
+int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
+void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec);
+/* The epoll back end's wait, on loop->be_state. */
+int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns);
+/* Report what is ready now without sleeping (`slept`: whether the wait this
+ * belongs to could sleep, see ep_wait).  Returns the number of events, or a
+ * negative errno. */
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept);
+
+/* ---- completions: operations the kernel runs (the uring back end) ------------ */
+
+/*
+ * An operation submitted to the loop's ring, owned by whoever submitted it
+ * (fiber I/O keeps it on the fiber's stack).  done() runs on the loop's
+ * thread, from inside the back end's wait, exactly once per operation, with
+ * the kernel's result (a count or a negative errno); after it returns the
+ * loop never touches op again.  Like a report of readiness, done() must only
+ * record and queue (wake a fiber), never run user code.
+ */
+typedef struct tdl__op tdl__op;
+struct tdl__op {
+  void (*done)(tdl__op *op, int res);
+};
+
+struct io_uring;
+struct io_uring_sqe;
+/* The loop's ring, or NULL when its back end is not uring. */
+static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop);
+/* A submission entry for op, to be filled in by the caller (io_uring_prep_*
+ * then nothing else: user_data is op, set here).  It goes to the kernel with
+ * the loop's next wait, in one system call with everything else queued.  A
+ * full submission queue is submitted at once to make room.  NULL (with
+ * *err = -EBUSY/-ENOMEM/...) when even that fails; then op is not in flight. */
+struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err);
+/* Ask the kernel to end op early (it completes with -ECANCELED, or with its
+ * real result if it finished first): done() still comes, later. */
+void tdl__ring_cancel(tdl_loop *loop, tdl__op *op);
+/* End every operation in flight on fd now, before the caller closes it (an
+ * operation holds the file open, so close() alone would not end it). */
+void tdl__ring_cancel_fd(tdl_loop *loop, int fd);
 
 /* ---- timers -------------------------------------------------------------------- */
 
@@ -143,6 +198,9 @@ typedef struct tdl__timers {
 
 void tdl__timers_init(tdl__timers *ts);
 void tdl__timers_destroy(tdl__timers *ts);
+/* Give back the pages of heap entries made ready and not in use, when they
+ * come to 256 KiB or more (after a peak of timers).  Cost: one madvise. */
+void tdl__timers_trim(tdl__timers *ts);
 /* Fire every timer due at or before loop->now. */
 void tdl__timers_run(tdl_loop *loop);
 /* The earliest deadline, or TDL_FOREVER when no timer is started. */
@@ -211,6 +269,9 @@ struct tdl_loop {
   uint32_t queue_n;
 
   tdl__timers timers;
+  /* Of the started timers, how many are the loop machinery's own (the
+   * scheduler's stack trim): they fire, but do not keep the loop alive. */
+  uint32_t timers_internal;
 
   tdl__list defers;   /* queued tdl_defer, oldest first */
   tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */
@@ -238,6 +299,13 @@ struct tdl_loop {
   tdl__list sigs;        /* all started signal watchers */
   uint32_t sig_watchers[_NSIG]; /* of them, how many per signal */
 
+  /* uring.c: the ring (NULL on other back ends), and how many operations
+   * are in flight on it: each stands for a parked fiber that only its
+   * completion can wake, so while some are, the loop is not deadlocked and
+   * must ask the kernel even when it does not sleep. */
+  struct io_uring *ring;
+  uint32_t ops_inflight;
+
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the
    * runnable fibers; busy() says whether some are runnable (poll must not
    * sleep); alive() whether any exist. */
@@ -255,6 +323,8 @@ struct tdl_loop {
    * iteration and per fiber switch).  Set and cleared on the loop's thread. */
   tdl__heartbeat *watch;
 };
+
+static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop) { return loop->ring; }
 
 /* The loop reached its poll, or left tdl_loop_run: it is not away. */
 static inline void tdl__heartbeat_home(tdl_loop *loop)
@@ -321,6 +391,12 @@ void tdl__io_run_pending(tdl_loop *loop);
 static inline bool tdl__io_has_pending(const tdl_loop *loop) { return loop->queue_n != 0; }
 /* Make room for fd in the fd table (and the queues).  0 or -ENOMEM. */
 int tdl__fd_reserve(tdl_loop *loop, int fd);
+/* Shrink the fd table (and the queues) back when the fds in use, after a
+ * peak, need a quarter of it or less: what a peak of connections grew is
+ * given back once they have gone.  Call between iterations' I/O runs (a
+ * timer callback: the scheduler's trim).  Cost: a scan down from the top to
+ * the highest fd in use, and four reallocs when it shrinks. */
+void tdl__fd_tables_trim(tdl_loop *loop);
 
 /* The loop this thread is running (inside tdl_loop_run), or NULL. */
 extern _Thread_local tdl_loop *tdl__tl_loop __attribute__((tls_model("initial-exec")));

@@ -194,6 +194,18 @@ void tdl__timers_destroy(tdl__timers *ts)
   memset(ts, 0, sizeof *ts);
 }
 
+void tdl__timers_trim(tdl__timers *ts)
+{
+  /* Entries [n, cap) are ready and unused: after a peak of timers, give
+   * their pages back (the mapping stays; grow() makes them ready again). */
+  uintptr_t from = ((uintptr_t)ts->heap_mem + heap_bytes(ts->n) + 4095) & ~(uintptr_t)4095;
+  uintptr_t to = ((uintptr_t)ts->heap_mem + heap_bytes(ts->cap)) & ~(uintptr_t)4095;
+  if (!ts->heap_mem || to <= from || to - from < 4 * POPULATE_BYTES / 32)
+    return;
+  if (madvise((void *)from, to - from, MADV_DONTNEED) == 0)
+    ts->cap = (uint32_t)((from - (uintptr_t)ts->heap_mem) / sizeof(tdl__tentry) - HEAP_OFFSET);
+}
+
 void tdl_timer_init(tdl_timer *t, tdl_timer_cb cb, void *data)
 {
   memset(t, 0, sizeof *t);

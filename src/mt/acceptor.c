@@ -146,11 +146,41 @@ static slot *least_loaded(tdl_acceptor *a)
   return best;
 }
 
+/* With max_conns: wait until a slot this one may give a connection to
+ * (distribute: any serving one; reuseport: itself) has fewer than its share
+ * plus the slack open.  Nothing signals a handler's return across loops, so
+ * this backs off; it happens only at the cap, where connections in flight
+ * are about to evict idle ones and return. */
+static int wait_for_room(slot *sl, bool distribute)
+{
+  tdl_acceptor *a = sl->a;
+  uint64_t most = (uint64_t)a->o.max_conns / a->n + TDL_ACCEPT_SLACK;
+  tdl__backoff b = {TDL_MSEC, 16 * TDL_MSEC};
+  while (!LOAD(&a->stopping)) { /* (stopping: the accept fails at once) */
+    for (unsigned k = 0; k < a->n; k++) {
+      slot *to = distribute ? &a->s[k] : sl;
+      if ((to == sl || LOAD(&to->state) == SERVING) && LOAD(&to->assigned) - LOAD(&to->finished) < most)
+        return 0;
+      if (!distribute)
+        break;
+    }
+    int e = tdl_sleep_for(tdl__backoff_step(&b));
+    if (e < 0)
+      return e;
+  }
+  return 0;
+}
+
 static int accept_loop(slot *sl, tdl_loop *loop)
 {
   tdl_acceptor *a = sl->a;
   bool distribute = a->o.mode == TDL_ACCEPT_DISTRIBUTE;
   for (;;) {
+    if (a->o.max_conns) {
+      int e = wait_for_room(sl, distribute);
+      if (e < 0)
+        return e;
+    }
     int fd = tdl_net_accept(sl->lfd, NULL, TDL_FOREVER);
     if (fd < 0) {
       if (fd == -EINVAL && LOAD(&a->stopping))

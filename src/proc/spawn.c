@@ -210,7 +210,7 @@ static int clone_child(tdl__child_args *a, void *stack, unsigned flags, int *pid
     if (pid < 0 && errno == EINVAL) {
       atomic_store_explicit(&clone_pidfd_refused, 1, memory_order_relaxed);
       *pidfd = -1;
-      pid = clone(tdl__spawn_child, top, cf, a);
+      pid = TDL__FAULT_SYS(EAGAIN, clone(tdl__spawn_child, top, cf, a));
     }
   } else {
     pid = TDL__FAULT_SYS(EAGAIN, clone(tdl__spawn_child, top, cf, a));

@@ -690,6 +690,91 @@ static void test_idle_timeout(void **state)
   run_with_server(&cfg, idle_client, NULL);
 }
 
+/* A client that connects and says nothing is closed, quietly, at the
+ * first-byte deadline, not after the (long) idle timeout; one that has made
+ * a request waits for its next one under the idle timeout. */
+static void *first_byte_client(void *arg)
+{
+  (void)arg;
+  client *silent = cli_open();
+  client *talker = cli_open();
+  resp r;
+  assert_int_equal(cli_get(talker, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
+  assert_true(cli_sees_close(silent, tdl_after(IO_DEADLINE)));
+  assert_int_equal(silent->len, 0); /* no 408: no request had begun */
+  /* The talker's own first-byte deadline has passed too by now. */
+  assert_int_equal(tdl_sleep_for(250 * TDL_MSEC), 0);
+  assert_int_equal(cli_fill(talker, tdl_now()), -ETIMEDOUT); /* still open */
+  assert_int_equal(cli_get(talker, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
+  cli_close(silent);
+  cli_close(talker);
+  shutdown_server();
+  return NULL;
+}
+
+static void test_first_byte_timeout(void **state)
+{
+  (void)state;
+  httpd_config cfg = test_config();
+  cfg.first_byte_timeout = 200 * TDL_MSEC;
+  cfg.idle_timeout = 60 * TDL_SEC;
+  run_with_server(&cfg, first_byte_client, NULL);
+}
+
+/* Wait (bounded) until the server holds n connections. */
+static void wait_nconns(unsigned n)
+{
+  tdl_time_t end = tdl_after(IO_DEADLINE);
+  while (S.nconns != n) {
+    assert_true(tdl_now() < end);
+    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+  }
+}
+
+/* At --max-conns, silent clients cannot lock the server out: a new client
+ * is served, and the connection idle longest is closed to make room. */
+enum { CAP = 6 };
+static void *cap_client(void *arg)
+{
+  (void)arg;
+  client *silent[CAP];
+  for (int i = 0; i < CAP; i++) {
+    silent[i] = cli_open();
+    wait_nconns((unsigned)i + 1);
+  }
+  /* Each newcomer stays, kept alive: the next one's room is the next
+   * silent connection's, not the newcomer's (idle, but more recently). */
+  client *fresh[3];
+  for (int round = 0; round < 3; round++) {
+    fresh[round] = cli_open();
+    resp r;
+    assert_int_equal(cli_get(fresh[round], "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
+    assert_true(cli_sees_close(silent[round], tdl_after(IO_DEADLINE)));
+    assert_int_equal(silent[round]->len, 0);
+  }
+  for (int i = 3; i < CAP; i++)
+    assert_int_equal(cli_fill(silent[i], tdl_now()), -ETIMEDOUT); /* still open */
+  tdl_conns_stats st;
+  tdl_conns_stats_get(&S.track, &st);
+  assert_int_equal(st.max, CAP);
+  assert_int_equal(st.evicted, 3);
+  assert_int_equal(st.refused, 0);
+  for (int i = 0; i < 3; i++)
+    cli_close(fresh[i]);
+  for (int i = 0; i < CAP; i++)
+    cli_close(silent[i]);
+  shutdown_server();
+  return NULL;
+}
+
+static void test_conn_cap(void **state)
+{
+  (void)state;
+  httpd_config cfg = test_config();
+  cfg.max_conns = CAP;
+  run_with_server(&cfg, cap_client, NULL);
+}
+
 /* A client that vanishes mid-response (reset while a 4 MiB file is being
  * sent), and one that sends and leaves at once: the server carries on. */
 static void *vanish_client(void *arg)
@@ -1153,6 +1238,8 @@ int main(void)
       cmocka_unit_test(test_write_timeout_file),
       cmocka_unit_test(test_graceful_shutdown),
       cmocka_unit_test(test_grace_period),
+      cmocka_unit_test(test_first_byte_timeout),
+      cmocka_unit_test(test_conn_cap),
   };
   return cmocka_run_group_tests(tests, make_tree, remove_tree);
 }

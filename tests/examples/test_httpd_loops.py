@@ -97,10 +97,10 @@ def refused(args, want_rc, want_text):
 def main():
     run("distribute")
     run("reuseport")
-    refused(["--listen", "127.0.0.1:0", "--loops", "0"], 2, "usage")
-    refused(["--listen", "127.0.0.1:0", "--loops", "x"], 2, "usage")
-    refused(["--listen", "127.0.0.1:0", "--loops", "2", "--accept", "roundrobin"], 2, "usage")
-    refused(["--listen", "127.0.0.1:99999", "--loops", "2"], 1, "--listen")
+    refused(["--listen", "127.0.0.1:0", "--loops", "0"], 2, '--loops "0"')
+    refused(["--listen", "127.0.0.1:0", "--loops", "x"], 2, '--loops "x"')
+    refused(["--listen", "127.0.0.1:0", "--loops", "2", "--accept", "roundrobin"], 2, '--accept "roundrobin"')
+    refused(["--listen", "127.0.0.1:99999", "--loops", "2"], 2, "--listen")
     print("test_httpd_loops: bad --loops, --accept and --listen refused")
     return 0
 

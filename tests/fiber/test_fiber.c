@@ -789,7 +789,12 @@ static void *ask(void *arg)
   long used = reads_made() - before;
   /* Each side reads once per message: after a short read the next read
    * parks first instead of hearing EAGAIN (which would make it 4 per round
-   * trip).  A few spare for the first rounds, before the fds are known. */
+   * trip).  A few spare for the first rounds, before the fds are known.
+   * On uring the reads are the ring's: no read system call at all. */
+  if (strcmp(tdl_loop_backend(tdl_fiber_loop()), "uring") == 0) {
+    assert_true(used <= 8);
+    return NULL;
+  }
   assert_true(used >= 2 * ROUNDS);
   assert_true(used <= 2 * ROUNDS + 8);
   return NULL;
@@ -852,8 +857,11 @@ static void *crowd_drive(void *arg)
   }
   long echo_reads = reads_made() - before - (long)CROWD * CROWD_ROUNDS;
   /* One read per message, plus the first of each fd (EAGAIN: not yet
-   * registered), plus a few spare. */
-  assert_true(echo_reads >= (long)CROWD * CROWD_ROUNDS);
+   * registered), plus a few spare.  On uring: none, the ring reads. */
+  if (strcmp(tdl_loop_backend(tdl_fiber_loop()), "uring") == 0)
+    assert_true(echo_reads <= 16);
+  else
+    assert_true(echo_reads >= (long)CROWD * CROWD_ROUNDS);
   assert_true(echo_reads <= (long)CROWD * (CROWD_ROUNDS + 1) + 16);
   for (int i = 0; i < CROWD; i++)
     close(crowd_cli[i]);

@@ -15,7 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <treadle.h>
+
 #include "helpers.h"
+#include "fiber/fiber_internal.h"
 #include "fiber/stack.h"
 #include "fiber/switch.h"
 
@@ -256,14 +259,231 @@ static void test_used_high_water(void **state) {
   tdl__switch(&main_ctx, &deep_ctx, (void *)(uintptr_t)1024);
   assert_int_equal(tdl__stack_used(&s), big);
 
-  /* Back through the cache, only the top page stays resident. */
+  /* Back through the cache the stack keeps its pages (a put makes no
+   * system call): the next owner finds them resident. */
   tdl__stack_put(&p, &s);
   tdl__stack again;
   assert_int_equal(tdl__stack_get(&p, 256 * 1024, &again), 0);
   assert_ptr_equal(again.lo, s.lo);
-  assert_int_equal(tdl__stack_used(&again), page);
+  assert_int_equal(tdl__stack_used(&again), big);
   tdl__stack_put(&p, &again);
   tdl__stack_pool_destroy(&p);
+}
+
+/* ---- trimming ---- */
+
+static void test_trim_follows_demand(void **state) {
+  (void)state;
+  enum { N = 40 };
+  tdl__stack_pool p;
+  tdl__stack_stats st;
+  tdl__stack s[N];
+  tdl__stack_pool_init(&p, 64);
+  assert_int_equal(tdl__stack_pool_trim(&p), 0); /* empty: nothing to do */
+
+  /* A peak of N, all put back: the first trim keeps them (they were in use
+   * during the period, not cached through it). */
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(tdl__stack_get(&p, TDL__STACK_DEFAULT, &s[i]), 0);
+    memset(s[i].lo, 1, s[i].size); /* every page resident */
+  }
+  for (int i = 0; i < N; i++)
+    tdl__stack_put(&p, &s[i]);
+  assert_int_equal(tdl__stack_pool_trim(&p), N);
+
+  /* A steady demand of 4 per period: the 4 hottest stay, the cold excess
+   * halves every period (rounded up) down to nothing but those. */
+  size_t expect = N;
+  for (int period = 0; period < 20; period++) {
+    for (int k = 0; k < 4; k++)
+      assert_int_equal(tdl__stack_get(&p, TDL__STACK_DEFAULT, &s[k]), 0);
+    for (int k = 3; k >= 0; k--)
+      tdl__stack_put(&p, &s[k]);
+    size_t unused = expect - 4;
+    expect -= (unused + 1) / 2;
+    assert_int_equal(tdl__stack_pool_trim(&p), expect);
+  }
+  assert_int_equal(expect, 4);
+  tdl__stack_pool_stats(&p, &st);
+  assert_int_equal(st.cached, 4);
+  assert_int_equal(st.trimmed, N - 4);
+  assert_int_equal(st.in_use, 0);
+
+  /* The hottest were kept: the ones just put back are handed out again. */
+  void *hot = s[0].lo;
+  assert_int_equal(tdl__stack_get(&p, TDL__STACK_DEFAULT, &s[0]), 0);
+  assert_ptr_equal(s[0].lo, hot);
+  tdl__stack_put(&p, &s[0]);
+
+  /* No demand at all: everything goes, one halving at a time. */
+  while (tdl__stack_pool_trim(&p) > 0)
+    ;
+  tdl__stack_pool_stats(&p, &st);
+  assert_int_equal(st.cached, 0);
+  assert_int_equal(st.cached_bytes, 0);
+  assert_int_equal(st.trimmed, N);
+  /* The unmapped stacks took their guards with them. */
+  assert_int_equal(st.guarded_mapped, 0);
+  tdl__stack_pool_destroy(&p);
+}
+
+/* Trimming returns the memory: RSS falls back after a peak. */
+static void test_trim_returns_memory(void **state) {
+  (void)state;
+  if (RUNNING_ON_VALGRIND)
+    skip(); /* its own shadow memory is what RSS shows then */
+  enum { N = 256 };
+  tdl__stack_pool p;
+  static tdl__stack s[N];
+  tdl__stack_pool_init(&p, N);
+  long before = status_kb("VmRSS:");
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(tdl__stack_get(&p, TDL__STACK_DEFAULT, &s[i]), 0);
+    memset(s[i].lo, 1, s[i].size);
+  }
+  for (int i = 0; i < N; i++)
+    tdl__stack_put(&p, &s[i]);
+  long peak = status_kb("VmRSS:");
+  long held = (long)(N * TDL__STACK_DEFAULT / 1024);
+  assert_true(peak - before >= held / 2); /* the cache kept the pages */
+  while (tdl__stack_pool_trim(&p) > 0)
+    ;
+  long after = status_kb("VmRSS:");
+#if defined(__SANITIZE_ADDRESS__)
+  /* ASan's shadow of the stacks (an eighth of them, written when a put
+   * unpoisons a stack) stays resident after they are unmapped. */
+  assert_true(after - before < held / 3);
+#else
+  assert_true(after - before < held / 8);
+#endif
+  tdl__stack_pool_destroy(&p);
+}
+
+/* A loop trims its own cache on a timer that does not keep it alive. */
+static void *quick(void *arg) { return arg; }
+static void *nap(void *arg) {
+  tdl_sleep_for((tdl_time_t)(uintptr_t)arg);
+  return NULL;
+}
+static void *park_forever(void *arg) {
+  (void)arg;
+  tdl_fiber_park(TDL_FOREVER);
+  return NULL;
+}
+
+static void *joiner(void *arg) {
+  return (void *)(intptr_t)tdl_fiber_join(*(tdl_fiber_t *)arg, TDL_FOREVER, NULL);
+}
+
+static void test_loop_trims_when_idle(void **state) {
+  (void)state;
+  enum { N = 64 };
+  tdl_loop *loop;
+  tdl_fiber_stats st;
+  assert_int_equal(tdl_loop_new(&loop, NULL), 0);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(tdl_fiber_spawn(loop, NULL, quick, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  /* The fibers are gone and their stacks cached: nothing keeps the loop
+   * running, not even the trim timer that is now armed. */
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_false(tdl_loop_alive(loop));
+  tdl_fiber_stats_get(loop, &st);
+  assert_int_equal(st.stacks_cached, N);
+
+  /* Only a parked fiber that nothing can wake: a deadlock, reported at
+   * once, not after the trims have emptied the cache. */
+  tdl_fiber_t parked;
+  assert_int_equal(tdl_fiber_spawn(loop, &parked, park_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), -EDEADLK);
+  tdl_fiber_stats_get(loop, &st);
+  assert_true(st.stacks_cached > N / 2);
+  assert_int_equal(tdl_fiber_cancel(loop, parked), 0);
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, joiner, &parked, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+
+  /* While a fiber sleeps through a few periods, the idle stacks go back.
+   * (Timers fire in deadline order, so the trims due before the wake-up
+   * have run when it comes, however late.) */
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD),
+                                   &(tdl_fiber_options){.detached = true}),
+                   0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  tdl_fiber_stats_get(loop, &st);
+  assert_true(st.stacks_cached <= N / 2);
+  assert_int_equal(tdl_loop_free(loop), 0);
+}
+
+/* The same trim gives back the fd tables and timer heap a peak grew. */
+static void ignore_io(tdl_loop *loop, tdl_io *w, unsigned ev) {
+  (void)loop;
+  (void)w;
+  (void)ev;
+}
+
+static void *read_pipe(void *arg) {
+  int *p = arg;
+  char b;
+  /* A watcher makes the loop's own record of the fd (fiber I/O may not:
+   * on io_uring reads go through the ring). */
+  tdl_io w;
+  tdl_io_init(&w, p[0], ignore_io, NULL);
+  assert_int_equal(tdl_io_start(tdl_fiber_loop(), &w, TDL_READ), 0);
+  assert_int_equal(tdl_io_stop(tdl_fiber_loop(), &w), 0);
+  assert_int_equal(tdl_read(p[0], &b, 1, tdl_after(10 * TDL_MSEC)), -ETIMEDOUT);
+  tdl_close(p[0]);
+  tdl_close(p[1]);
+  return NULL;
+}
+
+static void fired(tdl_loop *loop, tdl_timer *t) {
+  (void)loop;
+  (*(int *)t->data)++;
+}
+
+static void test_loop_gives_tables_back(void **state) {
+  (void)state;
+  enum { TIMERS = 40000 };
+  static tdl_timer timers[TIMERS];
+  int nfired = 0;
+  struct rlimit rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  int n = rl.rlim_cur > 4200 ? 2000 : (int)(rl.rlim_cur - 200) / 2;
+  int(*p)[2] = calloc((size_t)n, sizeof *p);
+  assert_non_null(p);
+  tdl_loop *loop;
+  assert_int_equal(tdl_loop_new(&loop, NULL), 0);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(pipe2(p[i], O_CLOEXEC), 0);
+    assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, p[i], &(tdl_fiber_options){.detached = true}), 0);
+  }
+  for (int i = 0; i < TIMERS; i++) {
+    tdl_timer_init(&timers[i], fired, &nfired);
+    assert_int_equal(tdl_timer_start(loop, &timers[i], TDL_MSEC, 0), 0);
+  }
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(nfired, TIMERS);
+  uint32_t peak_fds = loop->nfds, peak_timers = loop->timers.cap;
+  assert_true(peak_fds >= (uint32_t)(2 * n));
+  /* Idle through a few periods (a sleeper keeps the loop running). */
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD),
+                                   &(tdl_fiber_options){.detached = true}),
+                   0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_true(loop->nfds <= peak_fds / 4);
+  assert_true(loop->nfds >= 64);
+  assert_true(peak_timers >= TIMERS);
+  assert_true(loop->timers.cap < peak_timers / 2); /* the heap's unused pages went back */
+  /* And they grow again as before. */
+  int q[2];
+  assert_int_equal(pipe2(q, O_CLOEXEC), 0);
+  int hi = fcntl(q[0], F_DUPFD_CLOEXEC, 3 * n);
+  assert_true(hi >= 3 * n);
+  int hp[2] = {hi, q[1]};
+  assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, hp, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  close(q[0]);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  free(p);
 }
 
 /* ---- 100,000 stacks at once ---- */
@@ -387,6 +607,10 @@ int main(void) {
       cmocka_unit_test(test_bad_sizes),
       cmocka_unit_test(test_guard_page),
       cmocka_unit_test(test_used_high_water),
+      cmocka_unit_test(test_trim_follows_demand),
+      cmocka_unit_test(test_trim_returns_memory),
+      cmocka_unit_test(test_loop_trims_when_idle),
+      cmocka_unit_test(test_loop_gives_tables_back),
       cmocka_unit_test(test_hundred_thousand),
       cmocka_unit_test(test_enomem),
   };

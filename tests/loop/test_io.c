@@ -172,8 +172,8 @@ static void regular_files(void **state)
   tdl_io w;
   tdl_io_init(&w, fd, count_cb, NULL);
   int e = tdl_io_start(loop, &w, TDL_READ);
-  if (strcmp(tdl_loop_backend(loop), "epoll") == 0) {
-    assert_int_equal(e, -EPERM); /* epoll cannot watch regular files */
+  if (strcmp(tdl_loop_backend(loop), "poll") != 0) {
+    assert_int_equal(e, -EPERM); /* epoll (uring's watchers too) cannot watch regular files */
     assert_false(tdl_io_active(&w));
   } else {
     assert_int_equal(e, 0); /* poll reports them always ready */

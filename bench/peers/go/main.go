@@ -7,6 +7,7 @@
 //	bench-go idle  --fibers F
 //	bench-go pipes --pipes P --messages M --delay-us D [--style fiber]
 //	bench-go fs    --reads N --fibers C --file-mib S [--dir D]
+//	bench-go echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
 //
 // impl is always "go"; the GOMAXPROCS in force is reported as the key
 // gomaxprocs=N (run it with GOMAXPROCS=1 for the single-threaded figure).
@@ -181,9 +182,11 @@ func main() {
 			os.Exit(benchXping(args))
 		case "fs":
 			os.Exit(benchFs(args))
+		case "echo-server":
+			os.Exit(echoServer(args))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs [options]\n"+
+	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs|echo-server [options]\n"+
 		"       (see shared/BENCHMARKS.md)\n")
 	os.Exit(2)
 }

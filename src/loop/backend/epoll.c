@@ -36,17 +36,10 @@
 
 enum { EVENTS_MIN = 64, EVENTS_MAX = 1024 };
 
-typedef struct epoll_state {
-  int epfd;
-  int cap;
-  struct epoll_event *events;
-} epoll_state;
+typedef tdl__epoll epoll_state;
 
-static int ep_open(tdl_loop *loop)
+int tdl__epoll_init(tdl__epoll *s)
 {
-  epoll_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
-  if (!s)
-    return -ENOMEM;
   s->cap = EVENTS_MIN;
   s->events = TDL__FAULT_ALLOC(malloc(sizeof *s->events * (size_t)s->cap));
   s->epfd = TDL__FAULT_SYS(EMFILE, epoll_create1(EPOLL_CLOEXEC));
@@ -55,6 +48,24 @@ static int ep_open(tdl_loop *loop)
     if (s->epfd >= 0)
       tdl__sys_close(s->epfd);
     free(s->events);
+    return e;
+  }
+  return 0;
+}
+
+void tdl__epoll_destroy(tdl__epoll *s)
+{
+  tdl__sys_close(s->epfd);
+  free(s->events);
+}
+
+static int ep_open(tdl_loop *loop)
+{
+  epoll_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
+  if (!s)
+    return -ENOMEM;
+  int e = tdl__epoll_init(s);
+  if (e < 0) {
     free(s);
     return e;
   }
@@ -64,10 +75,8 @@ static int ep_open(tdl_loop *loop)
 
 static void ep_close(tdl_loop *loop)
 {
-  epoll_state *s = loop->be_state;
-  tdl__sys_close(s->epfd);
-  free(s->events);
-  free(s);
+  tdl__epoll_destroy(loop->be_state);
+  free(loop->be_state);
   loop->be_state = NULL;
 }
 
@@ -97,7 +106,7 @@ static int to_edge(epoll_state *s, int fd, tdl__fd *rec)
   return 0;
 }
 
-static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
+int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   epoll_state *s = loop->be_state;
   if (rec->flags & TDL__FD_REGISTERED) {
@@ -121,7 +130,7 @@ static int ep_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   return 0;
 }
 
-static void ep_forget(tdl_loop *loop, int fd, tdl__fd *rec)
+void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec)
 {
   epoll_state *s = loop->be_state;
   /* Fails harmlessly (EBADF, ENOENT) when the fd was closed meanwhile. */
@@ -143,31 +152,8 @@ static inline unsigned to_bits(uint32_t e)
   return b;
 }
 
-static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
+static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
 {
-  epoll_state *s = loop->be_state;
-  int n;
-  if (timeout_ns <= 0) {
-    n = epoll_wait(s->epfd, s->events, s->cap, timeout_ns < 0 ? -1 : 0);
-  } else {
-    /* epoll_pwait2 (Linux 5.11) sleeps with nanosecond resolution; epoll_wait
-     * would round a 1 ms timer's wait up to whole milliseconds.  Where it is
-     * missing (old kernels, valgrind) remember that and round up instead. */
-    static int no_pwait2;
-    n = -1;
-    if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
-      struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
-      n = (int)syscall(SYS_epoll_pwait2, s->epfd, s->events, s->cap, &ts, NULL, 0);
-      if (n < 0 && errno == ENOSYS)
-        __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
-    }
-    if (__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
-      tdl_time_t ms = (timeout_ns + TDL_MSEC - 1) / TDL_MSEC;
-      n = epoll_wait(s->epfd, s->events, s->cap, ms > INT32_MAX ? INT32_MAX : (int)ms);
-    }
-  }
-  if (n < 0)
-    return errno == EINTR ? 0 : -errno;
   /* Once per event: keep this loop short, with the tables in locals. */
   const struct epoll_event *events = s->events;
   tdl__fd *fds = loop->fds;
@@ -192,7 +178,7 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
      * cached cost nothing there, and edges would cost those fds their
      * read-free parking (TDL__FD_LEVEL) for good. */
     unsigned unwanted = bits & ~rec->kernel;
-    if (TDL__UNLIKELY(unwanted) && timeout_ns == 0)
+    if (TDL__UNLIKELY(unwanted) && !slept)
       unwanted &= ~rec->ready;
     if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
       to_edge(s, (int)fd, rec);
@@ -206,7 +192,44 @@ static int ep_wait(tdl_loop *loop, tdl_time_t timeout_ns)
       s->cap *= 2;
     }
   }
+}
+
+int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns)
+{
+  epoll_state *s = loop->be_state;
+  int n;
+  if (timeout_ns <= 0) {
+    n = epoll_wait(s->epfd, s->events, s->cap, timeout_ns < 0 ? -1 : 0);
+  } else {
+    /* epoll_pwait2 (Linux 5.11) sleeps with nanosecond resolution; epoll_wait
+     * would round a 1 ms timer's wait up to whole milliseconds.  Where it is
+     * missing (old kernels, valgrind) remember that and round up instead. */
+    static int no_pwait2;
+    n = -1;
+    if (!__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
+      struct timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
+      n = (int)syscall(SYS_epoll_pwait2, s->epfd, s->events, s->cap, &ts, NULL, 0);
+      if (n < 0 && errno == ENOSYS)
+        __atomic_store_n(&no_pwait2, 1, __ATOMIC_RELAXED);
+    }
+    if (__atomic_load_n(&no_pwait2, __ATOMIC_RELAXED)) {
+      tdl_time_t ms = (timeout_ns + TDL_MSEC - 1) / TDL_MSEC;
+      n = epoll_wait(s->epfd, s->events, s->cap, ms > INT32_MAX ? INT32_MAX : (int)ms);
+    }
+  }
+  if (n < 0)
+    return errno == EINTR ? 0 : -errno;
+  epoll_report(loop, s, n, timeout_ns != 0);
   return 0;
+}
+
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept)
+{
+  int n = epoll_wait(s->epfd, s->events, s->cap, 0);
+  if (n < 0)
+    return errno == EINTR ? 0 : -errno;
+  epoll_report(loop, s, n, slept);
+  return n;
 }
 
 static int ep_fd(const tdl_loop *loop)
@@ -219,8 +242,8 @@ const tdl__backend tdl__backend_epoll = {
     .name = "epoll",
     .open = ep_open,
     .close = ep_close,
-    .interest = ep_interest,
-    .forget = ep_forget,
-    .wait = ep_wait,
+    .interest = tdl__epoll_interest,
+    .forget = tdl__epoll_forget,
+    .wait = tdl__epoll_wait,
     .pollable_fd = ep_fd,
 };

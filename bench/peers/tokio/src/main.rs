@@ -10,7 +10,11 @@
 //! bench-tokio pipes --pipes P --messages M --delay-us D [--style fiber] [--flavor ...]
 //! bench-tokio xchan --hops T                                  [--flavor ...]
 //! bench-tokio blocking --calls N --fibers F                   [--flavor ...]
+//! bench-tokio echo-server [--listen ADDR]                     [--flavor ...]
 //! ```
+//!
+//! echo-server is not a timed workload: it prints "PORT n", serves until stdin
+//! ends and prints no RESULT line (bench/echo_driver.py measures it).
 //!
 //! impl is `tokio-ct` (current_thread: one thread runs every task and the I/O
 //! and timer drivers) or `tokio-mt` (multi_thread: worker_threads defaults to
@@ -19,6 +23,7 @@
 //! check exits 1 without a RESULT line; a malformed command line exits 2.
 
 mod chan;
+mod echo;
 mod idle;
 mod pipes;
 mod ring;
@@ -174,7 +179,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
         usage_exit(
-            "usage: bench-tokio ring|chan|idle|pipes|xchan|blocking [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
+            "usage: bench-tokio ring|chan|idle|pipes|xchan|blocking|echo-server [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
         )
     };
     if argv.len() < 2 {
@@ -189,6 +194,7 @@ fn main() {
         "pipes" => &["pipes", "messages", "delay-us", "style", "backend"],
         "xchan" => &["hops"],
         "blocking" => &["calls", "fibers"],
+        "echo-server" => &["listen"],
         _ => usage(),
     };
     let opts = Opts::parse(args, known);
@@ -229,6 +235,7 @@ fn main() {
             "pipes" => pipes::run(&opts).await,
             "xchan" => xchan::run(&opts).await,
             "blocking" => blocking::run(&opts).await,
+            "echo-server" => echo::serve(&opts).await,
             _ => unreachable!(),
         }
     });

@@ -1,0 +1,32 @@
+# Man pages, generated from the public headers' comments (the one source) by
+# scripts/gen-man.py into the build tree: a page per function or family in
+# man3 (with a .so page for each other function it covers, so that `man
+# tdl_write` works), a page per header in man7.  Installed under
+# share/man.  The check_man test fails when a public function has no page or
+# a page names a function that no longer exists.
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_FOUND)
+  message(STATUS "treadle: no python3, so no man pages")
+  return()
+endif()
+file(GLOB TDL_PUBLIC_HEADERS CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/include/treadle.h ${PROJECT_SOURCE_DIR}/include/treadle/*.h)
+set(TDL_MAN_DIR ${PROJECT_BINARY_DIR}/man)
+add_custom_command(OUTPUT ${TDL_MAN_DIR}/pages.stamp
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --out ${TDL_MAN_DIR}
+          --version ${PROJECT_VERSION}
+  COMMAND ${CMAKE_COMMAND} -E touch ${TDL_MAN_DIR}/pages.stamp
+  DEPENDS ${PROJECT_SOURCE_DIR}/scripts/gen-man.py ${TDL_PUBLIC_HEADERS}
+  COMMENT "Man pages from the public headers" VERBATIM)
+add_custom_target(treadle_man ALL DEPENDS ${TDL_MAN_DIR}/pages.stamp)
+install(DIRECTORY ${TDL_MAN_DIR}/man3 ${TDL_MAN_DIR}/man7 DESTINATION ${CMAKE_INSTALL_MANDIR})
+if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME check_man
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --check ${TDL_MAN_DIR}
+            --nm ${CMAKE_NM} --lib $<TARGET_FILE:treadle_shared> --lib $<TARGET_FILE:treadle_hook>)
+endif()
+if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME test_gen_man
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/man/test_gen_man.py ${CMAKE_NM}
+            $<TARGET_FILE:treadle_shared> $<TARGET_FILE:treadle_hook>)
+endif()

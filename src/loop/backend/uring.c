@@ -1,0 +1,313 @@
+/*
+ * The io_uring back end.
+ *
+ * Readiness is epoll's: the loop's watchers (and through them wakeups,
+ * signals, child watchers, and fiber waits on readiness) live in an epoll set
+ * exactly as on the epoll back end, and that set's fd is polled through the
+ * ring.  What the ring adds is completions: fiber I/O queues its operations
+ * here (tdl__ring_sqe) and parks, and each wait submits everything queued and
+ * collects every completion in one io_uring_enter.  On a loop busy with
+ * fiber I/O that is one system call per iteration where epoll needs one per
+ * operation plus the wait.
+ *
+ * Why not one multishot poll per fd instead of epoll: an io_uring poll holds
+ * a reference to the file until it is removed, so a socket the program closes
+ * with close() while its registration is kept (treadle keeps registrations
+ * lazily, so that stopping a watcher costs nothing) would stay open, its
+ * peer never seeing the end.  epoll drops a closed file by itself.
+ *
+ * The epoll fd is polled with a one-shot POLL_ADD, armed again before each
+ * wait after it fired: arming checks readiness at once, so epoll's ready list
+ * (level-triggered entries stay on it, and a harvest may leave events behind)
+ * can never be missed, where a multishot poll would report only new wake-ups.
+ *
+ * Setup asks for SINGLE_ISSUER | DEFER_TASKRUN (completions are posted only
+ * when the loop asks, in its own io_uring_enter: no interrupting task work),
+ * then COOP_TASKRUN, then nothing; never SQPOLL (a kernel thread spinning
+ * for every loop).  The ring's fd is registered, so io_uring_enter skips the
+ * fd table.  The completion queue is eight times the submission queue, and
+ * the kernel keeps what overflows (IORING_FEAT_NODROP): nothing is lost, it
+ * is flushed in by the next enter.
+ */
+#include <liburing.h>
+#include <poll.h>
+#include <stdlib.h>
+
+#include "loop/loop_internal.h"
+
+enum {
+  SQ_ENTRIES = 256,
+  CQ_ENTRIES = 8 * SQ_ENTRIES,
+  LOCAL_TW_BATCH = 20, /* the kernel's IO_LOCAL_TW_DEFAULT_MAX (see collect) */
+};
+
+/* user_data of the epoll fd's poll and of requests whose completion nobody
+ * waits for (cancellations).  Operations are pointers, never these. */
+#define UD_EPOLL ((uint64_t)1)
+#define UD_IGNORE ((uint64_t)0)
+
+typedef struct uring_state {
+  tdl__epoll ep; /* first: epoll.c's interest and forget work on loop->be_state */
+  struct io_uring ring;
+  bool ep_armed; /* a poll of ep.epfd is queued or in flight */
+  bool ep_ready; /* that poll fired: harvest epoll */
+  bool embedded; /* tdl_loop_fd was asked for: keep the ring's fd truthful between runs */
+} uring_state;
+
+static int setup(struct io_uring *ring)
+{
+  static const unsigned tries[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+      IORING_SETUP_COOP_TASKRUN,
+      0,
+  };
+  int e = -EINVAL;
+  for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+    struct io_uring_params p = {.flags = tries[i] | IORING_SETUP_CQSIZE, .cq_entries = CQ_ENTRIES};
+    e = TDL__FAULT_NEG(EMFILE, io_uring_queue_init_params(SQ_ENTRIES, ring, &p));
+    if (e != -EINVAL)
+      break; /* taken, or refused for a reason fewer flags will not change */
+  }
+  return e;
+}
+
+/* Linux 5.19 or later: cancelling by fd (tdl_close), timed waits without a
+ * timeout request (EXT_ARG, 5.11) and no dropped completions (NODROP, 5.5).
+ * The cancel flag cannot be probed; IORING_OP_SOCKET came in the same
+ * release and can. */
+static bool new_enough(struct io_uring *ring)
+{
+  if (!(ring->features & IORING_FEAT_NODROP) || !(ring->features & IORING_FEAT_EXT_ARG))
+    return false;
+  struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+  bool ok = p && io_uring_opcode_supported(p, IORING_OP_SOCKET);
+  io_uring_free_probe(p);
+  return ok;
+}
+
+static int ur_open(tdl_loop *loop)
+{
+  uring_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
+  if (!s)
+    return -ENOMEM;
+  int e = setup(&s->ring);
+  if (e < 0) {
+    free(s);
+    return e;
+  }
+  if (!new_enough(&s->ring)) {
+    io_uring_queue_exit(&s->ring);
+    free(s);
+    return -ENOSYS;
+  }
+  (void)io_uring_register_ring_fd(&s->ring); /* an optimisation only (5.18) */
+  if ((e = tdl__epoll_init(&s->ep)) < 0) {
+    io_uring_queue_exit(&s->ring);
+    free(s);
+    return e;
+  }
+  loop->be_state = s;
+  loop->ring = &s->ring;
+  return 0;
+}
+
+static void ur_close(tdl_loop *loop)
+{
+  uring_state *s = loop->be_state;
+  io_uring_queue_exit(&s->ring);
+  tdl__epoll_destroy(&s->ep);
+  free(s);
+  loop->be_state = NULL;
+  loop->ring = NULL;
+}
+
+/* Run the completions the ring holds.  Operations are told; the epoll
+ * fd's poll only sets a flag, so that this can run from a fiber too (when
+ * room is needed in the submission queue): epoll is harvested by the wait. */
+static unsigned reap(tdl_loop *loop, uring_state *s)
+{
+  unsigned total = 0;
+  for (;;) {
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&s->ring, head, cqe)
+    {
+      n++;
+      uint64_t ud = cqe->user_data;
+      if (ud == UD_EPOLL) {
+        s->ep_armed = false;
+        s->ep_ready = true;
+      } else if (ud != UD_IGNORE && ud != LIBURING_UDATA_TIMEOUT) {
+        tdl__op *op = (tdl__op *)(uintptr_t)ud;
+        loop->ops_inflight--;
+        op->done(op, cqe->res);
+      }
+    }
+    io_uring_cq_advance(&s->ring, n);
+    total += n;
+    /* What did not fit is held by the kernel (NODROP) until an enter
+     * flushes it in. */
+    if (!io_uring_cq_has_overflow(&s->ring) || io_uring_get_events(&s->ring) < 0)
+      return total;
+  }
+}
+
+/* Have the epoll set's fd polled by the ring, unless it is already. */
+static void arm_epoll(uring_state *s)
+{
+  if (s->ep_armed)
+    return;
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+  if (!sqe) {
+    io_uring_submit(&s->ring);
+    sqe = io_uring_get_sqe(&s->ring);
+  }
+  if (sqe) {
+    io_uring_prep_poll_add(sqe, s->ep.epfd, POLLIN);
+    io_uring_sqe_set_data64(sqe, UD_EPOLL);
+    s->ep_armed = true;
+  }
+}
+
+/* Submit what is queued and have the kernel post every completion it has,
+ * without waiting.  Since Linux 6.13 one io_uring_enter on a DEFER_TASKRUN
+ * ring completes at most max(20, min_complete) operations and keeps the rest
+ * for later, so a loop that asked for "any" would collect 20 per iteration
+ * (measured: 20,000 reads ready at once took 1,000 iterations): ask for as
+ * many as are in flight, with a timeout of zero. */
+static int collect(tdl_loop *loop, uring_state *s)
+{
+  unsigned in_flight = loop->ops_inflight + s->ep_armed;
+  if (in_flight <= LOCAL_TW_BATCH)
+    return io_uring_submit_and_get_events(&s->ring);
+  struct io_uring_cqe *cqe;
+  struct __kernel_timespec zero = {0, 0};
+  return io_uring_submit_and_wait_timeout(&s->ring, &cqe, in_flight, &zero, NULL);
+}
+
+static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
+{
+  uring_state *s = loop->be_state;
+  /* Nothing for the ring to do: epoll's own wait costs what it costs on the
+   * epoll back end (the ring's poll of the epoll fd would add a request per
+   * iteration to a loop of watchers). */
+  if (loop->ops_inflight == 0 && io_uring_sq_ready(&s->ring) == 0 && !s->embedded)
+    return tdl__epoll_wait(loop, timeout_ns);
+  if (loop->io_started > 0)
+    arm_epoll(s);
+  int e;
+  if (timeout_ns == 0) {
+    e = collect(loop, s);
+  } else {
+    struct io_uring_cqe *cqe;
+    struct __kernel_timespec ts = {.tv_sec = timeout_ns / TDL_SEC, .tv_nsec = timeout_ns % TDL_SEC};
+    e = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, timeout_ns > 0 ? &ts : NULL, NULL);
+  }
+  if (e < 0 && e != -ETIME && e != -EINTR && e != -EBUSY && e != -EAGAIN)
+    return e;
+  /* A sleeping wait ends with the kernel's first batch (see collect): when
+   * that was a full one, more are likely behind it. */
+  if (reap(loop, s) >= LOCAL_TW_BATCH && timeout_ns != 0 && loop->ops_inflight > 0) {
+    (void)collect(loop, s);
+    reap(loop, s);
+  }
+  if (s->ep_ready) {
+    s->ep_ready = false;
+    e = tdl__epoll_harvest(loop, &s->ep, timeout_ns != 0);
+    if (e < 0)
+      return e;
+  }
+  if (TDL__UNLIKELY(s->embedded)) {
+    /* An outer loop polls the ring's fd until this loop runs again. */
+    arm_epoll(s);
+    io_uring_submit(&s->ring);
+  }
+  return 0;
+}
+
+struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+  if (TDL__UNLIKELY(!sqe)) {
+    /* The submission queue is full: hand it to the kernel now.  When the
+     * kernel cannot take it (a backlog of completions), collect them and
+     * try once more. */
+    int e = io_uring_submit(&s->ring);
+    if (e == -EBUSY || e == -EAGAIN) {
+      reap(loop, s);
+      e = io_uring_submit(&s->ring);
+    }
+    sqe = io_uring_get_sqe(&s->ring);
+    if (!sqe) {
+      *err = e < 0 ? e : -EBUSY;
+      return NULL;
+    }
+  }
+  io_uring_sqe_set_data(sqe, op);
+  loop->ops_inflight++;
+  return sqe;
+}
+
+/* A request whose own completion nobody waits for; it goes with the next
+ * submission, or now when the queue is full. */
+static struct io_uring_sqe *side_sqe(uring_state *s)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+  if (!sqe) {
+    io_uring_submit(&s->ring);
+    sqe = io_uring_get_sqe(&s->ring);
+  }
+  return sqe;
+}
+
+void tdl__ring_cancel(tdl_loop *loop, tdl__op *op)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = side_sqe(s);
+  if (!sqe)
+    return; /* the queue stays full only while the kernel refuses work; the op still completes */
+  io_uring_prep_cancel(sqe, op, 0);
+  io_uring_sqe_set_data64(sqe, UD_IGNORE);
+  /* Now, not with the next wait: whoever cancelled (or the timer's owner)
+   * may use the fd before the loop polls again, and the operation must not
+   * take what they read or write meanwhile.  One system call per deadline
+   * or cancel that hits an operation in flight. */
+  io_uring_submit(&s->ring);
+}
+
+void tdl__ring_cancel_fd(tdl_loop *loop, int fd)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = side_sqe(s);
+  if (!sqe)
+    return;
+  /* Now, not with the next wait: the caller closes fd next, and a cancel
+   * by fd finds the file through the fd table. */
+  io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
+  io_uring_sqe_set_data64(sqe, UD_IGNORE);
+  io_uring_submit(&s->ring);
+}
+
+/* The ring's fd is readable while completions wait (the kernel counts the
+ * deferred ones too), and readiness reaches the ring through the epoll fd's
+ * poll, which an outer loop cannot arm: arm it now, and submit everything
+ * queued, so that the fd tells the truth. */
+static int ur_fd(const tdl_loop *loop)
+{
+  uring_state *s = loop->be_state;
+  s->embedded = true;
+  arm_epoll(s);
+  io_uring_submit(&s->ring);
+  return s->ring.ring_fd;
+}
+
+const tdl__backend tdl__backend_uring = {
+    .name = "uring",
+    .open = ur_open,
+    .close = ur_close,
+    .interest = tdl__epoll_interest,
+    .forget = tdl__epoll_forget,
+    .wait = ur_wait,
+    .pollable_fd = ur_fd,
+};

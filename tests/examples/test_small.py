@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Runs one of the small examples (examples/hello, echo, fetch, capture) the
+way its comment says it is used, and checks what it prints and exits with.
+
+  test_small.py hello|echo|fetch|capture BINARY
+"""
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+WAIT = 60  # seconds any run may take before the test calls it hung
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, **kw)
+
+
+def expect(cond, what, p=None):
+    if not cond:
+        extra = f"\n--- rc {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}" if p else ""
+        sys.exit(f"FAIL: {what}{extra}")
+
+
+def hello(binary):
+    p = run([binary, "4"])
+    want = "".join(f"ping {i}\npong {i}\n" for i in range(1, 5))
+    expect(p.returncode == 0 and p.stdout == want, "hello 4 plays four rounds in turn", p)
+    p = run([binary])
+    expect(p.returncode == 0 and p.stdout.count("ping") == 3, "hello plays three rounds by default", p)
+    p = run([binary, "0"])
+    expect(p.returncode == 2 and "usage" in p.stderr, "hello 0 is refused", p)
+
+
+def echo(binary):
+    srv = subprocess.Popen([binary, "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = srv.stdout.readline()
+        expect(line.startswith("echo: listening on 127.0.0.1:"), f"echo prints its address, not {line!r}")
+        port = int(line.rsplit(":", 1)[1])
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(3)]
+        for i, c in enumerate(clients):  # lines in pieces, pipelined, on three connections at once
+            c.sendall(f"hello {i}\nsecond ".encode())
+        for i, c in enumerate(clients):
+            c.sendall(b"line\n")
+        for i, c in enumerate(clients):
+            want = f"hello {i}\nsecond line\n".encode()
+            got = b""
+            while len(got) < len(want):
+                chunk = c.recv(4096)
+                expect(chunk, f"client {i}: connection closed after {got!r}")
+                got += chunk
+            expect(got == want, f"client {i} got {got!r}, not {want!r}")
+            c.shutdown(socket.SHUT_WR)
+            expect(c.recv(4096) == b"", f"client {i}: echo closes after the client's EOF")
+            c.close()
+    finally:
+        srv.kill()
+        srv.wait()
+    p = run([binary, "127.0.0.1:99999"])
+    expect(p.returncode == 1 and "port above 65535" in p.stderr, "a bad address is explained", p)
+
+
+def serve(listener, answer):
+    """Accept on listener; answer each connection (or, with None, hold it open silently)."""
+    held = []
+    while True:
+        try:
+            c, _ = listener.accept()
+        except OSError:
+            return
+        if answer is None:
+            held.append(c)
+            continue
+        c.recv(4096)
+        c.sendall(answer)
+        c.close()
+
+
+def fetch(binary):
+    answer = b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    servers = []
+    for a in (answer, None):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        threading.Thread(target=serve, args=(s, a), daemon=True).start()
+        servers.append(s)
+    good = f"127.0.0.1:{servers[0].getsockname()[1]}"
+    silent = f"localhost:{servers[1].getsockname()[1]}"
+    p = run([binary, "--deadline", "20000", good, good, good])
+    expect(p.returncode == 0 and p.stdout.count(f": {len(answer)} bytes: HTTP/1.0 200 OK") == 3,
+           "three fetches from one server all succeed", p)
+    # The silent server holds its fetch until the deadline; the others finish.
+    p = run([binary, "--deadline", "2000", good, silent, good])
+    lines = p.stdout.splitlines()
+    expect(p.returncode == 1 and len(lines) == 3, "a silent server fails the run", p)
+    expect(lines[0].startswith(good) and "200 OK" in lines[0] and "200 OK" in lines[2], "the others succeed", p)
+    expect(lines[1].startswith(silent) and "timed out" in lines[1], "the silent one times out", p)
+    p = run([binary, "--deadline", "soon", good])
+    expect(p.returncode == 2 and '"soon"' in p.stderr, "a bad deadline is named", p)
+    p = run([binary])
+    expect(p.returncode == 2 and "usage" in p.stderr, "no server: usage", p)
+    for s in servers:
+        s.close()
+
+
+def capture(binary):
+    p = run([binary, "sh", "-c", "echo out; echo err >&2; exit 3"])
+    expect(p.returncode == 3, "capture exits with the program's code", p)
+    expect("stdout (4 bytes):\nout\n" in p.stdout and "stderr (4 bytes):\nerr\n" in p.stdout, "both captured", p)
+    expect("exited with 3" in p.stdout, "the status is reported", p)
+    p = run([binary, "printf", "%s", "no shell; $HOME `x`"])  # arguments reach the program as given
+    expect(p.returncode == 0 and "no shell; $HOME `x`" in p.stdout, "no shell in between", p)
+    p = run([binary, "sh", "-c", "kill -TERM $$"])
+    expect(p.returncode == 128 + 15 and "killed by signal 15" in p.stdout, "a signal is reported", p)
+    p = run([binary, "/nonexistent/program"])
+    expect(p.returncode == 127 and "No such file" in p.stderr, "an exec error comes back as an error", p)
+    p = run([binary])
+    expect(p.returncode == 2 and "usage" in p.stderr, "no program: usage", p)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "echo", "fetch", "capture"):
+        sys.exit(__doc__)
+    globals()[sys.argv[1]](os.path.abspath(sys.argv[2]))
+    print(f"{sys.argv[1]}: ok")

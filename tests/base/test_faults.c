@@ -1084,10 +1084,11 @@ static void *f_files(void *arg)
       assert_memory_equal(in, out, sizeof in);
   }
   note(e);
+  bool written = e == 0;
   assert_int_equal(tdl_fs_close(fd), 0);
   struct stat st;
   if ((e = tdl_fs_rename(path, path2, tdl_after(IO_DEADLINE))) == 0 &&
-      (e = tdl_fs_stat(path2, &st, tdl_after(IO_DEADLINE))) == 0)
+      (e = tdl_fs_stat(path2, &st, tdl_after(IO_DEADLINE))) == 0 && written)
     assert_int_equal(st.st_size, sizeof out);
   note(e);
   unlink(path);

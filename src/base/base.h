@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "treadle.h"
+#include "base/fault.h" /* TDL__FAULT_*: the hooks at every resource-taking call */
 
 #define TDL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define TDL__UNLIKELY(x) __builtin_expect(!!(x), 0)

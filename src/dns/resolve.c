@@ -29,7 +29,7 @@ typedef struct lookup {
 static lookup *lookup_new(const char *host, const char *service, int family, bool numeric_service)
 {
   size_t hl = host ? strlen(host) + 1 : 0, sl = service ? strlen(service) + 1 : 0;
-  lookup *q = calloc(1, sizeof *q + hl + sl);
+  lookup *q = TDL__FAULT_ALLOC(calloc(1, sizeof *q + hl + sl));
   if (!q)
     return NULL;
   q->family = family;

@@ -104,7 +104,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
 {
   fio *io = s->io;
   if (!io) {
-    if (!(io = calloc(1, sizeof *io)))
+    if (!(io = TDL__FAULT_ALLOC(calloc(1, sizeof *io))))
       return -ENOMEM;
     io->hook.destroy = fio_destroy;
     io->hook.trim = fio_trim;
@@ -116,7 +116,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
   uint32_t n = io->nffds ? io->nffds : 64;
   while (n <= (uint32_t)fd)
     n *= 2;
-  tdl__ffd **a = realloc(io->ffds, (size_t)n * sizeof *a);
+  tdl__ffd **a = TDL__FAULT_ALLOC(realloc(io->ffds, (size_t)n * sizeof *a));
   if (!a)
     return -ENOMEM;
   memset(a + io->nffds, 0, (size_t)(n - io->nffds) * sizeof *a);
@@ -153,7 +153,7 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
     if (!(fl & O_NONBLOCK) && tdl__sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
       return -errno;
   }
-  d = calloc(1, sizeof *d);
+  d = TDL__FAULT_ALLOC(calloc(1, sizeof *d));
   if (!d)
     return -ENOMEM;
   tdl_io_init(&d->w, fd, ffd_ready, NULL);
@@ -463,7 +463,7 @@ ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
  * fiber I/O does not ask the kernel again (one fcntl per connection). */
 static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
 {
-  int nfd = tdl__sys_accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int nfd = TDL__FAULT_SYS(EMFILE, tdl__sys_accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC));
   if (nfd >= 0) {
     tdl__ffd *d;
     (void)ffd_make(s, nfd, &d, true); /* on failure the first use makes it */
@@ -613,7 +613,7 @@ static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
     n *= 2;
   if (n > io->nffds / 4)
     return;
-  tdl__ffd **a = realloc(io->ffds, (size_t)n * sizeof *a);
+  tdl__ffd **a = TDL__FAULT_ALLOC(realloc(io->ffds, (size_t)n * sizeof *a));
   if (a)
     io->ffds = a;
   io->nffds = n; /* (a failed shrink keeps the larger block) */

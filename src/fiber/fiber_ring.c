@@ -184,9 +184,10 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
     f->abort_wait = NULL;
     if (!w.done) {
       /* A deadline or cancel (asked already by abort_ring_wait), or a park
-       * that did not happen (already cancelled, deadline already past): the
+       * that did not happen (already cancelled, deadline already past, no
+       * memory for the deadline's timer: that error is the caller's): the
        * kernel has the operation until it completes. */
-      if (e != -ETIMEDOUT && e != -ECANCELED)
+      if (e == 0)
         e = -ECANCELED;
       f->abort_ctx = &w;
       abort_ring_wait(f);

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/sys.h"
 
 _Thread_local const tdl__stack_info *tdl__running_stack
@@ -172,8 +173,8 @@ int tdl__overflow_thread_init(void) {
   size_t size = (altstack_size() + page - 1) & ~(page - 1);
   /* A guard page below, so a handler that overflows the signal stack faults
    * instead of scribbling over whatever is mapped beneath it. */
-  char *map = mmap(NULL, page + size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  char *map = TDL__FAULT_MAP(mmap(NULL, page + size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0));
   if (map == MAP_FAILED) {
     init_depth = 0;
     return -ENOMEM;

@@ -67,7 +67,7 @@ static int slot_alloc(tdl__sched *s, uint32_t *out)
   }
   if (s->nslots == s->slots_cap) {
     uint32_t cap = s->slots_cap ? s->slots_cap * 2 : 256;
-    tdl__slot *sl = realloc(s->slots, (size_t)cap * sizeof *sl);
+    tdl__slot *sl = TDL__FAULT_ALLOC(realloc(s->slots, (size_t)cap * sizeof *sl));
     if (!sl)
       return -ENOMEM;
     s->slots = sl;
@@ -306,7 +306,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
     *out = loop->sched;
     return 0;
   }
-  tdl__sched *s = calloc(1, sizeof *s);
+  tdl__sched *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
   if (!s)
     return -ENOMEM;
   s->loop = loop;

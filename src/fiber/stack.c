@@ -1,4 +1,5 @@
 /* Fiber stacks: mapping, guards, the per-loop cache.  See stack.h. */
+#include "base/fault.h"
 #include "base/sys.h"
 #include "fiber/stack.h"
 
@@ -103,7 +104,7 @@ static int stack_map(tdl__stack_pool *p, size_t size, tdl__stack *out) {
   char *base;
 
   if (reserve_guard()) {
-    base = mmap(NULL, guard + size, PROT_READ | PROT_WRITE, MAP_FLAGS, -1, 0);
+    base = TDL__FAULT_MAP(mmap(NULL, guard + size, PROT_READ | PROT_WRITE, MAP_FLAGS, -1, 0));
     if (base != MAP_FAILED && mprotect(base, guard, PROT_NONE) == 0)
       goto mapped;
     /* No memory at all, or the guard would split one VMA too many (the
@@ -114,7 +115,7 @@ static int stack_map(tdl__stack_pool *p, size_t size, tdl__stack *out) {
     release_guard();
   }
   guard = 0;
-  base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_FLAGS, -1, 0);
+  base = TDL__FAULT_MAP(mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_FLAGS, -1, 0));
   if (base == MAP_FAILED)
     return errno == ENOMEM || errno == EAGAIN ? -ENOMEM : -errno;
 

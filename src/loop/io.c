@@ -92,19 +92,19 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
     n *= 2;
   }
   /* The queues first: each holds every fd at most once, so nfds entries. */
-  int *q = realloc(loop->queue, (size_t)n * sizeof *q);
+  int *q = TDL__FAULT_ALLOC(realloc(loop->queue, (size_t)n * sizeof *q));
   if (!q)
     return -ENOMEM;
   loop->queue = q;
-  int *b = realloc(loop->batch, (size_t)n * sizeof *b);
+  int *b = TDL__FAULT_ALLOC(realloc(loop->batch, (size_t)n * sizeof *b));
   if (!b)
     return -ENOMEM;
   loop->batch = b;
-  tdl__fd_cold *fdc = realloc(loop->fdc, (size_t)n * sizeof *fdc);
+  tdl__fd_cold *fdc = TDL__FAULT_ALLOC(realloc(loop->fdc, (size_t)n * sizeof *fdc));
   if (!fdc)
     return -ENOMEM;
   loop->fdc = fdc;
-  tdl__fd *fds = realloc(loop->fds, (size_t)n * sizeof *fds);
+  tdl__fd *fds = TDL__FAULT_ALLOC(realloc(loop->fds, (size_t)n * sizeof *fds));
   if (!fds)
     return -ENOMEM;
   memset(fds + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof *fds);
@@ -138,10 +138,10 @@ void tdl__fd_tables_trim(tdl_loop *loop)
     return; /* in use up high, or not worth a copy */
   /* Shrinking cannot fail to keep the old block; what realloc gives back is
    * the point (large tables are mappings of their own: mremap). */
-  int *q = realloc(loop->queue, (size_t)n * sizeof *q);
-  int *b = realloc(loop->batch, (size_t)n * sizeof *b);
-  tdl__fd_cold *fdc = realloc(loop->fdc, (size_t)n * sizeof *fdc);
-  tdl__fd *fds = realloc(loop->fds, (size_t)n * sizeof *fds);
+  int *q = TDL__FAULT_ALLOC(realloc(loop->queue, (size_t)n * sizeof *q));
+  int *b = TDL__FAULT_ALLOC(realloc(loop->batch, (size_t)n * sizeof *b));
+  tdl__fd_cold *fdc = TDL__FAULT_ALLOC(realloc(loop->fdc, (size_t)n * sizeof *fdc));
+  tdl__fd *fds = TDL__FAULT_ALLOC(realloc(loop->fds, (size_t)n * sizeof *fds));
   loop->queue = q ? q : loop->queue;
   loop->batch = b ? b : loop->batch;
   loop->fdc = fdc ? fdc : loop->fdc;

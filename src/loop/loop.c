@@ -73,7 +73,7 @@ int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts)
   int err = asked_backend(opts ? opts->backend : TDL_BACKEND_DEFAULT, &which);
   if (err < 0)
     return err;
-  tdl_loop *loop = calloc(1, sizeof *loop);
+  tdl_loop *loop = TDL__FAULT_ALLOC(calloc(1, sizeof *loop));
   if (!loop)
     return -ENOMEM;
   loop->spin = opts && opts->spin > 0 ? opts->spin : 0;

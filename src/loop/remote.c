@@ -72,11 +72,11 @@ static int notify_open(tdl_loop *loop)
 {
   if (loop->port)
     return 0;
-  tdl_port *port = aligned_alloc(64, (sizeof *port + 63) & ~(size_t)63);
+  tdl_port *port = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *port + 63) & ~(size_t)63));
   if (!port)
     return -ENOMEM;
   memset(port, 0, sizeof *port);
-  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int fd = TDL__FAULT_SYS(EMFILE, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (fd < 0) {
     free(port);
     return -errno;

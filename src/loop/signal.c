@@ -54,7 +54,7 @@ static int update_fd(tdl_loop *loop)
 {
   if (loop->sig_fd >= 0)
     return signalfd(loop->sig_fd, &loop->sig_mask, 0) < 0 ? -errno : 0;
-  int fd = signalfd(-1, &loop->sig_mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  int fd = TDL__FAULT_SYS(EMFILE, signalfd(-1, &loop->sig_mask, SFD_NONBLOCK | SFD_CLOEXEC));
   if (fd < 0)
     return -errno;
   int e = tdl__io_open_internal(loop, &loop->sig_io, fd, on_signalfd);

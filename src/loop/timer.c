@@ -147,9 +147,9 @@ static int map_more(tdl__timers *ts)
     return -ENOMEM;
   void *mem;
   if (ts->heap_mem)
-    mem = mremap(ts->heap_mem, heap_bytes(ts->mapped), heap_bytes(mapped), MREMAP_MAYMOVE);
+    mem = TDL__FAULT_MAP(mremap(ts->heap_mem, heap_bytes(ts->mapped), heap_bytes(mapped), MREMAP_MAYMOVE));
   else
-    mem = mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mem = TDL__FAULT_MAP(mmap(NULL, heap_bytes(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED)
     return -ENOMEM;
   /* No MADV_HUGEPAGE.  It was faster when 2 MiB pages came cheap (7.8 ns
@@ -345,7 +345,7 @@ static void sort_run(tdl__timers *ts, tdl_timer **run, uint32_t k)
     return;
   }
   if (range > ts->scratch_cap) {
-    tdl_timer **sc = realloc(ts->scratch, (size_t)range * sizeof *sc);
+    tdl_timer **sc = TDL__FAULT_ALLOC(realloc(ts->scratch, (size_t)range * sizeof *sc));
     if (!sc) {
       qsort(run, k, sizeof *run, by_seq);
       return;
@@ -381,7 +381,10 @@ void tdl__timers_run(tdl_loop *loop)
   if (tdl__timers_next(loop) > now || ts->n == 0)
     return;
 
-  /* Pop everything due into the batch. */
+  /* Pop everything due into the batch.  When the batch's first allocation
+   * fails, a few timers go through `spare` instead: without it nothing would
+   * fire while memory is short, and the loop would spin on a due timer. */
+  tdl_timer *spare[32];
   uint32_t k = 0;
   while (ts->n && ts->heap[0].at <= now) {
     tdl__tentry e = ts->heap[0];
@@ -391,12 +394,19 @@ void tdl__timers_run(tdl_loop *loop)
       continue;
     }
     if (k == ts->due_cap) {
+      if (ts->due == spare)
+        break;
       uint32_t cap = ts->due_cap ? ts->due_cap * 2 : 64;
-      tdl_timer **due = realloc(ts->due, (size_t)cap * sizeof *due);
-      if (!due)
+      tdl_timer **due = TDL__FAULT_ALLOC(realloc(ts->due, (size_t)cap * sizeof *due));
+      if (due) {
+        ts->due = due;
+        ts->due_cap = cap;
+      } else if (k > 0) {
         break; /* fire what we have; the rest stays in the heap for next time */
-      ts->due = due;
-      ts->due_cap = cap;
+      } else {
+        ts->due = spare; /* never allocated (k == due_cap == 0): nothing to keep */
+        ts->due_cap = sizeof spare / sizeof *spare;
+      }
     }
     remove_root(ts);
     ts->due[k] = e.t;
@@ -432,4 +442,8 @@ void tdl__timers_run(tdl_loop *loop)
     t->cb(loop, t);
   }
   ts->due_n = 0;
+  if (ts->due == spare) {
+    ts->due = NULL;
+    ts->due_cap = 0;
+  }
 }

@@ -251,7 +251,7 @@ static int start_thread(void)
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
-  int e = pthread_create(&t, &a, watchdog_main, NULL);
+  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, watchdog_main, NULL));
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&a);
   if (e != 0)
@@ -337,7 +337,7 @@ static int check_caller(tdl_loop *loop)
  * linked, so the watchdog thread never sees it half made. */
 static int watch_new(tdl_loop *loop, const tdl_watchdog_options *opts)
 {
-  tdl__watch *w = aligned_alloc(64, sizeof *w); /* sizeof is a multiple of 64 */
+  tdl__watch *w = TDL__FAULT_ALLOC(aligned_alloc(64, sizeof *w)); /* sizeof is a multiple of 64 */
   if (!w)
     return -ENOMEM;
   memset(w, 0, sizeof *w);

@@ -109,7 +109,7 @@ static void start_handler(slot *sl, tdl_loop *loop, int fd)
   if (t) {
     sl->tickets = t->next;
     sl->ntickets--;
-  } else if (!(t = malloc(sizeof *t))) {
+  } else if (!(t = TDL__FAULT_ALLOC(malloc(sizeof *t)))) {
     goto fail;
   }
   t->slot = sl;
@@ -360,7 +360,7 @@ int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *o)
   if (!o || !o->listen || !o->handler || o->loops == 0 || o->loops > TDL_GROUP_MAX ||
       (o->mode != TDL_ACCEPT_REUSEPORT && o->mode != TDL_ACCEPT_DISTRIBUTE))
     return -EINVAL;
-  tdl_acceptor *a = calloc(1, sizeof *a + o->loops * sizeof(slot));
+  tdl_acceptor *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a + o->loops * sizeof(slot)));
   if (!a)
     return -ENOMEM;
   a->o = *o;

@@ -74,7 +74,7 @@ static int call_with(tdl_port *port, void *(*fn)(tdl_loop *, void *), void *arg,
     return -ECANCELED;
   if (!port || !fn)
     return -EINVAL;
-  call *c = calloc(1, sizeof *c);
+  call *c = TDL__FAULT_ALLOC(calloc(1, sizeof *c));
   if (!c)
     return -ENOMEM;
   int e = tdl_loop_port(f->sched->loop, &c->home);
@@ -143,7 +143,7 @@ int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_o
     return -EINVAL;
   /* A copy of its own: if the caller leaves at its deadline, the target may
    * still read it, and the call frees it then. */
-  spawn_req *r = calloc(1, sizeof *r);
+  spawn_req *r = TDL__FAULT_ALLOC(calloc(1, sizeof *r));
   if (!r)
     return -ENOMEM;
   r->fn = fn;

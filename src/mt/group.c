@@ -230,7 +230,7 @@ static tdl_group *make(const tdl_group_options *o, unsigned *err)
     *err = EINVAL;
     return NULL;
   }
-  tdl_group *g = calloc(1, sizeof *g + n * sizeof(member));
+  tdl_group *g = TDL__FAULT_ALLOC(calloc(1, sizeof *g + n * sizeof(member)));
   if (!g) {
     *err = ENOMEM;
     return NULL;
@@ -319,7 +319,7 @@ int tdl_group_start(tdl_group **out, const tdl_group_options *opts)
   if (opts->stop_on_signals)
     block_stop_signals(g);
   for (; g->started < g->n; g->started++) {
-    if ((e = pthread_create(&g->m[g->started].thread, NULL, run_member, &g->m[g->started])) != 0)
+    if ((e = TDL__FAULT_ERR(EAGAIN, pthread_create(&g->m[g->started].thread, NULL, run_member, &g->m[g->started]))) != 0)
       break;
   }
   pthread_mutex_lock(&g->lock);

@@ -33,7 +33,7 @@ int tdl__netbuf_init(tdl__netbuf *b, int fd, void *mem, size_t size, size_t max)
   if (size == 0 || max < size)
     return -EINVAL;
   unsigned char *home = mem;
-  if (!home && !(home = malloc(size)))
+  if (!home && !(home = TDL__FAULT_ALLOC(malloc(size))))
     return -ENOMEM;
   b->p = b->home = home;
   b->cap = b->home_cap = size;
@@ -74,11 +74,11 @@ static int grow(tdl__netbuf *b, size_t need)
   unsigned char *q;
   if (b->p == b->home) {
     /* Home stays as it is, for when the data fits it again. */
-    if ((q = malloc(cap)))
+    if ((q = TDL__FAULT_ALLOC(malloc(cap))))
       memcpy(q, b->p, b->end);
   } else {
     /* realloc of a large block remaps pages instead of copying them. */
-    q = realloc(b->p, cap);
+    q = TDL__FAULT_ALLOC(realloc(b->p, cap));
   }
   if (!q)
     return -ENOMEM; /* b->p is untouched: nothing is lost */

@@ -74,7 +74,7 @@ static bool stale_socket(const tdl_addr *a, const char *path, int type)
   struct stat st;
   if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
     return false;
-  int probe = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int probe = TDL__FAULT_SYS(EMFILE, socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (probe < 0)
     return false;
   int r = tdl__sys_connect(probe, &a->u.sa, a->len);
@@ -91,7 +91,7 @@ static int bound_socket(const tdl_addr *a, int type, unsigned flags)
     return -EINVAL;
   if ((e = check_addr(a, &fam)) < 0)
     return e;
-  int fd = socket(fam, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = TDL__FAULT_SYS(EMFILE, socket(fam, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0)
     return -errno;
   if (fam != AF_UNIX) {
@@ -137,7 +137,7 @@ static _Thread_local tdl__backoff t_backoff = {BACKOFF_MIN, BACKOFF_MAX};
 
 static int reserve_open(void)
 {
-  int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int fd = TDL__FAULT_SYS(EMFILE, open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (fd < 0)
     return -errno;
   int none = -1;
@@ -205,11 +205,16 @@ static void shed(int lfd)
 }
 
 /* Sleep this thread's next back-off period, never past the deadline.
- * Returns 0 or -ECANCELED. */
+ * Returns 0 or -ECANCELED.  Without memory for a timer the sleep fails at
+ * once: yield then, or a caller that retries on the error (as a server's
+ * accept loop does) would never let the loop's other fibers run. */
 static int backoff(tdl_time_t deadline)
 {
   tdl_time_t pause = tdl__backoff_step(&t_backoff);
-  return tdl_sleep(tdl__deadline_min(deadline, tdl_after(pause)));
+  int e = tdl_sleep(tdl__deadline_min(deadline, tdl_after(pause)));
+  if (e == -ENOMEM && tdl_fiber_yield() == 0)
+    e = tdl_fiber_cancelled() ? -ECANCELED : 0;
+  return e;
 }
 
 /* ---- listen, accept, connect ---- */
@@ -293,7 +298,7 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
   int fam, e;
   if ((e = check_addr(a, &fam)) < 0)
     return e;
-  int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = TDL__FAULT_SYS(EMFILE, socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0)
     return -errno;
   tdl__backoff pause = {TDL_MSEC, 50 * TDL_MSEC};

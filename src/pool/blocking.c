@@ -65,7 +65,7 @@ int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*d
     return refuse(-ECANCELED, drop, arg);
   if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
     return refuse(-ETIMEDOUT, drop, arg); /* fn never runs */
-  tdl__work *w = calloc(1, sizeof *w);
+  tdl__work *w = TDL__FAULT_ALLOC(calloc(1, sizeof *w));
   if (!w)
     return refuse(-ENOMEM, drop, arg);
   w->fn = fn;

@@ -248,7 +248,7 @@ static bool start(void *(*fn)(void *))
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
-  int e = pthread_create(&t, &a, fn, NULL);
+  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, fn, NULL));
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&a);
   return e == 0;

@@ -65,7 +65,7 @@ int tdl__spawn_env(const tdl_process_options *o, char *const **envp, char ***own
     n++;
   for (const char *const *e = o->env_set; e && *e; e++)
     nset++;
-  char **v = malloc((n + nset + 1) * sizeof *v);
+  char **v = TDL__FAULT_ALLOC(malloc((n + nset + 1) * sizeof *v));
   if (!v)
     return -ENOMEM;
   size_t k = 0;

@@ -103,7 +103,7 @@ static int grow(capture *c, size_t limit)
     want = limit;
   if (want == SIZE_MAX)
     want--;
-  char *b = realloc(c->buf, want + 1);
+  char *b = TDL__FAULT_ALLOC(realloc(c->buf, want + 1));
   if (!b)
     return -ENOMEM;
   c->buf = b;
@@ -122,7 +122,7 @@ static int room_for(run *x, capture *c, char **dst, size_t *room)
     *room = c->cap - c->len;
     return 0;
   }
-  if (!x->scratch && !(x->scratch = malloc(SCRATCH_SIZE)))
+  if (!x->scratch && !(x->scratch = TDL__FAULT_ALLOC(malloc(SCRATCH_SIZE))))
     return -ENOMEM;
   *dst = x->scratch;
   *room = SCRATCH_SIZE;
@@ -409,7 +409,7 @@ static int finish_capture(capture *c, char **out, size_t *out_len, bool *truncat
 {
   if (!c->on)
     return 0;
-  if (!c->buf && !(c->buf = malloc(1)))
+  if (!c->buf && !(c->buf = TDL__FAULT_ALLOC(malloc(1))))
     return -ENOMEM;
   c->buf[c->len] = '\0';
   *out = c->buf;

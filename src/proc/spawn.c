@@ -51,7 +51,7 @@ static void *stack_get(void)
   void *s = atomic_exchange(&stack_cache, NULL);
   if (s)
     return s;
-  s = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  s = TDL__FAULT_MAP(mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0));
   if (s == MAP_FAILED)
     return NULL;
   /* A guard page: an overflow faults in the child instead of scribbling. */
@@ -135,7 +135,7 @@ static void close_all(spawn_fds *f)
 static int open_pipe(spawn_fds *f, int i)
 {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) < 0)
+  if (TDL__FAULT_SYS(EMFILE, pipe2(fds, O_CLOEXEC)) < 0)
     return -errno;
   f->pipe[i][0] = i == 0 ? fds[1] : fds[0];
   f->pipe[i][1] = i == 0 ? fds[0] : fds[1];
@@ -157,7 +157,7 @@ static int open_stdio(const tdl_process_options *o, tdl__child_args *a, spawn_fd
     case TDL_STDIO_INHERIT:
       break;
     case TDL_STDIO_NULL:
-      if (f->devnull < 0 && (f->devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+      if (f->devnull < 0 && (f->devnull = TDL__FAULT_SYS(EMFILE, open("/dev/null", O_RDWR | O_CLOEXEC))) < 0)
         return -errno;
       a->src[i] = f->devnull;
       break;
@@ -174,7 +174,7 @@ static int open_stdio(const tdl_process_options *o, tdl__child_args *a, spawn_fd
       break;
     }
   }
-  if (pipe2(f->err, O_CLOEXEC) < 0)
+  if (TDL__FAULT_SYS(EMFILE, pipe2(f->err, O_CLOEXEC)) < 0)
     return -errno;
   a->err_fd = f->err[1];
   return 0;
@@ -206,14 +206,14 @@ static int clone_child(tdl__child_args *a, void *stack, unsigned flags, int *pid
   int cf = CLONE_VM | CLONE_VFORK | SIGCHLD, pid;
   *pidfd = -1;
   if (!(a->debug & TDL__DEBUG_NO_PIDFD) && !atomic_load_explicit(&clone_pidfd_refused, memory_order_relaxed)) {
-    pid = clone(tdl__spawn_child, top, cf | CLONE_PIDFD, a, pidfd);
+    pid = TDL__FAULT_SYS(EAGAIN, clone(tdl__spawn_child, top, cf | CLONE_PIDFD, a, pidfd));
     if (pid < 0 && errno == EINVAL) {
       atomic_store_explicit(&clone_pidfd_refused, 1, memory_order_relaxed);
       *pidfd = -1;
-      pid = clone(tdl__spawn_child, top, cf, a);
+      pid = TDL__FAULT_SYS(EAGAIN, clone(tdl__spawn_child, top, cf, a));
     }
   } else {
-    pid = clone(tdl__spawn_child, top, cf, a);
+    pid = TDL__FAULT_SYS(EAGAIN, clone(tdl__spawn_child, top, cf, a));
   }
   if (pid < 0)
     pid = -errno;
@@ -247,7 +247,7 @@ static void publish(tdl_process *p, int pid, int pidfd, spawn_fds *f, bool want_
    * clone may not hand the fd back: pidfd_open (Linux >= 5.3) covers both;
    * without it, no pidfd. */
   if (pidfd < 0 && want_pidfd)
-    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    pidfd = (int)TDL__FAULT_SYS(EMFILE, syscall(SYS_pidfd_open, pid, 0));
   p->pid = pid;
   p->pidfd = pidfd < 0 ? -1 : pidfd;
   p->stdin_fd = f->pipe[0][0];

@@ -55,7 +55,7 @@ int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity)
   if (e < 0)
     return e;
   /* One allocation: the struct, then the ring. */
-  tdl_chan *ch = malloc(sizeof *ch + elem_size * capacity);
+  tdl_chan *ch = TDL__FAULT_ALLOC(malloc(sizeof *ch + elem_size * capacity));
   if (!ch)
     return -ENOMEM;
   tdl_chan_init_mem(ch, elem_size, capacity, capacity ? (unsigned char *)(ch + 1) : NULL,
@@ -71,7 +71,7 @@ int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacity)
   int e = check_size(elem_size, capacity);
   if (e < 0)
     return e;
-  tdl_chan *ch = calloc(1, sizeof *ch);
+  tdl_chan *ch = TDL__FAULT_ALLOC(calloc(1, sizeof *ch));
   if (!ch)
     return -ENOMEM;
   if ((e = tdl__xchan_new(ch, elem_size, capacity)) < 0) {

@@ -301,7 +301,7 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
       r = -ETIMEDOUT;
       break;
     }
-    if (c == local && n > ON_STACK && !(c = malloc(n * sizeof *c))) {
+    if (c == local && n > ON_STACK && !(c = TDL__FAULT_ALLOC(malloc(n * sizeof *c)))) {
       c = local;
       r = -ENOMEM;
       break;

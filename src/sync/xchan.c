@@ -424,7 +424,7 @@ int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity)
   size_t cell = 8 + ((elem_size + 7) & ~(size_t)7);
   if (capacity && cell > TDL_CHAN_MAX_BYTES / capacity)
     return -EINVAL;
-  tdl__xchan *x = aligned_alloc(64, (sizeof *x + 63) & ~(size_t)63);
+  tdl__xchan *x = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *x + 63) & ~(size_t)63));
   if (!x)
     return -ENOMEM;
   memset(x, 0, sizeof *x);
@@ -434,7 +434,7 @@ int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity)
   x->cells_n = capacity == 1 ? 2 : capacity;
   x->mask = x->cells_n && !(x->cells_n & (x->cells_n - 1)) ? x->cells_n - 1 : 0;
   if (capacity) {
-    x->cells = aligned_alloc(64, (x->cells_n * cell + 63) & ~(size_t)63);
+    x->cells = TDL__FAULT_ALLOC(aligned_alloc(64, (x->cells_n * cell + 63) & ~(size_t)63));
     if (!x->cells) {
       free(x);
       return -ENOMEM;

@@ -26,7 +26,7 @@ typedef struct tdl__xsync {
 
 static tdl__xsync *make(uint64_t value, uint32_t max)
 {
-  tdl__xsync *x = calloc(1, sizeof *x);
+  tdl__xsync *x = TDL__FAULT_ALLOC(calloc(1, sizeof *x));
   if (x) {
     x->value = value;
     x->max = max;

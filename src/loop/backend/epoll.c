@@ -41,8 +41,8 @@ typedef tdl__epoll epoll_state;
 int tdl__epoll_init(tdl__epoll *s)
 {
   s->cap = EVENTS_MIN;
-  s->events = malloc(sizeof *s->events * (size_t)s->cap);
-  s->epfd = epoll_create1(EPOLL_CLOEXEC);
+  s->events = TDL__FAULT_ALLOC(malloc(sizeof *s->events * (size_t)s->cap));
+  s->epfd = TDL__FAULT_SYS(EMFILE, epoll_create1(EPOLL_CLOEXEC));
   if (!s->events || s->epfd < 0) {
     int e = s->epfd < 0 ? -errno : -ENOMEM;
     if (s->epfd >= 0)
@@ -61,7 +61,7 @@ void tdl__epoll_destroy(tdl__epoll *s)
 
 static int ep_open(tdl_loop *loop)
 {
-  epoll_state *s = calloc(1, sizeof *s);
+  epoll_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
   if (!s)
     return -ENOMEM;
   int e = tdl__epoll_init(s);
@@ -186,7 +186,7 @@ static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
   }
   loop->queue_n = queued;
   if (n == s->cap && s->cap < EVENTS_MAX) {
-    struct epoll_event *ev = realloc(s->events, sizeof *ev * (size_t)s->cap * 2);
+    struct epoll_event *ev = TDL__FAULT_ALLOC(realloc(s->events, sizeof *ev * (size_t)s->cap * 2));
     if (ev) {
       s->events = ev;
       s->cap *= 2;

@@ -20,7 +20,7 @@ typedef struct poll_state {
 
 static int pl_open(tdl_loop *loop)
 {
-  poll_state *s = calloc(1, sizeof *s);
+  poll_state *s = TDL__FAULT_ALLOC(calloc(1, sizeof *s));
   if (!s)
     return -ENOMEM;
   loop->be_state = s;
@@ -70,7 +70,7 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
   if (*slot < 0) {
     if (s->n == s->cap) {
       uint32_t cap = s->cap ? s->cap * 2 : 64;
-      struct pollfd *p = realloc(s->pfds, sizeof *p * cap);
+      struct pollfd *p = TDL__FAULT_ALLOC(realloc(s->pfds, sizeof *p * cap));
       if (!p)
         return -ENOMEM;
       s->pfds = p;

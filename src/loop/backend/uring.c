@@ -65,7 +65,7 @@ static int setup(struct io_uring *ring)
   int e = -EINVAL;
   for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
     struct io_uring_params p = {.flags = tries[i] | IORING_SETUP_CQSIZE, .cq_entries = CQ_ENTRIES};
-    e = io_uring_queue_init_params(SQ_ENTRIES, ring, &p);
+    e = TDL__FAULT_NEG(EMFILE, io_uring_queue_init_params(SQ_ENTRIES, ring, &p));
     if (e != -EINVAL)
       break; /* taken, or refused for a reason fewer flags will not change */
   }
@@ -133,7 +133,7 @@ static int ur_open(tdl_loop *loop)
     t_spare = NULL;
     pthread_setspecific(spare_key, NULL);
   } else {
-    if (!(s = calloc(1, sizeof *s)))
+    if (!(s = TDL__FAULT_ALLOC(calloc(1, sizeof *s))))
       return -ENOMEM;
     int e = setup(&s->ring);
     if (e < 0) {

@@ -175,11 +175,15 @@ static void test_curl_fibers(void **state)
                 (unsigned long long)(after.parked - before.parked));
   test_free(r.f);
   assert_int_equal(bad, 0);
-  assert_true(after.parked > before.parked);
-  /* Blocking the thread, each transfer would have ended before the next
-   * began. */
   print_message("at most %d transfers at once\n", g_most_inflight);
-  assert_true(g_most_inflight > 1);
+  /* Under valgrind the client is so slow that the (native) server's every
+   * answer is there before curl asks: nothing need park, and transfers may
+   * not overlap.  Elsewhere they must have: blocking the thread, each
+   * transfer would have ended before the next began. */
+  if (!RUNNING_ON_VALGRIND) {
+    assert_true(after.parked > before.parked);
+    assert_true(g_most_inflight > 1);
+  }
 }
 
 /* Nobody listening: curl's own error, as without fibers. */

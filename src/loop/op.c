@@ -32,16 +32,6 @@ void tdl_op_init(tdl_op *op, void *data) { *op = (tdl_op){.data = data}; }
 
 bool tdl_op_active(const tdl_op *op) { return op->state_ != OP_IDLE; }
 
-static void op_done(tdl__op *base, int res)
-{
-  tdl_op *op = TDL__CONTAINER_OF(base, tdl_op, base_);
-  op->result_ = res;
-  op->state_ = OP_DONE;
-  if (op->buf_ && res > 0)
-    VALGRIND_MAKE_MEM_DEFINED(op->buf_, (size_t)res);
-  tdl__list_push(&op->loop_->ops_done, &op->link_);
-}
-
 void tdl__ops_run(tdl_loop *loop)
 {
   /* Only what completed before this call: a callback that submits again
@@ -57,6 +47,16 @@ void tdl__ops_run(tdl_loop *loop)
 }
 
 #ifdef TDL_HAVE_URING
+static void op_done(tdl__op *base, int res)
+{
+  tdl_op *op = TDL__CONTAINER_OF(base, tdl_op, base_);
+  op->result_ = res;
+  op->state_ = OP_DONE;
+  if (op->buf_ && res > 0)
+    VALGRIND_MAKE_MEM_DEFINED(op->buf_, (size_t)res);
+  tdl__list_push(&op->loop_->ops_done, &op->link_);
+}
+
 static int submit(tdl_loop *loop, tdl_op *op, uint8_t code, int fd, void *buf, size_t len, tdl_op_cb cb)
 {
   if (!op || !cb)

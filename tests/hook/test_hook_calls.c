@@ -571,7 +571,10 @@ static void *names_results_main(void *arg)
   assert_memory_equal(he.h_addr_list[0], &lo, 4);
   assert_int_equal(gethostbyname_r("localhost", &he, buf, 8, &out, &herr), ERANGE);
   assert_null(out);
-  assert_int_equal(gethostbyname2_r("no-such-host.treadle-test.invalid.", AF_INET, &he, buf, sizeof buf, &out, &herr), 0);
+  /* No such name: glibc returns 0 with no answer and says why in herr;
+   * musl returns an errno value (ENOENT) as well. */
+  int r = gethostbyname2_r("no-such-host.treadle-test.invalid.", AF_INET, &he, buf, sizeof buf, &out, &herr);
+  assert_true(r == 0 || r == ENOENT || r == EAGAIN);
   assert_null(out);
   assert_true(herr == HOST_NOT_FOUND || herr == TRY_AGAIN || herr == NO_RECOVERY);
   assert_null(gethostbyname2("no-such-host.treadle-test.invalid.", AF_INET));

@@ -25,7 +25,16 @@
 static int raw_getfl(int fd) { return (int)syscall(SYS_fcntl, fd, F_GETFL, 0); }
 static int raw_select(int n, void *r, void *w, void *e, struct timeval *tv)
 {
+#ifdef SYS_select
   return (int)syscall(SYS_select, n, r, w, e, tv);
+#else /* AArch64 has only pselect6, with a timespec and no mask */
+  struct timespec ts, *tsp = NULL;
+  if (tv) {
+    ts = (struct timespec){tv->tv_sec, tv->tv_usec * 1000};
+    tsp = &ts;
+  }
+  return (int)syscall(SYS_pselect6, n, r, w, e, tsp, NULL);
+#endif
 }
 
 static void *run_main(tdl_fiber_fn fn, void *arg)

@@ -21,16 +21,7 @@
 
 #include "fiber/fiber_internal.h"
 
-/* memcheck does not see what the kernel writes through the ring: say so. */
-#if defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define TDL_HAVE_VALGRIND 1
-#endif
-#endif
-#ifndef TDL_HAVE_VALGRIND
-#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
-#endif
+#include "base/memcheck.h" /* memcheck does not see what the kernel writes through the ring */
 
 typedef struct ring_wait {
   tdl__op op;

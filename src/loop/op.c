@@ -15,16 +15,7 @@
 #ifdef TDL_HAVE_URING
 #include <liburing.h>
 #endif
-/* memcheck does not see what the kernel writes through the ring: say so. */
-#if defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define TDL_HAVE_VALGRIND 1
-#endif
-#endif
-#ifndef TDL_HAVE_VALGRIND
-#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
-#endif
+#include "base/memcheck.h" /* memcheck does not see what the kernel writes through the ring */
 
 enum { OP_IDLE = 0, OP_INFLIGHT, OP_DONE };
 

@@ -172,13 +172,26 @@ TDL_API int tdl_sleep_for(tdl_time_t delay);
 
 /* Park until fd is ready for `events` (TDL_READ and/or TDL_WRITE); returns
  * the ready events (> 0, including TDL_ERR/TDL_HUP when they happened).
- * It first asks the kernel (one poll() call), so it is right after an EAGAIN
- * from a call treadle did not make (sendmsg, a TLS library, ...); the I/O
- * calls below do without that call.  Errors:
+ * It makes no system call of its own: readiness that the loop has seen for
+ * `events` and that no call has used up since ends the wait (at once, or at
+ * the loop's next poll); otherwise it parks until the kernel reports some.
+ * For fds that your own calls read and
+ * write (sendmsg, a TLS library, ...): after such a call returns EAGAIN,
+ * call tdl_fd_blocked() and then this.  Errors:
  * -ETIMEDOUT, -ECANCELED, -EPERM, -EBADF, -EINVAL (no events), or -EBUSY
  * when another fiber already waits for the same direction on this fd (one
  * reader and one writer fiber per fd at a time). */
 TDL_API int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline);
+/* Your own call on fd, made outside treadle's I/O calls, has just found it
+ * empty (a read returned EAGAIN, or less than asked of a pipe or stream
+ * socket) or full (a write returned EAGAIN), for `events` (TDL_READ and/or
+ * TDL_WRITE): the readiness the loop saw before is used up, so the next
+ * tdl_wait_fd parks until the kernel reports new readiness instead of
+ * returning at once.  Call it before the fiber parks or yields (readiness
+ * seen after your call is new, and must not be forgotten).  No system call.
+ * Returns 0, -EPERM outside a fiber, -EINVAL (no events, or others), -EBADF
+ * (fd < 0) or -ENOMEM. */
+TDL_API int tdl_fd_blocked(int fd, unsigned events);
 
 /*
  * I/O that parks the fiber instead of the thread.  Each tries the system call

@@ -9,15 +9,19 @@
  * one writer record) is created on first use and dropped by tdl_close().
  *
  * One read less per message: a read that returns less than was asked for
- * has emptied a stream, and when the loop would report new data as a level
- * (TDL__FD_LEVEL) the next read parks first instead of calling read() to
- * hear EAGAIN.  (A datagram socket's short read says nothing; recvfrom is
- * left out, and so is MSG_PEEK, which empties nothing.)
+ * has emptied a stream (a pipe or stream socket), so the next read parks
+ * first instead of calling read() to hear EAGAIN: data that comes after the
+ * short read is an arrival the loop reports, as a level or as a new edge.
+ * Parking first also when the loop reports reads as a level for the fd
+ * (TDL__FD_LEVEL) and has none cached.  (A datagram socket's short read
+ * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
+ * nothing.)
  */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/sys.h"
@@ -32,7 +36,12 @@ typedef struct tdl__ffd {
   tdl_io w;
   tdl__fdwait *reader, *writer;
   tdl__list ring_ops; /* operations in flight on the loop's ring (fiber_ring.c) */
-  bool ring_empty;    /* uring: the last read was short, so the next goes to the ring at once */
+  /* The last read was short: the stream was empty then, and whatever came
+   * since is an arrival that the loop reports (a level, or an edge after the
+   * read), so the next read waits for it first (on uring: goes to the ring
+   * at once) instead of hearing EAGAIN. */
+  bool empty;
+  uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -41,6 +50,31 @@ typedef struct fio {
   tdl__ffd **ffds;
   uint32_t nffds;
 } fio;
+
+/* tdl__ffd.stream: asked of the kernel at the first short read (or, for an
+ * accepted fd, taken from its listener).  A datagram or seqpacket socket's
+ * short read is one message, with others perhaps behind it. */
+enum { STREAM_UNKNOWN, STREAM_YES, STREAM_NO };
+
+static uint8_t stream_kind(int fd)
+{
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0)
+    return type == SOCK_STREAM ? STREAM_YES : STREAM_NO;
+  struct stat st;
+  return errno == ENOTSOCK && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) ? STREAM_YES : STREAM_NO;
+}
+
+/* Whether a read of len that returned r has emptied d's stream (see top). */
+static inline bool emptied(tdl__ffd *d, int fd, ssize_t r, size_t len)
+{
+  if (!len || r <= 0 || (size_t)r >= len)
+    return false;
+  if (TDL__UNLIKELY(d->stream == STREAM_UNKNOWN))
+    d->stream = stream_kind(fd);
+  return d->stream == STREAM_YES;
+}
 
 static void ffd_update(tdl__sched *s, tdl__ffd *d)
 {
@@ -65,7 +99,7 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   tdl__ffd *d = (tdl__ffd *)w; /* w is the first member */
   tdl__sched *s = loop->sched;
   tdl__fdwait *r = d->reader, *wr = d->writer;
-  bool readable = r && (ev & TDL_READ);
+  unsigned readable = r ? ev & (TDL_READ | TDL_ERR | TDL_HUP) : 0;
   if (r && (ev & (TDL_READ | TDL_ERR | TDL_HUP))) {
     d->reader = NULL;
     fdwait_end(r, (int)ev);
@@ -78,9 +112,11 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   ffd_update(s, d);
   /* The loop took the arrival as consumed by telling us; for fiber I/O data
    * stays there until a read says otherwise (a short read or EAGAIN), so
-   * keep it cached: the reader's next call reads instead of parking. */
+   * keep it cached: the reader's next call reads instead of parking.  So
+   * does an end of file or an error: on an edge-triggered registration it
+   * is not reported again, and a read after a short one parks first. */
   if (readable)
-    tdl_io_feed(loop, w, TDL_READ);
+    tdl_io_feed(loop, w, readable);
 }
 
 static void fio_trim(tdl__sched *s, tdl__sched_hook *h);
@@ -263,6 +299,21 @@ int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
 static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadline);
 #endif
 
+int tdl_fd_blocked(int fd, unsigned events)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
+    return -EINVAL;
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  tdl_io_blocked(f->sched->loop, &d->w, events);
+  return 0;
+}
+
 int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -284,8 +335,19 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
   return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
-/* A read of len > 0 that returned less: the stream is empty for now. */
-static inline bool emptied(ssize_t r, size_t len) { return len && r > 0 && (size_t)r < len; }
+
+/* Whether a read should wait for the loop's report before it reads (see
+ * the top): the stream was emptied and nothing has come since, or the loop
+ * reports reads as a level and has none cached.  A deadline already past
+ * asks for what is there now: then the call is made. */
+static inline bool park_first(const tdl_loop *loop, tdl__ffd *d, tdl_time_t deadline)
+{
+  if (deadline != TDL_FOREVER && deadline <= loop->now)
+    return false;
+  if (d->empty)
+    return !tdl__io_cached(loop, &d->w, TDL_READ);
+  return tdl__io_read_empty(loop, &d->w);
+}
 
 #ifdef TDL_HAVE_URING
 /* On a uring loop a call that would block becomes a ring operation: the
@@ -307,7 +369,7 @@ static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned d
     if (closed)
       return r; /* tdl_close freed d meanwhile */
     if (len)
-      d->ring_empty = r >= 0 && (size_t)r < len;
+      d->empty = emptied(d, u->fd, r, len);
     if (r != -EAGAIN)
       return r;
     tdl_io_blocked(f->sched->loop, &d->w, dir);
@@ -347,14 +409,12 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   }
 /* A read known to find the stream empty goes to the ring at once. */
 #define RING_EMPTY(...)                                               \
-  if (len_ && d_->ring_empty) {                                       \
+  if (len_ && d_->empty) {                                            \
     __VA_ARGS__                                                       \
   }
-#define RING_EMPTIED() d_->ring_empty = true
 #else
 #define RING_IO(...)
 #define RING_EMPTY(...)
-#define RING_EMPTIED() (void)0
 #endif
 
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
@@ -378,16 +438,14 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   (void)dir_;                                                         \
   (void)name_;                                                        \
   RING_EMPTY(ring)                                                    \
-  if (len_ && tdl__io_read_empty(loop_, &d_->w) &&                    \
+  if (len_ && park_first(loop_, d_, deadline) &&                      \
       (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
     return e_;                                                        \
   for (;;) {                                                          \
     ssize_t r_ = (call);                                              \
     if (r_ >= 0) {                                                    \
-      if (emptied(r_, len_)) {                                        \
+      if (len_ && (d_->empty = emptied(d_, fd, r_, len_)))            \
         tdl_io_blocked(loop_, &d_->w, TDL_READ);                      \
-        RING_EMPTIED();                                               \
-      }                                                               \
       tdl__io_budget_spend(f);                                        \
       return r_;                                                      \
     }                                                                 \
@@ -460,14 +518,23 @@ ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
- * fiber I/O does not ask the kernel again (one fcntl per connection). */
+ * fiber I/O does not ask the kernel again (one fcntl per connection); and
+ * its kind is its listener's (one getsockopt per listener). */
+static void accepted(tdl__sched *s, int lfd, int nfd)
+{
+  tdl__ffd *ld = ffd_find(s, lfd), *nd;
+  if (ffd_make(s, nfd, &nd, true) < 0 || !ld)
+    return; /* on failure the first use makes it */
+  if (ld->stream == STREAM_UNKNOWN)
+    ld->stream = stream_kind(lfd);
+  nd->stream = ld->stream;
+}
+
 static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
 {
   int nfd = TDL__FAULT_SYS(EMFILE, tdl__sys_accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC));
-  if (nfd >= 0) {
-    tdl__ffd *d;
-    (void)ffd_make(s, nfd, &d, true); /* on failure the first use makes it */
-  }
+  if (nfd >= 0)
+    accepted(s, fd, nfd);
   return nfd;
 }
 
@@ -477,10 +544,8 @@ static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr
 {
   tdl__uop u = {.code = IORING_OP_ACCEPT, .fd = fd, .addr = addr, .addrlen = addrlen};
   int nfd = (int)ring_io(f, d, &u, TDL_READ, 0, "accept", deadline);
-  if (nfd >= 0) {
-    tdl__ffd *nd;
-    (void)ffd_make(f->sched, nfd, &nd, true); /* as accept_known */
-  }
+  if (nfd >= 0)
+    accepted(f->sched, fd, nfd);
   return nfd;
 }
 #endif

@@ -239,6 +239,8 @@ typedef struct hfd {
   uint8_t user_nb;   /* the user's O_NONBLOCK */
   uint8_t our_nb;    /* we set O_NONBLOCK underneath (hidden from F_GETFL) */
   uint8_t in_fio;    /* treadle's fiber I/O has state for it: close with tdl_close */
+  uint8_t stream;    /* a pipe or stream socket: a short read empties it */
+  uint8_t empty;     /* in a fiber, the last read was short: the next parks first */
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } hfd;
 
@@ -291,8 +293,13 @@ static void classify(int fd, hfd *h)
     return;
   h->user_nb = (fl & O_NONBLOCK) != 0;
   h->our_nb = 0;
-  if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode))
+  if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)) {
     h->kind = KIND_WAITABLE;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    h->stream = S_ISFIFO(st.st_mode) ||
+                (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM);
+  }
   else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
     h->kind = KIND_OTHER;
   else
@@ -347,6 +354,14 @@ static bool nonblocking_underneath(int fd, const hfd *h)
 
 #define DL_UNSET ((tdl_time_t)-2)
 
+/* In a fiber, a call on fd has just found it empty (EAGAIN, or a short
+ * read) or full: the readiness the loop saw is used up (tdl_fd_blocked). */
+static inline void used_up(int fd, hfd *h, unsigned dir)
+{
+  h->in_fio = 1; /* fiber I/O has state for fd from here: close with tdl_close */
+  (void)tdl_fd_blocked(fd, dir);
+}
+
 /* The call on fd heard EAGAIN: wait until it is ready for dir, under the
  * user's SO_*TIMEO (first call fixes *dl).  0: try again; -1 with errno. */
 static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
@@ -398,23 +413,43 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
   return 0;
 }
 
-/* The shape of every I/O call: pass through, or try and wait on EAGAIN. */
-#define HOOK_IO(type, fd, call, dir)                                          \
+/* The shape of every I/O call: pass through, or try and wait on EAGAIN.
+ * `reads`: the call is a read that may empty a stream, of `len` bytes
+ * (evaluated only after the call succeeded).  In a fiber, such a read that
+ * returns less has emptied the pipe or stream socket, so the next read
+ * waits for the loop to report data before it reads, instead of first
+ * hearing EAGAIN: one system call less per reply in a request-reply
+ * protocol.  The wait ends at once when data is there (tdl_wait_fd misses
+ * no arrival), and at worst a read hears EAGAIN and waits as usual. */
+#define HOOK_CALL(type, fd, call, dir, reads, len)                            \
   READY();                                                                    \
-  bool fiber_ = in_fiber();                                        \
+  bool fiber_ = in_fiber();                                                   \
   hfd *h_ = fiber_ ? hooked(fd) : blocking_under(fd);                         \
   if (!h_)                                                                    \
     return call;                                                              \
   tdl_time_t dl_ = DL_UNSET;                                                  \
+  const bool reads_ = fiber_ && (reads);                                      \
+  if (reads_ && h_->empty && wait_ready((fd), h_, (dir), &dl_, true) < 0)     \
+    return -1;                                                                \
   for (;;) {                                                                  \
     type r_ = call;                                                           \
-    if (r_ >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))                 \
+    if (r_ >= 0) {                                                            \
+      if (reads_ && (h_->empty = h_->stream && r_ > 0 &&                      \
+                                 (size_t)r_ < (size_t)(len)))                 \
+        used_up((fd), h_, TDL_READ);                                          \
       return r_;                                                              \
+    }                                                                         \
+    if (errno != EAGAIN && errno != EWOULDBLOCK)                              \
+      return r_;                                                              \
+    if (fiber_)                                                               \
+      used_up((fd), h_, (dir));                                               \
     if (wait_ready((fd), h_, (dir), &dl_, fiber_) < 0)                        \
       return -1;                                                              \
   }
+#define HOOK_IO(type, fd, call, dir) HOOK_CALL(type, fd, call, dir, false, 1)
+#define HOOK_READ(fd, call, reads, len) HOOK_CALL(ssize_t, fd, call, TDL_READ, reads, len)
 
-HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_IO(ssize_t, fd, real.read(fd, buf, n), TDL_READ) }
+HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_READ(fd, real.read(fd, buf, n), true, n) }
 /* A blocking write or send returns when all of it went (or a timeout, an
  * error or a signal cut it short: then with the count so far, as Linux
  * does); the non-blocking one underneath stops at a full buffer, so carry
@@ -437,6 +472,8 @@ HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_IO(ssize_t, fd, real.read(
     } else if (errno != EAGAIN && errno != EWOULDBLOCK) {                     \
       return done_ ? (ssize_t)done_ : -1;                                     \
     }                                                                         \
+    if (fiber_) /* short, or EAGAIN: the buffer is full */                    \
+      used_up((fd), h_, TDL_WRITE);                                           \
     if (wait_ready((fd), h_, TDL_WRITE, &dl_, fiber_) < 0)                    \
       return done_ ? (ssize_t)done_ : -1;                                     \
   }
@@ -445,9 +482,21 @@ HOOK ssize_t write(int fd, const void *buf, size_t n)
 {
   HOOK_OUT(fd, n, real.write(fd, (const char *)buf + done_, n - done_))
 }
+/* What a readv that succeeded asked for in all (the kernel has read iov);
+ * 0 when it overflows, so that no short read is taken as emptying. */
+static size_t iov_len(const struct iovec *iov, int n)
+{
+  size_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    if (iov[i].iov_len > SIZE_MAX - sum)
+      return 0;
+    sum += iov[i].iov_len;
+  }
+  return sum;
+}
 HOOK ssize_t readv(int fd, const struct iovec *iov, int n)
 {
-  HOOK_IO(ssize_t, fd, real.readv(fd, iov, n), TDL_READ)
+  HOOK_READ(fd, real.readv(fd, iov, n), true, iov_len(iov, n))
 }
 HOOK ssize_t writev(int fd, const struct iovec *iov, int n)
 {
@@ -464,7 +513,7 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int n)
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
   DONTWAIT_PASSES(real.recv(fd, buf, n, flags))
-  HOOK_IO(ssize_t, fd, real.recv(fd, buf, n, flags), TDL_READ)
+  HOOK_READ(fd, real.recv(fd, buf, n, flags), !(flags & (MSG_PEEK | MSG_OOB)), n)
 }
 HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 {

@@ -136,10 +136,9 @@ int tdl__epoll_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want);
 void tdl__epoll_forget(tdl_loop *loop, int fd, tdl__fd *rec);
 /* The epoll back end's wait, on loop->be_state. */
 int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns);
-/* Report what is ready now without sleeping (`slept`: whether the wait this
- * belongs to could sleep, see ep_wait).  Returns the number of events, or a
- * negative errno. */
-int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept);
+/* Report what is ready now without sleeping.  Returns the number of events,
+ * or a negative errno. */
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s);
 
 /* ---- completions: operations the kernel runs (the uring back end) ------------ */
 

@@ -507,6 +507,47 @@ static void close_wakes_waiters(void **state)
   tdl_close(P[1]);
 }
 
+/* Your own read found the fd empty: tdl_fd_blocked makes the next wait
+ * wait, even where the loop has readiness cached from before that read. */
+static void *fd_blocked_user(void *arg)
+{
+  (void)arg;
+  char b[8];
+  /* Writability first, then readability: the registration turns
+   * edge-triggered, where cached readiness is taken as true. */
+  assert_true(tdl_wait_fd(P[0], TDL_WRITE, tdl_after(TDL_SEC)) & TDL_WRITE);
+  assert_int_equal(write(P[1], "a", 1), 1);
+  assert_true(tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  /* Read behind treadle's back, until EAGAIN. */
+  assert_int_equal(read(P[0], b, sizeof b), 1);
+  assert_int_equal(read(P[0], b, sizeof b), -1);
+  assert_int_equal(errno, EAGAIN);
+  assert_int_equal(tdl_fd_blocked(P[0], TDL_READ), 0);
+  assert_int_equal(tdl_wait_fd(P[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  /* New data ends the next wait. */
+  assert_int_equal(write(P[1], "b", 1), 1);
+  assert_true(tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  assert_int_equal(read(P[0], b, sizeof b), 1);
+  /* Misuse. */
+  assert_int_equal(tdl_fd_blocked(P[0], 0), -EINVAL);
+  assert_int_equal(tdl_fd_blocked(P[0], TDL_READ | TDL_HUP), -EINVAL);
+  assert_int_equal(tdl_fd_blocked(-1, TDL_READ), -EBADF);
+  return NULL;
+}
+
+static void fd_blocked_forgets_cached_readiness(void **state)
+{
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, P), 0);
+  assert_int_equal(tdl_fd_blocked(P[0], TDL_READ), -EPERM); /* not in a fiber */
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &h, fd_blocked_user, NULL, NULL), 0);
+  tdl_fiber_detach(L, h);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_close(P[0]);
+  tdl_close(P[1]);
+}
+
 static void *wait_after_foreign_eagain(void *arg)
 {
   (void)arg;
@@ -817,9 +858,9 @@ static void short_read_parks_without_a_read(void **state)
 
 /* More readers ready at once than the scheduler runs between two polls
  * (its dispatch batch, 512): the poll that comes while the rest are still
- * queued reports their fds again, and that must not cost them their
- * read-free parking (it did: each such fd went edge-triggered, and from then
- * on every message cost a read that heard EAGAIN). */
+ * queued reports their fds again, which turns them edge-triggered, and that
+ * must not cost them their read-free parking (it once did: from then on
+ * every message cost a read that heard EAGAIN). */
 enum { CROWD = 700, CROWD_ROUNDS = 12 };
 static int crowd_srv[CROWD], crowd_cli[CROWD];
 static int crowd_answered;
@@ -1154,6 +1195,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(bad_fds_in_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(close_wakes_waiters, setup, teardown),
       cmocka_unit_test_setup_teardown(wait_fd_after_a_foreign_eagain, setup, teardown),
+      cmocka_unit_test_setup_teardown(fd_blocked_forgets_cached_readiness, setup, teardown),
       cmocka_unit_test_setup_teardown(failing_calls_still_yield, setup, teardown),
       cmocka_unit_test_setup_teardown(deadlock_is_reported_and_loop_kept, setup, teardown),
       cmocka_unit_test_setup_teardown(a_hundred_thousand_fibers, setup, teardown),

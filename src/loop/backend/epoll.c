@@ -152,7 +152,7 @@ static inline unsigned to_bits(uint32_t e)
   return b;
 }
 
-static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
+static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n)
 {
   /* Once per event: keep this loop short, with the tables in locals. */
   const struct epoll_event *events = s->events;
@@ -172,14 +172,14 @@ static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n, bool slept)
     /* Level-triggered and reporting what nobody wants (or an error or
      * hang-up, which level-triggering would repeat on every wait): this fd
      * needs edges from now on, or the loop would spin on it.  (rec->kernel
-     * never holds ERR or HUP.)  But a poll that does not sleep, because
-     * fibers are still queued to run, reports again the levels of the fds
-     * those fibers were woken for and have not read yet: repeats of what is
-     * cached cost nothing there, and edges would cost those fds their
-     * read-free parking (TDL__FD_LEVEL) for good. */
+     * never holds ERR or HUP.)  That includes a poll that does not sleep,
+     * because fibers are still queued to run, and reports again the levels
+     * of the fds those fibers were woken for and have not read yet: each
+     * repeat costs the kernel a poll of the file (with a thousand fibers
+     * queued, five per message were measured), where edges cost one
+     * EPOLL_CTL_MOD for good.  Fiber I/O parks without a read after a short
+     * one on edges too (fiber_io.c). */
     unsigned unwanted = bits & ~rec->kernel;
-    if (TDL__UNLIKELY(unwanted) && !slept)
-      unwanted &= ~rec->ready;
     if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
       to_edge(s, (int)fd, rec);
     tdl__fd_report(rec, (int)fd, bits, queue, &queued);
@@ -219,16 +219,16 @@ int tdl__epoll_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
-  epoll_report(loop, s, n, timeout_ns != 0);
+  epoll_report(loop, s, n);
   return 0;
 }
 
-int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s, bool slept)
+int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s)
 {
   int n = epoll_wait(s->epfd, s->events, s->cap, 0);
   if (n < 0)
     return errno == EINTR ? 0 : -errno;
-  epoll_report(loop, s, n, slept);
+  epoll_report(loop, s, n);
   return n;
 }
 

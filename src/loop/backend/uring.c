@@ -280,7 +280,7 @@ static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   }
   if (s->ep_ready) {
     s->ep_ready = false;
-    e = tdl__epoll_harvest(loop, &s->ep, timeout_ns != 0);
+    e = tdl__epoll_harvest(loop, &s->ep);
     if (e < 0)
       return e;
   }

@@ -15,8 +15,12 @@
  *       The client, on a loop of its own: C fibers each connect (TCP_NODELAY),
  *       make one round trip that is not counted (the server has then accepted
  *       and is serving the connection), and wait; the clock starts, and each
- *       fiber loops { send B bytes; receive exactly B } taking messages from
- *       the shared budget M until it is used.  Every byte that comes back is
+ *       fiber loops { send B bytes; receive B } taking messages from the
+ *       shared budget M until it is used.  It receives into a buffer of
+ *       CLIENT_BUF bytes at least (more than B coming back is a failure), as
+ *       the servers do: a read that returns less than it asked for tells
+ *       treadle the socket is empty, so the next waits without a read that
+ *       hears EAGAIN, whatever the server.  Every byte that comes back is
  *       compared with what was sent; each message carries its sequence number
  *       so that a stale or repeated echo shows.  With --sync 1 the client
  *       prints "READY" on stdout once every connection is up and waits for a
@@ -35,6 +39,7 @@
 #include <sys/socket.h>
 
 #define SERVER_BUF (16 * 1024) /* per connection; the Go and tokio servers use the same */
+#define CLIENT_BUF 4096
 
 static int parse_backend(const char *be, tdl_backend *out)
 {
@@ -236,13 +241,21 @@ static int round_trip(worker *w, uint64_t seq)
     }
     off += (size_t)n;
   }
+  size_t cap = size > CLIENT_BUF ? size : CLIENT_BUF;
   for (size_t got = 0; got < size;) {
-    ssize_t n = tdl_recv(w->fd, w->in + got, size - got, 0, TDL_FOREVER);
+    ssize_t n = tdl_recv(w->fd, w->in + got, cap - got, 0, TDL_FOREVER);
     if (n <= 0) {
       fail(c, "recv", n);
       return -1;
     }
     got += (size_t)n;
+    if (got > size) {
+      if (!c->failed)
+        fprintf(stderr, "echo: FAILED: %zu bytes came back for %zu sent\n", got, size);
+      c->failed = true;
+      c->left = 0;
+      return -1;
+    }
   }
   if (memcmp(w->in, w->out, size) != 0) {
     size_t i = 0;
@@ -373,7 +386,7 @@ int bench_echo_main(int argc, char **argv)
   uint64_t seed = 42;
   for (long i = 0; i < c.conns; i++) {
     worker *w = &r.w[i];
-    *w = (worker){.c = &c, .fd = -1, .out = malloc((size_t)c.size), .in = malloc((size_t)c.size)};
+    *w = (worker){.c = &c, .fd = -1, .out = malloc((size_t)c.size), .in = malloc(c.size > CLIENT_BUF ? (size_t)c.size : CLIENT_BUF)};
     if (!w->out || !w->in)
       bench_die("out of memory");
     for (long k = 0; k < c.size; k++)

@@ -8,14 +8,22 @@
  * unbuffered shared channels, T round trips.  Key: ns_per_round_trip.
  *
  * Both: --spin NS lets each loop spin that long before it sleeps (0: never).
+ *
+ * xping --floor 1: no treadle at all: two threads pinned to two CPUs pass a
+ * counter back and forth through two cache lines, spinning.  The least any
+ * round trip between two threads costs on this machine: the floor under
+ * the fiber figures.
  */
 #include <treadle.h>
 
 #include "bench.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct {
   tdl_chan *ch, *back;
@@ -118,12 +126,73 @@ int bench_xchan_main(int argc, char **argv)
   return 0;
 }
 
+/* ---- xping --floor 1 ---- */
+
+static struct {
+  _Alignas(64) long ping;
+  _Alignas(64) long pong;
+} F;
+
+static long ncpus;
+
+/* Two threads on one CPU must yield to each other, or each spin lasts its
+ * whole time slice. */
+static inline void sched_yield_if_alone(void)
+{
+  if (ncpus < 2)
+    sched_yield();
+}
+
+static void pin_to(int cpu)
+{
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* one CPU: unpinned */
+}
+
+static void *floor_answer(void *arg)
+{
+  (void)arg;
+  pin_to(1);
+  for (long i = 1; i <= X.hops; i++) {
+    while (__atomic_load_n(&F.ping, __ATOMIC_ACQUIRE) != i)
+      sched_yield_if_alone();
+    __atomic_store_n(&F.pong, i, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+
+static int floor_main(void)
+{
+  pthread_t t;
+  pin_to(0);
+  bench_span s;
+  bench_begin(&s);
+  if (pthread_create(&t, NULL, floor_answer, NULL) != 0)
+    bench_die("pthread_create failed");
+  for (long i = 1; i <= X.hops; i++) {
+    __atomic_store_n(&F.ping, i, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&F.pong, __ATOMIC_ACQUIRE) != i)
+      sched_yield_if_alone();
+  }
+  pthread_join(t, NULL);
+  bench_end(&s);
+  bench_result("floor", "xping", &s, "hops=%ld ns_per_round_trip=%.1f cpu_ns_per_round_trip=%.1f", X.hops,
+               s.wall_s * 1e9 / (double)X.hops, (s.user_s + s.sys_s) * 1e9 / (double)X.hops);
+  return 0;
+}
+
 int bench_xping_main(int argc, char **argv)
 {
   X.hops = bench_opt_long(argc, argv, "hops", 1000000);
   tdl_time_t spin = bench_opt_long(argc, argv, "spin", 0);
   if (X.hops < 1)
     bench_die("xping: need --hops >= 1");
+  if (bench_opt_long(argc, argv, "floor", 0)) {
+    ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return floor_main();
+  }
   int rc;
   if ((rc = tdl_chan_new_shared(&X.ch, sizeof(long), 0)) < 0 || (rc = tdl_chan_new_shared(&X.back, sizeof(long), 0)) < 0)
     bench_die("tdl_chan_new_shared: %s", tdl_strerror(rc));

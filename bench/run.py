@@ -85,6 +85,7 @@ IMPLS = {
     "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
+    "floor": ("treadle-bench", ["--floor", "1"], {}),
     "treadle-2-loops": ("treadle-bench", ["--loops", "2"], {}),
     "go-2": ("bench-go", [], {"GOMAXPROCS": "2"}),
     # spawn methods, all in treadle-bench
@@ -187,7 +188,7 @@ EXPERIMENTS.append(experiment(
     ["treadle-callback", "treadle-2-loops"], ["msgs_per_s", "cpu_us_per_msg"]))
 EXPERIMENTS.append(experiment(
     "loops", "xping T={trips}", "xping", "--hops {trips}",
-    ["treadle", "treadle-spin", "go-2"], ["ns_per_round_trip", "cpu_ns_per_round_trip"]))
+    ["treadle", "treadle-spin", "go-2", "floor"], ["ns_per_round_trip", "cpu_ns_per_round_trip"]))
 EXPERIMENTS.append(experiment(
     "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
     ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"]))
@@ -264,7 +265,9 @@ GROUP_NOTES = {
              "a bounded mpsc of 1024); msgs_per_s is wall time, so above 1 the peer is faster; "
              "wakeups_per_msg counts eventfd writes. xping: two fibers pass one value back and forth "
              "over two unbuffered shared channels (Go: unbuffered channels); treadle-spin lets each "
-             "loop spin 100 us before it sleeps (tdl_loop_options.spin). pipes: the callback-style pipes "
+             "loop spin 100 us before it sleeps (tdl_loop_options.spin); floor is no library: two threads on the two "
+             "CPUs pass a counter through two cache lines, spinning, the least a round trip between two "
+             "threads costs (Go's goroutines share one thread when they can). pipes: the callback-style pipes "
              "workload on one loop, and split over a group of 2 (treadle-2-loops: 500 pipes and half the "
              "messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
     "blocking": "64 fibers (libuv: 64 requests in flight; tokio: 64 tasks) each call a trivial function "

@@ -68,6 +68,7 @@ static const bench_opt xchan_opts[] = {
 static const bench_opt xping_opts[] = {
     COUNT("hops", "1000000", "round trips T between fibers on two loops"),
     {"spin", "N", 0, LONG_MAX, "nanoseconds each loop spins before it sleeps (default 0)"},
+    {"floor", "0|1", 0, 1, "1: no treadle, two pinned threads spinning on two cache lines (the floor)"},
     {0},
 };
 static const bench_opt blocking_opts[] = {

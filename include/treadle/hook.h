@@ -15,7 +15,10 @@
  *   read, write, readv, writev, recv, recvfrom, recvmsg, send, sendto,
  *   sendmsg, accept, accept4, connect   on a socket or pipe that the user
  *     left blocking: the call is tried; on EAGAIN the fiber parks until the
- *     fd is ready (tdl_wait_fd) and tries again.  write, send and sendto
+ *     fd is ready (tdl_wait_fd) and tries again.  After a read, readv or
+ *     recv that returned less than it asked of a pipe or stream socket, the
+ *     next one parks first (no read that would hear EAGAIN): it returns as
+ *     soon as data is there, as a blocking read does.  write, send and sendto
  *     return once all of the buffer went, as on a blocking fd (a timeout or
  *     an error after some of it: the count so far); writev and sendmsg
  *     return after the first write that moved anything.

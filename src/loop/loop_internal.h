@@ -83,7 +83,7 @@ typedef struct tdl__fd_cold {
  * Only an edge-triggered epoll registration lacks it: there, readiness that
  * was reported once and not acted on is not reported again.  Fiber I/O
  * relies on it to park without first trying a read that would return EAGAIN
- * (tdl__io_read_empty). */
+ * where no short read has told it the stream is empty (tdl__io_read_empty). */
 #define TDL__FD_LEVEL 0x20u
 
 /* tdl_io.state bits */

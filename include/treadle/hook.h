@@ -18,7 +18,11 @@
  *     fd is ready (tdl_wait_fd) and tries again.  After a read, readv or
  *     recv that returned less than it asked of a pipe or stream socket, the
  *     next one parks first (no read that would hear EAGAIN): it returns as
- *     soon as data is there, as a blocking read does.  write, send and sendto
+ *     soon as data is there, as a blocking read does.  recv and recvfrom
+ *     with MSG_WAITALL on a stream socket wait for all of it (each wait
+ *     under SO_RCVTIMEO), or return the count so far at the end of the
+ *     stream, an error or a timeout; recvmsg with MSG_WAITALL returns what
+ *     one receive got (not gathered).  write, send and sendto
  *     return once all of the buffer went, as on a blocking fd (a timeout or
  *     an error after some of it: the count so far); writev and sendmsg
  *     return after the first write that moved anything.

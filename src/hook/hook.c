@@ -510,9 +510,40 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int n)
     return call;              \
   }
 
+/* MSG_WAITALL: the kernel waits for all n bytes only on a blocking file.
+ * On a stream socket the user wants blocking but that is non-blocking
+ * underneath, gather them here, one hooked receive after another (each
+ * waits under SO_RCVTIMEO); an end of stream, an error or a timeout after
+ * some bytes returns the count so far, as Linux does.  Whether the call is
+ * such a one: */
+static bool waitall_ours(int fd, int flags, size_t n)
+{
+  if (!(flags & MSG_WAITALL) || (flags & (MSG_PEEK | MSG_OOB)) || n == 0)
+    return false;
+  READY();
+  bool fiber = in_fiber();
+  hfd *h = fiber ? hooked(fd) : blocking_under(fd);
+  return h && h->stream && (fiber || nonblocking_underneath(fd, h));
+}
+
+/* The rest of a MSG_WAITALL receive that has `got` bytes of n. */
+static ssize_t recv_rest(int fd, char *buf, size_t n, size_t got, int flags)
+{
+  flags &= ~MSG_WAITALL;
+  while (got < n) {
+    ssize_t r = recv(fd, buf + got, n - got, flags);
+    if (r <= 0)
+      return got ? (ssize_t)got : r;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
   DONTWAIT_PASSES(real.recv(fd, buf, n, flags))
+  if (TDL__UNLIKELY(waitall_ours(fd, flags, n)))
+    return recv_rest(fd, buf, n, 0, flags);
   HOOK_READ(fd, real.recv(fd, buf, n, flags), !(flags & (MSG_PEEK | MSG_OOB)), n)
 }
 HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -523,6 +554,10 @@ HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, SA_ARG a, socklen_t *al)
 {
   DONTWAIT_PASSES(real.recvfrom(fd, buf, n, flags, a, al))
+  if (TDL__UNLIKELY(waitall_ours(fd, flags, n))) {
+    ssize_t r = recvfrom(fd, buf, n, flags & ~MSG_WAITALL, a, al); /* the sender's address */
+    return r <= 0 ? r : recv_rest(fd, buf, n, (size_t)r, flags);
+  }
   HOOK_IO(ssize_t, fd, real.recvfrom(fd, buf, n, flags, a, al), TDL_READ)
 }
 HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, CSA_ARG a, socklen_t al)

@@ -353,6 +353,22 @@ static void *short_main(void *arg)
   assert_int_equal(readv(c->s[0], &iov, 1), 1);
   assert_int_equal(b[0], 'g');
 
+  /* MSG_WAITALL waits for all of it, as on a blocking socket... */
+  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, short_writer, c, NULL), 0);
+  assert_int_equal(write(c->s[1], "ab", 2), 2);
+  assert_int_equal(recv(c->s[0], b, 3, MSG_WAITALL), 3); /* "ab", then the writer's "c" */
+  assert_memory_equal(b, "abc", 3);
+  assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
+  /* ...and returns what came when the stream ends first. */
+  int e2[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, e2), 0);
+  assert_int_equal(write(e2[1], "xy", 2), 2);
+  assert_int_equal(shutdown(e2[1], SHUT_WR), 0);
+  assert_int_equal(recvfrom(e2[0], b, 8, MSG_WAITALL, NULL, NULL), 2);
+  assert_int_equal(recv(e2[0], b, 8, MSG_WAITALL), 0);
+  assert_int_equal(close(e2[0]), 0);
+  assert_int_equal(close(e2[1]), 0);
+
   /* An end of file after a short read: the next read returns 0 at once. */
   assert_int_equal(write(c->s[1], "hi", 2), 2);
   assert_int_equal(shutdown(c->s[1], SHUT_WR), 0);

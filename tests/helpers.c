@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,4 +45,17 @@ int t_run_until(tdl_loop *loop, const int *flag, int iterations)
   for (int i = 0; i < iterations && !*flag; i++)
     assert_true(tdl_loop_run(loop, TDL_LOOP_ONCE) >= 0);
   return *flag;
+}
+
+long t_reads_made(void)
+{
+  FILE *f = fopen("/proc/self/io", "r");
+  long v = -1;
+  char line[128];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "syscr: %ld", &v) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return v;
 }

@@ -31,6 +31,10 @@ void t_loop_free(tdl_loop *loop);
 void t_pipe(int fds[2]);
 /* Number of open fds of this process (from /proc/self/fd). */
 int t_count_fds(void);
+/* Read system calls this process has made (/proc/self/io syscr), or -1
+ * where the kernel keeps no task I/O accounting.  Each call reads that file,
+ * which the next call counts (two calls in a row tell how much). */
+long t_reads_made(void);
 /* Run tdl_loop_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
  * times; returns the flag. */
 int t_run_until(tdl_loop *loop, const int *flag, int iterations);

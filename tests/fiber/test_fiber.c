@@ -790,20 +790,6 @@ static void dump_names_the_call(void **state)
 
 /* ---- one read per message ---- */
 
-/* Read system calls this process has made (/proc/self/io syscr). */
-static long reads_made(void)
-{
-  FILE *f = fopen("/proc/self/io", "r");
-  long v = -1;
-  char line[128];
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "syscr: %ld", &v) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return v;
-}
-
 enum { ROUNDS = 200 };
 static int RR[2];
 
@@ -822,12 +808,12 @@ static void *ask(void *arg)
 {
   (void)arg;
   char buf[64];
-  long before = reads_made();
+  long before = t_reads_made();
   for (int i = 0; i < ROUNDS; i++) {
     assert_int_equal(tdl_write(RR[0], "ping!", 5, TDL_FOREVER), 5);
     assert_int_equal(tdl_read(RR[0], buf, sizeof buf, tdl_after(10 * TDL_SEC)), 4);
   }
-  long used = reads_made() - before;
+  long used = t_reads_made() - before;
   /* Each side reads once per message: after a short read the next read
    * parks first instead of hearing EAGAIN (which would make it 4 per round
    * trip).  A few spare for the first rounds, before the fds are known.
@@ -846,7 +832,7 @@ static void short_read_parks_without_a_read(void **state)
   (void)state;
   /* No /proc/self/io (a kernel without task I/O accounting); or valgrind,
    * whose scheduler lock is a pipe it reads around every system call. */
-  if (reads_made() < 0 || RUNNING_ON_VALGRIND)
+  if (t_reads_made() < 0 || RUNNING_ON_VALGRIND)
     skip();
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, RR), 0);
   go(answer, NULL);
@@ -884,7 +870,7 @@ static void *crowd_echo(void *arg)
 static void *crowd_drive(void *arg)
 {
   (void)arg;
-  long before = reads_made();
+  long before = t_reads_made();
   for (int r = 0; r < CROWD_ROUNDS; r++) {
     crowd_answered = 0;
     /* Plain calls: no yield between them, so every echo is ready at once. */
@@ -896,7 +882,7 @@ static void *crowd_drive(void *arg)
     for (int i = 0; i < CROWD; i++)
       assert_int_equal(read(crowd_cli[i], &b, 1), 1);
   }
-  long echo_reads = reads_made() - before - (long)CROWD * CROWD_ROUNDS;
+  long echo_reads = t_reads_made() - before - (long)CROWD * CROWD_ROUNDS;
   /* One read per message, plus the first of each fd (EAGAIN: not yet
    * registered), plus a few spare.  On uring: none, the ring reads. */
   if (strcmp(tdl_loop_backend(tdl_fiber_loop()), "uring") == 0)
@@ -912,7 +898,7 @@ static void *crowd_drive(void *arg)
 static void crowd_ready_at_once_reads_once_each(void **state)
 {
   (void)state;
-  if (reads_made() < 0 || RUNNING_ON_VALGRIND)
+  if (t_reads_made() < 0 || RUNNING_ON_VALGRIND)
     skip();
   for (int i = 0; i < CROWD; i++) {
     int sv[2];

@@ -290,20 +290,6 @@ static void test_close_then_reuse(void **state)
 
 /* ---- a short read: the next read waits for the loop first ---- */
 
-/* Read system calls this process has made (/proc/self/io syscr), or -1. */
-static long reads_made(void)
-{
-  FILE *f = fopen("/proc/self/io", "r");
-  long v = -1;
-  char line[128];
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "syscr: %ld", &v) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return v;
-}
-
 typedef struct short_ctx {
   int s[2];     /* a stream socketpair: s[0] the reader's, blocking */
   int d[2];     /* a datagram socketpair, blocking */
@@ -332,10 +318,10 @@ static void *short_main(void *arg)
   assert_int_equal(read(c->s[0], b, sizeof b), 2);
   tdl_fiber_t w;
   assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, short_writer, c, NULL), 0);
-  long r0 = reads_made();
-  long before = reads_made(); /* minus what a reads_made() itself reads */
+  long r0 = t_reads_made();
+  long before = t_reads_made(); /* minus what a t_reads_made() itself reads */
   assert_int_equal(read(c->s[0], b, sizeof b), 1);
-  c->reads = reads_made() - before - (before - r0);
+  c->reads = t_reads_made() - before - (before - r0);
   assert_int_equal(b[0], 'c');
   assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
 
@@ -393,7 +379,7 @@ static void test_short_read_then_wait(void **state)
   run_main(short_main, &c);
   /* No EAGAIN first (valgrind's own reads, and kernels without task I/O
    * accounting, cannot tell). */
-  if (reads_made() >= 0 && !RUNNING_ON_VALGRIND)
+  if (t_reads_made() >= 0 && !RUNNING_ON_VALGRIND)
     assert_int_equal(c.reads, 1);
   for (int i = 0; i < 2; i++) {
     assert_int_equal(close(c.s[i]), 0);

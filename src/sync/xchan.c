@@ -28,7 +28,6 @@
  *
  * Waking across threads is xwait.h's: records, claims, deliveries.
  */
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -112,6 +111,14 @@ static bool ring_get(tdl__xchan *x, void *val)
 
 /* ---- the fences (see the top) ---- */
 
+/* membarrier(2)'s commands, a stable part of the kernel's ABI, spelled out:
+ * musl's headers have no <linux/membarrier.h>. */
+enum {
+  MB_CMD_QUERY = 0,
+  MB_CMD_PRIVATE_EXPEDITED = 1 << 3,
+  MB_CMD_REGISTER_PRIVATE_EXPEDITED = 1 << 4,
+};
+
 static int asym; /* membarrier is registered: set once, before the first channel exists */
 static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
 
@@ -119,9 +126,9 @@ static void asym_init(void)
 {
 #if !defined(TDL_TSAN) && defined(SYS_membarrier)
   /* ThreadSanitizer models no membarrier: its build keeps the fences. */
-  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+  long cmds = syscall(SYS_membarrier, MB_CMD_QUERY, 0, 0);
+  if (cmds > 0 && (cmds & MB_CMD_PRIVATE_EXPEDITED) &&
+      syscall(SYS_membarrier, MB_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     asym = 1;
 #endif
 }
@@ -133,7 +140,7 @@ static void heavy_fence(void)
   /* Registered, it does not fail (there is no error for this command but
    * EINVAL and EPERM, which registration ruled out). */
   if (__atomic_load_n(&asym, __ATOMIC_RELAXED))
-    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    (void)syscall(SYS_membarrier, MB_CMD_PRIVATE_EXPEDITED, 0, 0);
 #endif
 }
 

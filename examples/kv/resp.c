@@ -17,6 +17,9 @@ static long long line_number(const char *p, const char *end, const char **next)
   bool neg = *p == '-';
   if (p + neg == cr)
     return -1; /* "-" alone is no number */
+  if (p[neg] == '0' && (cr - p > 1))
+    return -1; /* leading zeros, or "-0": Redis's string2ll refuses them (and so
+                * a count of 0 written with 126 zeros no longer reads as 0) */
   for (const char *q = p + neg; q < cr; q++) {
     if (*q < '0' || *q > '9' || v > 100000000000LL)
       return -1;

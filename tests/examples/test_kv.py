@@ -179,7 +179,10 @@ def kv_only(kv_port):
     o2.sendall(command(b"PING"))
     assert recv_line(o2) == b"+PONG\r\n"
     # Protocol errors: answered, then closed, as Redis does.
-    for bad in (b"*1\r\n+PING\r\n", b"*x\r\n", b"*1\r\n$-5\r\n"):
+    # Leading zeros and "-0" are refused as Redis's string2ll refuses them
+    # (checked against redis-server 7.0: invalid multibulk / bulk length).
+    for bad in (b"*1\r\n+PING\r\n", b"*x\r\n", b"*1\r\n$-5\r\n", b"*00\r\n", b"*-0\r\n",
+                b"*1\r\n$01\r\nx\r\n", b"*" + b"0" * 126 + b"\r\n"):
         p = c()
         p.sendall(bad)
         assert p.recv(200).startswith(b"-ERR Protocol error"), bad

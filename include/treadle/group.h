@@ -64,7 +64,8 @@ typedef struct tdl_group_options {
  * not the variable *out points to (a data race).
  * Errors: -EINVAL (more than TDL_GROUP_MAX loops; pin with more loops than
  * CPUs; opts NULL); -EAGAIN (no thread could be made); the errors of
- * tdl_loop_new, tdl_loop_port and tdl_fiber_spawn from the threads; -ENOMEM.
+ * tdl_loop_new and tdl_loop_port from the threads; -ENOMEM.  (A main that
+ * cannot be spawned is not among these: tdl_group_wait reports it.)
  * On error nothing is left running.
  */
 TDL_API int tdl_group_start(tdl_group **out, const tdl_group_options *opts);
@@ -94,7 +95,8 @@ TDL_API void tdl_group_stop(tdl_group *g);
 
 /* Wait until every loop has ended and its thread is joined, or the deadline
  * passes (-ETIMEDOUT: still running).  Returns 0, or the first error a loop
- * ended with (its tdl_loop_run's, e.g. -EDEADLK).  It blocks the calling
+ * ended with (its tdl_loop_run's, e.g. -EDEADLK; or tdl_fiber_spawn's when
+ * its main could not start, e.g. -ENOMEM, which stopped the group).  It blocks the calling
  * thread: call it from a thread that runs no loop (main); from a fiber or a
  * loop callback it fails with -EPERM. */
 TDL_API int tdl_group_wait(tdl_group *g, tdl_time_t deadline);

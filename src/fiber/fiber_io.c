@@ -100,7 +100,7 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   tdl__sched *s = loop->sched;
   tdl__fdwait *r = d->reader, *wr = d->writer;
   unsigned readable = r ? ev & (TDL_READ | TDL_ERR | TDL_HUP) : 0;
-  if (r && (ev & (TDL_READ | TDL_ERR | TDL_HUP))) {
+  if (readable) {
     d->reader = NULL;
     fdwait_end(r, (int)ev);
   }
@@ -334,7 +334,6 @@ int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
   }
   return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
-
 
 /* Whether a read should wait for the loop's report before it reads (see
  * the top): the stream was emptied and nothing has come since, or the loop

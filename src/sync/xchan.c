@@ -19,8 +19,8 @@
  * asks the kernel for a barrier on every running thread of the process
  * (MEMBARRIER_CMD_PRIVATE_EXPEDITED): each of them has then either
  * published its value before reading the count, or reads the count after
- * the increment.  Wakes are notifications, not hand-offs: a woken fiber may find
- * the value taken by one that did not wait, and waits again.
+ * the increment.  Wakes are notifications, not hand-offs: a woken fiber may
+ * find the value taken by one that did not wait, and waits again.
  *
  * Unbuffered (capacity 0).  A rendezvous needs a hand-off: everything goes
  * through the spinlock, and the side that finds a waiter of the other

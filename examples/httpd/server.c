@@ -48,7 +48,6 @@ struct httpd_conn {
   httpd_server *srv;
   tdl_fiber_t fiber;
   int fd;
-  bool drained; /* the last read returned less than it asked for */
   tdl_conn track; /* in srv->track: idle (evictable) while waiting for a request */
   tdl_time_t req_deadline;
   size_t in_off, in_len, in_cap; /* unconsumed input is in[in_off .. in_len) */
@@ -238,19 +237,12 @@ static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline)
   size_t room = c->in_cap - c->in_len;
   if (room == 0)
     return -ENOBUFS;
-  /* A short read emptied the socket: wait for the next arrival instead of
-   * trying a read that would only say EAGAIN (one system call saved per
-   * request on a keep-alive connection). */
-  if (c->drained) {
-    int e = tdl_wait_fd(c->fd, TDL_READ, deadline);
-    if (e < 0)
-      return e;
-  }
+  /* After a short read treadle itself waits before reading again (on
+   * epoll for readiness, on uring as one receive in the ring), so a
+   * keep-alive connection costs one read per request, with no EAGAIN. */
   ssize_t n = tdl_recv(c->fd, c->in + c->in_len, room, 0, deadline);
-  if (n > 0) {
+  if (n > 0)
     c->in_len += (size_t)n;
-    c->drained = (size_t)n < room;
-  }
   return n;
 }
 
@@ -849,7 +841,6 @@ static void conn_serve(httpd_server *s, int fd)
   c.srv = s;
   c.fd = fd;
   c.fiber = tdl_fiber_self();
-  c.drained = false;
   c.in_off = c.in_len = c.out_len = 0;
   c.in_cap = (size_t)s->cfg.max_head + IN_SPARE;
   c.in = c.in_cap <= IN_LOCAL ? c.in_local : malloc(c.in_cap);

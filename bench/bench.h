@@ -97,5 +97,6 @@ int bench_fs_main(int argc, char **argv);
 int bench_responsive_main(int argc, char **argv);
 int bench_echo_main(int argc, char **argv);
 int bench_echo_server_main(int argc, char **argv);
+int bench_uring_floor_main(int argc, char **argv); /* built where liburing is */
 
 #endif

@@ -3,16 +3,21 @@
 start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.
 
-    echo_driver.py echo --server treadle-epoll|treadle-uring|go-1|tokio-ct --build DIR
-                   [--conns C] [--messages M] [--size B] [--pin yes|no]
+    echo_driver.py echo --server treadle-epoll|treadle-uring|go-1|tokio-ct|floor-single|floor-multishot
+                   --build DIR [--conns C] [--messages M] [--size B] [--pin yes|no]
 
 The servers, each on one thread of work (a fiber, goroutine or task per
 connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
 
-    treadle-epoll  treadle-bench echo-server --backend epoll
-    treadle-uring  treadle-bench echo-server --backend uring
-    go-1           bench-go echo-server, GOMAXPROCS=1
-    tokio-ct       bench-tokio echo-server --flavor current_thread
+    treadle-epoll    treadle-bench echo-server --backend epoll
+    treadle-uring    treadle-bench echo-server --backend uring
+    go-1             bench-go echo-server, GOMAXPROCS=1
+    tokio-ct         bench-tokio echo-server --flavor current_thread
+    floor-single     treadle-bench uring-floor --mode echo --recv single: no
+                     library, liburing directly, one receive per connection
+                     into its 16 KiB buffer (bench/bench_uring_floor.c)
+    floor-multishot  the same with --recv multishot: a multishot receive per
+                     connection from a ring of provided buffers
 
 (bench-go and bench-tokio are put in the build directory by
 bench/peers/build-peers.sh.)  Each prints "PORT n" and serves until its stdin
@@ -31,9 +36,10 @@ keys added:
     server_cpu_us_per_msg   the server's CPU time over the timed part, per message
     client                  the client's own impl (treadle-epoll)
 
-treadle's server also reports the bytes it echoed when it stops; they must be
-(M + C) * B (the warm-up round trips included) or the run fails.  A missing
-program is an exit status of 77 with a note (run.py skips the run).
+treadle's server and the floor servers also report the bytes they echoed when
+they stop; they must be (M + C) * B (the warm-up round trips included) or the
+run fails.  A missing program is an exit status of 77 with a note (run.py
+skips the run).
 """
 
 import argparse
@@ -52,7 +58,11 @@ SERVERS = {
     "treadle-uring": ("treadle-bench", ["echo-server", "--backend", "uring"], {}),
     "go-1": ("bench-go", ["echo-server"], {"GOMAXPROCS": "1"}),
     "tokio-ct": ("bench-tokio", ["echo-server", "--flavor", "current_thread"], {}),
+    "floor-single": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "single"], {}),
+    "floor-multishot": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "multishot"], {}),
 }
+# The servers that print "SERVED conns=N bytes=B" when they stop: their bytes are checked.
+COUNTED = {"treadle-epoll", "treadle-uring", "floor-single", "floor-multishot"}
 
 
 def find_binary(build, name):
@@ -177,7 +187,7 @@ def main():
             if srv.poll() is not None:
                 return failed(f"the server exited with {srv.returncode} during the run")
             stop(srv, 10)
-            if o.server.startswith("treadle-"):
+            if o.server in COUNTED:
                 served = []
                 while (line := sout.next(deadline)) is not None:
                     if line.startswith("SERVED "):

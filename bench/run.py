@@ -118,6 +118,9 @@ IMPLS = {
     "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
     "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
     "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
+    # ...and the floor: no library, liburing directly (treadle-bench uring-floor).
+    "floor-single": ("script:echo_driver.py", ["--server", "floor-single"], {}),
+    "floor-multishot": ("script:echo_driver.py", ["--server", "floor-multishot"], {}),
 }
 SCRIPT = "script:"
 
@@ -227,7 +230,7 @@ for pipes in (1000, 9000):
 # also_vs: more baselines, each a row of ratios under the figures' row.
 EXPERIMENTS.append(dict(experiment(
     "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
-    ["treadle-uring", "treadle-epoll", "go-1-server", "tokio-ct-server"],
+    ["treadle-uring", "treadle-epoll", "floor-single", "floor-multishot", "go-1-server", "tokio-ct-server"],
     ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"]), also_vs=["treadle-epoll"]))
 
 # What each group's section of the doc says about its figures.
@@ -320,7 +323,13 @@ GROUP_NOTES = {
             "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
             "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end; go-1-server: "
             "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
-            "current_thread runtime. msgs_per_s is the client's wall time, so above 1 the peer served faster; "
+            "current_thread runtime. floor-single and floor-multishot are no library: liburing directly, one "
+            "thread (treadle-bench uring-floor --mode echo, bench/bench_uring_floor.c): one ring with "
+            "SINGLE_ISSUER and DEFER_TASKRUN, a multishot accept, and per connection either one receive at a time "
+            "into its own 16 KiB buffer (single) or a multishot receive from a ring of 4096 provided buffers of "
+            "2 KiB (multishot), each message sent back with send(2): what io_uring itself allows on this machine, "
+            "the floor under treadle-uring's figures. msgs_per_s is the client's wall time, so above 1 the peer "
+            "served faster; "
             "server_cpu_us_per_msg is the server's CPU time (utime+stime of every thread, /proc/PID/stat, clock "
             "ticks of 10 ms) over the timed round trips only (the connections are made and warmed before), per "
             "message; client_cpu_us_per_msg the client's. The rows 'vs treadle-epoll' are the same runs' ratios "

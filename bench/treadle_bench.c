@@ -21,6 +21,7 @@
 #pragma weak bench_responsive_main
 #pragma weak bench_echo_main
 #pragma weak bench_echo_server_main
+#pragma weak bench_uring_floor_main
 
 #define COUNT(name, dflt, help) {name, "N", 1, LONG_MAX, help " (default " dflt ")"}
 
@@ -106,6 +107,15 @@ static const bench_opt echo_server_opts[] = {
     {"backend", "epoll|poll|uring", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
     {0},
 };
+static const bench_opt uring_floor_opts[] = {
+    {"listen", "ADDR", 0, 0, "where to listen (default 127.0.0.1:0: a free port, printed as PORT n)"},
+    {"mode", "echo|http", 0, 0,
+     "echo what arrives, or answer every request head as httpd answers GET / (default echo)"},
+    {"recv", "single|multishot", 0, 0,
+     "one receive per connection into its 16 KiB buffer, or a multishot receive from a provided-buffer ring "
+     "(default single)"},
+    {0},
+};
 
 static const bench_workload workloads[] = {
     {"pipes", bench_pipes_main, "M 1-byte messages through P pipes, each read D us after it arrives", pipes_opts},
@@ -123,6 +133,9 @@ static const bench_workload workloads[] = {
     {"echo", bench_echo_main, "C connections to an echo server, M round trips of B bytes (the client)", echo_opts},
     {"echo-server", bench_echo_server_main, "the echo server of echo, until stdin ends (not timed itself)",
      echo_server_opts},
+    {"uring-floor", bench_uring_floor_main,
+     "no treadle: an echo or HTTP server on liburing directly, one thread, until stdin ends (the floor)",
+     uring_floor_opts},
 };
 
 int main(int argc, char **argv)

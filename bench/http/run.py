@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""HTTP benchmark: examples/httpd against Go net/http and nginx, driven by wrk.
+"""HTTP benchmark: examples/httpd against Go net/http and nginx, and the io_uring
+floor, driven by wrk.
 
     python3 bench/http/run.py [--build build/release] [--duration 10] [--rounds 3]
-                              [--conns 75,1000] [--write] [--quick]
+                              [--conns 75,1000] [--write] [--quick] [--only KEY,...]
 
 Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
   one core  (server pinned to CPU 0 with taskset, wrk pinned to CPU 1):
-    httpd         examples/httpd, one treadle loop
+    httpd         examples/httpd, one treadle loop (on epoll, and on io_uring)
     go GOMAXPROCS=1
     nginx 1 worker
+    floor         no library: treadle-bench uring-floor --mode http, liburing
+                  directly on one thread (bench/bench_uring_floor.c), each
+                  request head answered with httpd's bytes for GET /; one
+                  receive at a time per connection (floor-1) or a multishot
+                  receive from provided buffers (floor-1m).  What io_uring
+                  itself allows here: the floor under httpd's figures, part
+                  of no target.
   two cores (nothing pinned; wrk shares the two CPUs with the server):
     httpd         still one loop (it uses one core)
     go            default GOMAXPROCS
@@ -21,8 +29,11 @@ CPU seconds (utime + stime of the server and its child processes, from
 
 Needs wrk and nginx (installed with apt-get when missing and run as root;
 otherwise those peers are skipped) and go for the Go peer (built from
-bench/peers/go-http into the build directory when `go` exists).  httpd is
-built (Release) into the build directory when missing.  --write puts the table
+bench/peers/go-http into the build directory when `go` exists).  httpd and
+treadle-bench are built (Release) into the build directory when missing; the
+floor is skipped where treadle-bench has no uring-floor (no liburing).
+--only runs just the configurations named by key (httpd-1, floor-1m, ...)
+or by name (httpd, httpd-uring, go, nginx, floor).  --write puts the table
 into docs/PERFORMANCE.md between <!-- BEGIN http --> and <!-- END http -->.
 
 Progress (configuration, round i of n, elapsed, estimate left) goes to stderr;
@@ -104,6 +115,20 @@ def build(builddir):
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", builddir, "-j2", "--target", "httpd"], check=True,
                        stdout=subprocess.DEVNULL)
+    floor = os.path.join(builddir, "bench", "treadle-bench")
+    if not os.path.exists(floor):
+        note("building treadle-bench (Release) in", builddir)
+        subprocess.run(["cmake", "--build", builddir, "-j2", "--target", "treadle-bench"],
+                       stdout=subprocess.DEVNULL)
+    # A build without liburing has no uring-floor: its --help says "not built".
+    if os.path.exists(floor):
+        h = subprocess.run([floor, "uring-floor", "--help"], capture_output=True, text=True)
+        if h.returncode != 0 or "not built" in h.stdout:
+            note("treadle-bench has no uring-floor (built without liburing): no floor")
+            floor = None
+    else:
+        note("no treadle-bench: no floor")
+        floor = None
     gobin = os.path.join(builddir, "http-go")
     if shutil.which("go"):
         env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
@@ -115,7 +140,7 @@ def build(builddir):
     else:
         note("no go toolchain: no Go peer")
         gobin = None
-    return httpd, gobin
+    return httpd, gobin, floor
 
 
 def free_port():
@@ -177,8 +202,10 @@ class Server:
     """One configuration: `key` names its row; `cpus` restricts the server
     (taskset), `wrk_cpus` the wrk that measures it."""
 
-    def __init__(self, name, cores, argv, env=None, cpus=None, workdir=None, key=None, wrk_cpus=None, label=""):
+    def __init__(self, name, cores, argv, env=None, cpus=None, workdir=None, key=None, wrk_cpus=None, label="",
+                 stdin_pipe=False):
         self.name, self.cores, self.argv, self.env, self.cpus = name, cores, argv, env, cpus
+        self.stdin_pipe = stdin_pipe  # the floor serves until its stdin ends: a pipe held open
         self.workdir = workdir
         self.key = key or name
         self.wrk_cpus = wrk_cpus
@@ -199,12 +226,19 @@ class Server:
         if self.cpus is not None:
             argv = ["taskset", "-c", self.cpus] + argv
         env = dict(os.environ, **(self.env or {}))
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.PIPE if self.stdin_pipe else None)
         if not wait_ready(port, self.proc):
             self.stop()
             raise RuntimeError(f"{self.name} did not start")
 
     def stop(self):
+        if self.proc and self.proc.stdin:
+            self.proc.stdin.close()  # the floor's signal to stop; TERM below if it lingers
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc and self.proc.poll() is None:
             # nginx: QUIT is its graceful stop; httpd and Go: TERM
             self.proc.send_signal(signal.SIGQUIT if self.workdir else signal.SIGTERM)
@@ -272,7 +306,9 @@ def main():
     ap.add_argument("--conns", default="75,1000")
     ap.add_argument("--write", action="store_true", help="write the table into docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="one 2 s round at 75 connections (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated server names to run (default: all)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated configuration keys (httpd-1, floor-1, ...) or names (httpd, httpd-uring, go, "
+                         "nginx, floor) to run (default: all)")
     args = ap.parse_args()
     if args.quick:
         args.duration, args.rounds, args.conns = 2, 1, "75"
@@ -280,7 +316,7 @@ def main():
 
     ensure_tools()
     builddir = os.path.abspath(args.build)
-    httpd, gobin = build(builddir)
+    httpd, gobin, floor = build(builddir)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # wrk -c1000, and the servers
     two_cpus = (os.cpu_count() or 1) >= 2
@@ -301,6 +337,11 @@ def main():
                Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
                       env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1u",
                       label="httpd (treadle, 1 loop, uring)")]
+    if floor:
+        for key, recv in (("floor-1", "single"), ("floor-1m", "multishot")):
+            servers.append(Server("floor", 1, [floor, "uring-floor", "--listen", "127.0.0.1:@PORT@", "--mode", "http",
+                                               "--recv", recv], cpus=one, wrk_cpus=wrk_one, key=key,
+                                  label=f"io_uring floor, no library ({recv} recv)", stdin_pipe=True))
     if gobin:
         servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,
                               wrk_cpus=wrk_one, key="go-1", label="Go net/http, GOMAXPROCS=1"))

@@ -3,9 +3,10 @@
  * loopback to an echo server on one loop; each client connection sends B
  * bytes and waits for them back, M round trips in all.
  *
- *   echo-server --listen ADDR [--backend epoll|poll|uring]
+ *   echo-server --listen ADDR [--backend epoll|poll|uring] [--readahead yes|no]
  *       One loop, a fiber per connection echoing what arrives (tdl_recv into a
- *       16 KiB buffer, tdl_send of all of it).  Prints "PORT n" on stdout once
+ *       16 KiB buffer, tdl_send of all of it).  On uring each connection
+ *       receives ahead (tdl_fd_readahead) unless --readahead no.  Prints "PORT n" on stdout once
  *       it listens, serves until its stdin reaches end of file (or SIGTERM's
  *       default action ends it), then prints "SERVED conns=N bytes=B" and
  *       exits 0.  Its CPU time is measured from outside (bench/echo_driver.py
@@ -65,6 +66,7 @@ typedef struct server {
   tdl_fiber_t acceptor;
   conn *conns; /* live connections, to cancel at the end */
   bool stopping;
+  bool readahead; /* tdl_fd_readahead on each connection (uring only) */
   long accepted;
   long long bytes;
 } server;
@@ -121,6 +123,8 @@ static void *accept_conns(void *arg)
       continue;
     }
     tdl_net_nodelay(fd, true);
+    if (s->readahead)
+      (void)tdl_fd_readahead(fd, true); /* -ENOTSUP on epoll: then reads as usual */
     conn *c = calloc(1, sizeof *c);
     int rc = -ENOMEM;
     if (c) {
@@ -165,7 +169,10 @@ int bench_echo_server_main(int argc, char **argv)
   if (parse_backend(bench_opt_str(argc, argv, "backend", NULL), &backend) < 0)
     bench_die("echo-server: unknown back end");
   bench_raise_nofile();
-  server s = {.lfd = -1};
+  const char *ra = bench_opt_str(argc, argv, "readahead", "yes");
+  if (strcmp(ra, "yes") != 0 && strcmp(ra, "no") != 0)
+    bench_die("echo-server: --readahead wants yes or no");
+  server s = {.lfd = -1, .readahead = strcmp(ra, "yes") == 0};
   tdl_loop_options lo = {.backend = backend};
   int rc = tdl_loop_new(&s.loop, &lo);
   if (rc < 0)

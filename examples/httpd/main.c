@@ -32,6 +32,8 @@ static void usage(FILE *f, int code)
              "  --accept MODE           how several loops share connections: distribute (default: to the\n"
              "                          loop with the fewest open) or reuseport (the kernel's hash)\n"
              "  --pin                   pin each loop's thread to a CPU\n"
+             "  --no-readahead          on io_uring loops, one receive request per read instead of\n"
+             "                          receiving ahead (tdl_fd_readahead)\n"
              "  --root DIR              serve the files under DIR at /static/\n"
              "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
              "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
@@ -91,6 +93,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
       usage(stdout, 0);
     if (strcmp(a, "--pin") == 0) {
       *pin = true;
+      continue;
+    }
+    if (strcmp(a, "--no-readahead") == 0) {
+      cfg->no_readahead = true;
       continue;
     }
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",

@@ -854,6 +854,11 @@ static void conn_serve(httpd_server *s, int fd)
   }
   /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
   tdl_net_nodelay(fd, true);
+  /* On a uring loop the kernel receives requests as they come, with no
+   * receive request per read; every read of fd here is treadle's, and it is
+   * closed with tdl_close, as receiving ahead asks.  (-ENOTSUP elsewhere.) */
+  if (!s->cfg.no_readahead)
+    (void)tdl_fd_readahead(fd, true);
   conn_link(s, &c);
   bool linger = serve(&c);
   if (conn_flush(&c) && linger)

@@ -41,6 +41,8 @@ typedef struct httpd_config {
   bool handle_signals;      /* shut down gracefully on SIGINT and SIGTERM */
   bool no_sendfile;         /* copy files through user space (pread + send) instead of sendfile(2),
                                as is done anyway where sendfile refuses a file (EINVAL, ENOSYS) */
+  bool no_readahead;        /* on uring loops, read connections with a receive per read instead of
+                               receiving ahead (fiber.h, tdl_fd_readahead) */
 } httpd_config;
 
 /* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write

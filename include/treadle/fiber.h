@@ -226,6 +226,38 @@ TDL_API ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct so
 TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,
                            socklen_t addrlen, tdl_time_t deadline);
 /* (Accepting and connecting are in net.h: tdl_net_accept, tdl_net_connect.) */
+/*
+ * Receive ahead on a connected stream socket (uring loops only): the kernel
+ * keeps one multishot receive armed on fd and receives into the loop's
+ * buffers (2 KiB each, 2,048 per loop, mapped when first asked for and
+ * touched as used) whenever data comes; fd's reads (tdl_read, tdl_recv,
+ * tdl_readv, tdl_recvfrom) then copy out of those, and park only when
+ * nothing is there.  No request per read: for many connections of small
+ * requests and replies it saves the kernel work of a receive request each
+ * time (docs/PERFORMANCE.md); for bulk transfers it only adds a copy.
+ * A read that times out or is cancelled loses nothing (what came stays for
+ * the next read).  At most 16 KiB is held per fd: then receiving ahead
+ * pauses, so TCP's flow control still reaches the peer, and resumes once a
+ * read has taken it all.  When the loop's buffers run out, a read is made
+ * directly into the caller's buffer instead.
+ * While it is on:
+ * - read fd only with treadle's calls: a read(2), or a library reading the
+ *   socket itself, would miss or reorder what was received ahead;
+ * - close fd with tdl_close (a plain close() leaves the socket open, its
+ *   peer unaware, until the peer closes its end);
+ * - tdl_recv honours MSG_PEEK, MSG_WAITALL and MSG_DONTWAIT; MSG_OOB and
+ *   MSG_ERRQUEUE are made as usual; other flags get -EOPNOTSUPP.  (A
+ *   MSG_WAITALL read gathers until it is full, but comes back short, as
+ *   partial transfers do above, where receiving ahead paused for want of
+ *   buffers.)  One reader at a time: another fiber's read or tdl_wait_fd
+ *   for reading gets -EBUSY meanwhile.
+ * Turning it off stops receiving ahead; what was received is still read
+ * first.  Returns 0, -EPERM (outside a fiber), -EBADF, -ENOTSOCK,
+ * -EPROTOTYPE (not a stream socket), -ENOTSUP (the loop's back end is not
+ * uring), -EBUSY (a fiber is reading fd right now), -ENOMEM, or what the
+ * kernel said when asked to register the buffers.
+ */
+TDL_API int tdl_fd_readahead(int fd, bool on);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling
  * thread).  Returns 0 or close()'s error. */

@@ -18,6 +18,8 @@
 #ifndef TDL_FIBER_INTERNAL_H
 #define TDL_FIBER_INTERNAL_H
 
+#include <sys/uio.h>
+
 #include "loop/loop_internal.h"
 #include "fiber/overflow.h"
 #include "fiber/stack.h"
@@ -264,6 +266,42 @@ bool tdl__ring_busy(const tdl__list *on_fd, unsigned events);
 /* The fd whose operations are on `on_fd` is being closed: end them, with
  * -EBADF for their fibers, before the close. */
 void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
+
+/* ---- receiving ahead (fiber_ahead.c; uring loops, tdl_fd_readahead) ---- */
+
+typedef struct tdl__ahead tdl__ahead;
+/* Per scheduler: the queue links of the loop's provided buffers (a buffer
+ * is queued on one fd at a time). */
+typedef struct tdl__ahead_links {
+  uint16_t next[TDL__BUFS];
+  uint16_t len[TDL__BUFS];
+} tdl__ahead_links;
+/* tdl__ahead_read's "not from here": make this read as usual. */
+#define TDL__AHEAD_PASS ((ssize_t)INT32_MIN)
+
+/* A record for fd, on (arming waits for its first read).  -ENOMEM. */
+int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__ahead **out);
+/* Turn it on or off; off cancels the request, and what is queued is still
+ * read first. */
+void tdl__ahead_set(tdl__ahead *a, bool on);
+/* Off, with nothing queued or in flight: the caller may free it. */
+bool tdl__ahead_idle(const tdl__ahead *a);
+void tdl__ahead_free(tdl__ahead *a);
+/* Data or an end is queued: a read returns at once. */
+bool tdl__ahead_ready(const tdl__ahead *a);
+/* A fiber is parked reading it. */
+bool tdl__ahead_busy(const tdl__ahead *a);
+/* The fd is being closed (or its scheduler torn down): wake the reader
+ * with -EBADF, give the buffers back, cancel the request; the record frees
+ * itself at the request's last completion (at once when none is armed). */
+void tdl__ahead_close(tdl__ahead *a);
+/* Read into iov out of what is queued, arming the request and parking when
+ * nothing is.  flags: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  Returns bytes,
+ * 0 at end of stream, a negative errno (the stream's error once, or
+ * -ETIMEDOUT, -ECANCELED, -EAGAIN, -EBADF when closed meanwhile: then
+ * *closed is set and the caller's fd state is gone), or TDL__AHEAD_PASS. */
+ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
+                        tdl_time_t deadline, bool *closed);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

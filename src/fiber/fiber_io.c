@@ -42,6 +42,9 @@ typedef struct tdl__ffd {
    * at once) instead of hearing EAGAIN. */
   bool empty;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
+#ifdef TDL_HAVE_URING
+  tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
+#endif
 } tdl__ffd;
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
@@ -49,6 +52,7 @@ typedef struct fio {
   tdl__sched_hook hook; /* frees it with the scheduler */
   tdl__ffd **ffds;
   uint32_t nffds;
+  tdl__ahead_links *links; /* made with the first fd that receives ahead */
 } fio;
 
 /* tdl__ffd.stream: asked of the kernel at the first short read (or, for an
@@ -126,10 +130,21 @@ static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
   for (uint32_t i = 0; i < io->nffds; i++) {
     if (io->ffds[i]) {
+#ifdef TDL_HAVE_URING
+      if (io->ffds[i]->ahead)
+        tdl__ahead_close(io->ffds[i]->ahead);
+#endif
       tdl_io_stop(s->loop, &io->ffds[i]->w);
       free(io->ffds[i]);
     }
   }
+#ifdef TDL_HAVE_URING
+  /* The records of receives still armed free themselves at their last
+   * completions, which must come before the ring goes (tdl__ahead_close). */
+  if (tdl__loop_ring(s->loop))
+    (void)tdl__ring_settle_ahead(s->loop);
+#endif
+  free(io->links);
   free(io->ffds);
   free(io);
   s->io = NULL;
@@ -210,7 +225,7 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return -EBUSY;
 #ifdef TDL_HAVE_URING
-  if (tdl__ring_busy(&d->ring_ops, events))
+  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)))
     return -EBUSY;
 #endif
   rec->f = f;
@@ -388,6 +403,12 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
+  if ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead))
+    return -EBUSY;
+  if ((events & TDL_READ) && d->ahead && tdl__ahead_ready(d->ahead)) {
+    tdl__io_budget_spend(f);
+    return TDL_READ; /* received ahead: the next read returns at once */
+  }
   tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
   ssize_t r = ring_io(f, d, &u, events, 0, (events & TDL_READ) ? "wait read" : "wait write", deadline);
   if (r < 0)
@@ -398,6 +419,37 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   if (r & (POLLHUP | POLLRDHUP))
     ev |= TDL_HUP | TDL_READ; /* a read returns EOF */
   return (int)ev;
+}
+
+/* A read of an fd that receives ahead (fiber_ahead.c): out of what the
+ * kernel received already, or parked until it receives more.  Flags it
+ * cannot honour from a queue (MSG_TRUNC, ...) are refused; MSG_OOB and
+ * MSG_ERRQUEUE read queues of their own, so they are made as usual.  A
+ * stream socket names no sender: recvfrom's *addrlen becomes 0. */
+static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, int iovcnt, int flags,
+                          tdl_time_t deadline, socklen_t *addrlen)
+{
+  if (flags & (MSG_OOB | MSG_ERRQUEUE))
+    return TDL__AHEAD_PASS;
+  if (flags & ~(MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC))
+    return -EOPNOTSUPP;
+  if (d->reader || tdl__ring_busy(&d->ring_ops, TDL_READ))
+    return -EBUSY;
+  bool closed;
+  ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, deadline, &closed);
+  if (closed)
+    return r; /* tdl_close freed d meanwhile */
+  if (tdl__ahead_idle(d->ahead)) {
+    tdl__ahead_free(d->ahead); /* turned off, and all read */
+    d->ahead = NULL;
+  }
+  if (r == TDL__AHEAD_PASS)
+    return r;
+  if (addrlen)
+    *addrlen = 0;
+  if (r >= 0)
+    tdl__io_budget_spend(f);
+  return r;
 }
 
 /* In FIBER_IO: on a uring loop, where the call would block, the ring. */
@@ -411,16 +463,26 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   if (len_ && d_->empty) {                                            \
     __VA_ARGS__                                                       \
   }
+/* A read of an fd that receives ahead takes what is queued (see below). */
+#define AHEAD_FROM(iov, iovcnt, flags, addrlen)                       \
+  if (d_->ahead) {                                                    \
+    ssize_t ra_ = ahead_read(f, d_, iov, iovcnt, flags, deadline, addrlen); \
+    if (ra_ != TDL__AHEAD_PASS)                                       \
+      return ra_;                                                     \
+  }
+#define AHEAD(iov, iovcnt, flags) AHEAD_FROM(iov, iovcnt, flags, NULL)
 #else
 #define RING_IO(...)
 #define RING_EMPTY(...)
+#define AHEAD(iov, iovcnt, flags)
+#define AHEAD_FROM(iov, iovcnt, flags, addrlen)
 #endif
 
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
  * what a read asked for (0: not a read that empties a stream, see the top).
  * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
  * or nothing: then it waits for readiness, on uring too). */
-#define FIBER_IO(call, dir, name, len, ring)                          \
+#define FIBER_IO(call, dir, name, len, ring, ahead)                   \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \
     return -EPERM;                                                    \
@@ -436,6 +498,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   const size_t len_ = (len);                                          \
   (void)dir_;                                                         \
   (void)name_;                                                        \
+  ahead                                                               \
   RING_EMPTY(ring)                                                    \
   if (len_ && park_first(loop_, d_, deadline) &&                      \
       (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
@@ -464,14 +527,17 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 {
+  const struct iovec one = {buf, len};
+  (void)one;
   FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len,
-           RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len))
+           RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len),
+           AHEAD(&one, 1, 0))
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
   FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
-           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len))
+           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), )
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
@@ -479,7 +545,8 @@ ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadli
   if (iovcnt < 0)
     return -EINVAL;
   FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0,
-           RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
+           RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt),
+           AHEAD(iov, iovcnt, 0))
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
@@ -487,13 +554,16 @@ ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadl
   if (iovcnt < 0)
     return -EINVAL;
   FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
-           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt))
+           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), )
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
 {
+  const struct iovec one = {buf, len};
+  (void)one;
   FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len,
-           RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags))
+           RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags),
+           AHEAD(&one, 1, flags))
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
@@ -501,19 +571,22 @@ ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t dead
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
   FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
-           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL))
+           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL), )
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
                      tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, )
+  const struct iovec one = {buf, len};
+  (void)one;
+  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, ,
+           AHEAD_FROM(&one, 1, flags, addrlen))
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, )
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , )
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
@@ -558,7 +631,7 @@ int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_tim
 #else
 #define RING_ACCEPT
 #endif
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT)
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, )
 #undef RING_ACCEPT
 }
 
@@ -613,6 +686,8 @@ static void forget_fd(tdl__sched *s, int fd)
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
 #ifdef TDL_HAVE_URING
+    if (d->ahead)
+      tdl__ahead_close(d->ahead);
     if (tdl__loop_ring(s->loop))
       tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
 #endif
@@ -639,6 +714,56 @@ int tdl_close(int fd)
       forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd);
   }
   return tdl__sys_close(fd) < 0 ? -errno : 0;
+}
+
+int tdl_fd_readahead(int fd, bool on)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (fd < 0)
+    return -EBADF;
+#ifdef TDL_HAVE_URING
+  tdl__sched *s = f->sched;
+  if (!tdl__loop_ring(s->loop))
+    return -ENOTSUP;
+  tdl__ffd *d = ffd_find(s, fd);
+  if (!on) {
+    if (d && d->ahead) {
+      tdl__ahead_set(d->ahead, false);
+      if (tdl__ahead_idle(d->ahead)) {
+        tdl__ahead_free(d->ahead);
+        d->ahead = NULL;
+      }
+    }
+    return 0;
+  }
+  if (d && d->ahead) {
+    tdl__ahead_set(d->ahead, true);
+    return 0;
+  }
+  int type = 0;
+  socklen_t tl = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
+    return -errno; /* -EBADF, -ENOTSOCK */
+  if (type != SOCK_STREAM)
+    return -EPROTOTYPE;
+  int e = ffd_get(s, fd, &d);
+  if (e < 0)
+    return e;
+  if (d->reader || tdl__ring_busy(&d->ring_ops, TDL_READ))
+    return -EBUSY; /* a read is under way: its data would come out of order */
+  fio *io = s->io;
+  if (!io->links && !(io->links = TDL__FAULT_ALLOC(malloc(sizeof *io->links))))
+    return -ENOMEM;
+  if ((e = tdl__ring_bufs_ready(s->loop)) < 0)
+    return e;
+  d->stream = STREAM_YES;
+  return tdl__ahead_new(s->loop, io->links, fd, &d->ahead);
+#else
+  (void)on;
+  return -ENOTSUP;
+#endif
 }
 
 /* ---- sleeping ---- */

@@ -169,6 +169,41 @@ void tdl__ring_cancel(tdl_loop *loop, tdl__op *op);
  * operation holds the file open, so close() alone would not end it). */
 void tdl__ring_cancel_fd(tdl_loop *loop, int fd);
 
+/*
+ * Receiving ahead: a multishot receive that stays armed on a stream socket
+ * and posts a completion each time data comes, the data in one of the
+ * loop's provided buffers (a buffer ring registered with the kernel on first
+ * use).  Its owner (fiber_ahead.c) queues the buffers and gives each back
+ * once it is copied out.  Such a request is in the background: it is not in
+ * ops_inflight (it neither keeps the loop alive nor counts as a completion
+ * to wait for), and whoever arms one must cancel it and see its last
+ * completion (flags without IORING_CQE_F_MORE) before freeing it.
+ */
+typedef struct tdl__msop tdl__msop;
+struct tdl__msop {
+  /* From inside the back end's wait, like tdl__op's done(): res is the
+   * byte count (> 0, the data in buffer `flags >> IORING_CQE_BUFFER_SHIFT`),
+   * 0 at end of stream, or a negative errno; flags are the completion's. */
+  void (*cqe)(tdl__msop *op, int res, unsigned flags);
+};
+/* Provided buffers: TDL__BUFS buffers of TDL__BUF_SIZE bytes per loop. */
+enum { TDL__BUFS = 2048, TDL__BUF_SIZE = 2048 };
+/* Set the loop's buffers up (once): 0, -ENOMEM, or what registering the
+ * buffer ring said. */
+int tdl__ring_bufs_ready(tdl_loop *loop);
+/* Arm a multishot receive on fd for op (the buffers are ready); it goes
+ * with the next submission.  -EBUSY: no submission entry. */
+int tdl__ring_recv_ahead(tdl_loop *loop, tdl__msop *op, int fd);
+/* Ask the kernel to end op now; its last completion comes later. */
+void tdl__ring_cancel_ahead(tdl_loop *loop, tdl__msop *op);
+/* Buffer bid's memory, and giving it back to the kernel. */
+char *tdl__ring_buf(tdl_loop *loop, unsigned bid);
+void tdl__ring_buf_put(tdl_loop *loop, unsigned bid);
+/* Wait until every background request has had its last completion (after
+ * their owner cancelled them all): for tearing down.  Gives up after a
+ * second (a kernel that never answers), returning -ETIMEDOUT. */
+int tdl__ring_settle_ahead(tdl_loop *loop);
+
 /* ---- timers -------------------------------------------------------------------- */
 
 typedef struct tdl__tentry {
@@ -301,6 +336,7 @@ struct tdl_loop {
    * must ask the kernel even when it does not sleep. */
   struct io_uring *ring;
   uint32_t ops_inflight;
+  uint32_t ops_background; /* armed receives ahead (tdl__msop), not in ops_inflight */
   tdl__list ops_done; /* op.c: completed tdl_op, oldest first, their callbacks due */
 
   /* The fiber scheduler, when fibers are used (fiber.c).  run() runs the

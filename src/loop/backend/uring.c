@@ -21,6 +21,13 @@
  * (level-triggered entries stay on it, and a harvest may leave events behind)
  * can never be missed, where a multishot poll would report only new wake-ups.
  *
+ * Receiving ahead (tdl__ring_recv_ahead, for fiber_ahead.c): a multishot
+ * receive stays armed on a socket and takes its data into the loop's
+ * provided buffers, a ring of buffer ids registered with the kernel on first
+ * use.  Its completions come while it stays armed (IORING_CQE_F_MORE), so it
+ * is counted apart from the operations in flight (ops_background) and tagged
+ * in its user_data (the low bit), and the reap tells its owner the flags.
+ *
  * Setup asks for SINGLE_ISSUER | DEFER_TASKRUN (completions are posted only
  * when the loop asks, in its own io_uring_enter: no interrupting task work),
  * then COOP_TASKRUN, then nothing; never SQPOLL (a kernel thread spinning
@@ -33,6 +40,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "loop/loop_internal.h"
 
@@ -43,9 +51,19 @@ enum {
 };
 
 /* user_data of the epoll fd's poll and of requests whose completion nobody
- * waits for (cancellations).  Operations are pointers, never these. */
+ * waits for (cancellations).  Operations are pointers, never these; a
+ * receive ahead (tdl__msop) is its pointer with the low bit set. */
 #define UD_EPOLL ((uint64_t)1)
 #define UD_IGNORE ((uint64_t)0)
+#define UD_AHEAD ((uint64_t)1)
+#define BUF_GROUP 0
+
+/* The provided buffers of receives ahead (made on first use): the ring of
+ * free buffer ids the kernel takes from, and the memory. */
+typedef struct bufs {
+  struct io_uring_buf_ring *ring;
+  char *mem;
+} bufs;
 
 typedef struct uring_state {
   tdl__epoll ep; /* first: epoll.c's interest and forget work on loop->be_state */
@@ -53,6 +71,7 @@ typedef struct uring_state {
   bool ep_armed; /* a poll of ep.epfd is queued or in flight */
   bool ep_ready; /* that poll fired: harvest epoll */
   bool embedded; /* tdl_loop_fd was asked for: keep the ring's fd truthful between runs */
+  bufs bufs;
 } uring_state;
 
 static int setup(struct io_uring *ring)
@@ -153,6 +172,7 @@ static int ur_open(tdl_loop *loop)
     return e;
   }
   s->ep_armed = s->ep_ready = s->embedded = false;
+  s->bufs = (bufs){0};
   loop->be_state = s;
   loop->ring = &s->ring;
   return 0;
@@ -179,10 +199,19 @@ static void ur_close(tdl_loop *loop)
   for (int i = 0; i < 100 && (io_uring_submit_and_get_events(&s->ring), reap(loop, s), s->ep_armed); i++)
     ;
   tdl__epoll_destroy(&s->ep);
+  bool clean = !s->ep_armed && loop->ops_background == 0;
+  if (s->bufs.ring) {
+    /* (Whatever is still armed is ended by the ring's teardown below.) */
+    if (io_uring_unregister_buf_ring(&s->ring, BUF_GROUP) < 0)
+      clean = false;
+    munmap(s->bufs.ring, TDL__BUFS * sizeof(struct io_uring_buf));
+    munmap(s->bufs.mem, (size_t)TDL__BUFS * TDL__BUF_SIZE);
+    s->bufs = (bufs){0};
+  }
   loop->be_state = NULL;
   loop->ring = NULL;
   pthread_once(&spare_once, spare_init);
-  if (!s->ep_armed && !t_spare && spare_ok && pthread_setspecific(spare_key, s) == 0)
+  if (clean && !t_spare && spare_ok && pthread_setspecific(spare_key, s) == 0)
     t_spare = s;
   else
     spare_free(s);
@@ -204,6 +233,11 @@ static unsigned reap(tdl_loop *loop, uring_state *s)
       if (ud == UD_EPOLL) {
         s->ep_armed = false;
         s->ep_ready = true;
+      } else if (ud & UD_AHEAD) {
+        tdl__msop *m = (tdl__msop *)(uintptr_t)(ud & ~UD_AHEAD);
+        if (!(cqe->flags & IORING_CQE_F_MORE))
+          loop->ops_background--;
+        m->cqe(m, cqe->res, cqe->flags);
       } else if (ud != UD_IGNORE && ud != LIBURING_UDATA_TIMEOUT) {
         tdl__op *op = (tdl__op *)(uintptr_t)ud;
         loop->ops_inflight--;
@@ -354,6 +388,105 @@ void tdl__ring_cancel_fd(tdl_loop *loop, int fd)
   io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
   io_uring_sqe_set_data64(sqe, UD_IGNORE);
   io_uring_submit(&s->ring);
+}
+
+/* ---- receiving ahead (loop_internal.h) ---- */
+
+/* Register the loop's provided buffers: every buffer id handed to the
+ * kernel at once.  The memory is mapped, not touched: a buffer costs a page
+ * only once the kernel has received into it. */
+static int bufs_setup(uring_state *s)
+{
+  size_t ring_bytes = TDL__BUFS * sizeof(struct io_uring_buf);
+  size_t mem_bytes = (size_t)TDL__BUFS * TDL__BUF_SIZE;
+  void *r = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r == MAP_FAILED)
+    return -ENOMEM;
+  void *m = mmap(NULL, mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    munmap(r, ring_bytes);
+    return -ENOMEM;
+  }
+  struct io_uring_buf_ring *br = r;
+  io_uring_buf_ring_init(br);
+  struct io_uring_buf_reg reg = {.ring_addr = (uint64_t)(uintptr_t)br, .ring_entries = TDL__BUFS, .bgid = BUF_GROUP};
+  int e = TDL__FAULT_NEG(ENOMEM, io_uring_register_buf_ring(&s->ring, &reg, 0));
+  if (e < 0) {
+    munmap(r, ring_bytes);
+    munmap(m, mem_bytes);
+    return e;
+  }
+  for (unsigned i = 0; i < TDL__BUFS; i++)
+    io_uring_buf_ring_add(br, (char *)m + (size_t)i * TDL__BUF_SIZE, TDL__BUF_SIZE, (unsigned short)i,
+                          io_uring_buf_ring_mask(TDL__BUFS), (int)i);
+  io_uring_buf_ring_advance(br, TDL__BUFS);
+  s->bufs.ring = br;
+  s->bufs.mem = m;
+  return 0;
+}
+
+int tdl__ring_bufs_ready(tdl_loop *loop)
+{
+  uring_state *s = loop->be_state;
+  return s->bufs.ring ? 0 : bufs_setup(s);
+}
+
+int tdl__ring_recv_ahead(tdl_loop *loop, tdl__msop *op, int fd)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = side_sqe(s);
+  if (!sqe)
+    return -EBUSY;
+  io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = BUF_GROUP;
+  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | UD_AHEAD);
+  loop->ops_background++;
+  return 0;
+}
+
+void tdl__ring_cancel_ahead(tdl_loop *loop, tdl__msop *op)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = side_sqe(s);
+  if (!sqe)
+    return;
+  io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op | UD_AHEAD, 0);
+  io_uring_sqe_set_data64(sqe, UD_IGNORE);
+  /* Now, and have the kernel run the cancelled request's completion too
+   * (deferred task work, on this ring): until then it holds the socket
+   * open, and a socket its owner closed must close now, not at the loop's
+   * next wait, which may never come.  The completion is reaped later. */
+  io_uring_submit_and_get_events(&s->ring);
+}
+
+char *tdl__ring_buf(tdl_loop *loop, unsigned bid)
+{
+  uring_state *s = loop->be_state;
+  return s->bufs.mem + (size_t)bid * TDL__BUF_SIZE;
+}
+
+void tdl__ring_buf_put(tdl_loop *loop, unsigned bid)
+{
+  uring_state *s = loop->be_state;
+  io_uring_buf_ring_add(s->bufs.ring, tdl__ring_buf(loop, bid), TDL__BUF_SIZE, (unsigned short)bid,
+                        io_uring_buf_ring_mask(TDL__BUFS), 0);
+  io_uring_buf_ring_advance(s->bufs.ring, 1);
+}
+
+int tdl__ring_settle_ahead(tdl_loop *loop)
+{
+  uring_state *s = loop->be_state;
+  tdl_time_t until = tdl__clock_now() + TDL_SEC;
+  while (loop->ops_background > 0) {
+    if (tdl__clock_now() >= until)
+      return -ETIMEDOUT;
+    struct io_uring_cqe *cqe;
+    struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+    (void)io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+    reap(loop, s);
+  }
+  return 0;
 }
 
 /* The ring's fd is readable while completions wait (the kernel counts the

@@ -3,14 +3,16 @@
 start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.
 
-    echo_driver.py echo --server treadle-epoll|treadle-uring|go-1|tokio-ct|floor-single|floor-multishot
+    echo_driver.py echo --server treadle-epoll|treadle-uring|treadle-uring-single|go-1|tokio-ct|
+                               floor-single|floor-multishot
                    --build DIR [--conns C] [--messages M] [--size B] [--pin yes|no]
 
 The servers, each on one thread of work (a fiber, goroutine or task per
 connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
 
     treadle-epoll    treadle-bench echo-server --backend epoll
-    treadle-uring    treadle-bench echo-server --backend uring
+    treadle-uring    treadle-bench echo-server --backend uring (receiving ahead)
+    treadle-uring-single  the same with --readahead no: a receive request per read
     go-1             bench-go echo-server, GOMAXPROCS=1
     tokio-ct         bench-tokio echo-server --flavor current_thread
     floor-single     treadle-bench uring-floor --mode echo --recv single: no
@@ -56,13 +58,14 @@ SERVERS = {
     # name: (binary, arguments, extra environment)
     "treadle-epoll": ("treadle-bench", ["echo-server", "--backend", "epoll"], {}),
     "treadle-uring": ("treadle-bench", ["echo-server", "--backend", "uring"], {}),
+    "treadle-uring-single": ("treadle-bench", ["echo-server", "--backend", "uring", "--readahead", "no"], {}),
     "go-1": ("bench-go", ["echo-server"], {"GOMAXPROCS": "1"}),
     "tokio-ct": ("bench-tokio", ["echo-server", "--flavor", "current_thread"], {}),
     "floor-single": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "single"], {}),
     "floor-multishot": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "multishot"], {}),
 }
 # The servers that print "SERVED conns=N bytes=B" when they stop: their bytes are checked.
-COUNTED = {"treadle-epoll", "treadle-uring", "floor-single", "floor-multishot"}
+COUNTED = {"treadle-epoll", "treadle-uring", "treadle-uring-single", "floor-single", "floor-multishot"}
 
 
 def find_binary(build, name):

@@ -7,7 +7,9 @@ floor, driven by wrk.
 
 Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
   one core  (server pinned to CPU 0 with taskset, wrk pinned to CPU 1):
-    httpd         examples/httpd, one treadle loop (on epoll, and on io_uring)
+    httpd         examples/httpd, one treadle loop (on epoll, and on io_uring:
+                  receiving ahead, as httpd does by default, and with
+                  --no-readahead, a receive request per read: httpd-1us)
     go GOMAXPROCS=1
     nginx 1 worker
     floor         no library: treadle-bench uring-floor --mode http, liburing
@@ -336,7 +338,10 @@ def main():
                       wrk_cpus=wrk_one, key="httpd-1", label="httpd (treadle, 1 loop)"),
                Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
                       env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1u",
-                      label="httpd (treadle, 1 loop, uring)")]
+                      label="httpd (treadle, 1 loop, uring)"),
+               Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1", "--no-readahead"],
+                      env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1us",
+                      label="httpd (treadle, 1 loop, uring, a receive per read)")]
     if floor:
         for key, recv in (("floor-1", "single"), ("floor-1m", "multishot")):
             servers.append(Server("floor", 1, [floor, "uring-floor", "--listen", "127.0.0.1:@PORT@", "--mode", "http",

@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,25 @@ tdl_loop *t_loop_new(void)
 void t_loop_free(tdl_loop *loop) { assert_int_equal(tdl_loop_free(loop), 0); }
 
 void t_pipe(int fds[2]) { assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0); }
+
+tdl_loop *t_ring_loop(void)
+{
+  tdl_loop_options o = {.backend = TDL_BACKEND_URING};
+  tdl_loop *loop = NULL;
+  int e = tdl_loop_new(&loop, &o);
+  if (e == -ENOSYS || e == -EPERM || e == -ENOMEM)
+    return NULL;
+  assert_int_equal(e, 0);
+  assert_string_equal(tdl_loop_backend(loop), "uring");
+  return loop;
+}
+
+void t_spawn(tdl_loop *loop, tdl_fiber_fn fn, void *arg)
+{
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(loop, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(loop, h), 0);
+}
 
 int t_count_fds(void)
 {

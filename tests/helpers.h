@@ -38,5 +38,16 @@ long t_reads_made(void);
 /* Run tdl_loop_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
  * times; returns the flag. */
 int t_run_until(tdl_loop *loop, const int *flag, int iterations);
+/* A loop on the uring back end, or NULL where io_uring is refused (ENOSYS,
+ * EPERM, ENOMEM): T_RING_LOOP then skips the test. */
+tdl_loop *t_ring_loop(void);
+#define T_RING_LOOP(loop)                                                \
+  tdl_loop *loop = t_ring_loop();                                        \
+  if (!loop) {                                                           \
+    skip();                                                              \
+    return;                                                              \
+  }
+/* Spawn fn(arg) on loop, detached; fails the test on error. */
+void t_spawn(tdl_loop *loop, tdl_fiber_fn fn, void *arg);
 
 #endif

@@ -18,31 +18,6 @@
 
 #include "helpers.h"
 
-static tdl_loop *ring_loop(void)
-{
-  tdl_loop_options o = {.backend = TDL_BACKEND_URING};
-  tdl_loop *loop = NULL;
-  int e = tdl_loop_new(&loop, &o);
-  if (e == -ENOSYS || e == -EPERM || e == -ENOMEM)
-    return NULL;
-  assert_int_equal(e, 0);
-  return loop;
-}
-
-#define RING_LOOP(loop)                                                  \
-  tdl_loop *loop = ring_loop();                                          \
-  if (!loop) {                                                           \
-    skip();                                                              \
-    return;                                                              \
-  }
-
-static void spawn(tdl_loop *loop, tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(loop, &h, fn, arg, NULL), 0);
-  assert_int_equal(tdl_fiber_detach(loop, h), 0);
-}
-
 /* A connected TCP pair over loopback: [0] is read ahead, [1] the peer. */
 static void tcp_pair(int sv[2])
 {
@@ -154,11 +129,11 @@ static void *writer(void *arg)
 static void bytes_in_order(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   stream s = {.total = 3 * 1024 * 1024 + 17};
   tcp_pair(s.sv);
-  spawn(loop, reader_every_call, &s);
-  spawn(loop, writer, &s);
+  t_spawn(loop, reader_every_call, &s);
+  t_spawn(loop, writer, &s);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(s.ahead_rc, 0);
   assert_int_equal(s.bad, 0);
@@ -196,10 +171,10 @@ static void *timed_reader(void *arg)
 static void timeout_loses_nothing(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   timed t = {0};
   tcp_pair(t.sv);
-  spawn(loop, timed_reader, &t);
+  t_spawn(loop, timed_reader, &t);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(t.first, -ETIMEDOUT);
   assert_int_equal(t.second, -EAGAIN);
@@ -263,7 +238,7 @@ static void *holder(void *arg)
 static void reader_that_does_not_read(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   hold h = {0};
   tcp_pair(h.sv);
   t_pipe(h.p);
@@ -273,8 +248,8 @@ static void reader_that_does_not_read(void **state)
   assert_int_equal(setsockopt(h.sv[0], SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
   assert_int_equal(send(h.sv[1], "!", 1, 0), 1);
   h.sent = 1;
-  spawn(loop, pipe_reader, &h);
-  spawn(loop, holder, &h);
+  t_spawn(loop, pipe_reader, &h);
+  t_spawn(loop, holder, &h);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(h.done);
   assert_int_equal(h.got, h.sent);
@@ -318,12 +293,12 @@ static void *closer(void *arg)
 static void close_during_read(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   closing c = {.got = 1};
   tcp_pair(c.sv);
   int fds = t_count_fds();
-  spawn(loop, blocked_reader, &c);
-  spawn(loop, closer, &c);
+  t_spawn(loop, blocked_reader, &c);
+  t_spawn(loop, closer, &c);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(c.done);
   assert_int_equal(c.got, -EBADF);
@@ -355,11 +330,11 @@ static void loop_freed_while_armed(void **state)
 {
   (void)state;
   for (int round = 0; round < 3; round++) { /* the ring is reused by the next loop */
-    RING_LOOP(loop);
+    T_RING_LOOP(loop);
     leftover l = {0};
     tcp_pair(l.sv);
     assert_int_equal(send(l.sv[1], "ab", 2, 0), 2);
-    spawn(loop, read_once, &l);
+    t_spawn(loop, read_once, &l);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     assert_int_equal(l.got, 2);
     assert_int_equal(tdl_loop_free(loop), 0);
@@ -413,12 +388,12 @@ static void off_and_misuse(void **state)
 {
   (void)state;
   assert_int_equal(tdl_fd_readahead(0, true), -EPERM); /* outside a fiber */
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   misuse m = {0};
   tcp_pair(m.sv);
   t_pipe(m.p);
   m.udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  spawn(loop, misuse_fiber, &m);
+  t_spawn(loop, misuse_fiber, &m);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(m.done);
   tdl_close(m.sv[0]);
@@ -447,7 +422,7 @@ static void needs_uring(void **state)
   tdl_loop *loop = NULL;
   assert_int_equal(tdl_loop_new(&loop, &o), 0);
   int rc = 1;
-  spawn(loop, on_epoll, &rc);
+  t_spawn(loop, on_epoll, &rc);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc, -ENOTSUP);
   assert_int_equal(tdl_loop_free(loop), 0);
@@ -527,7 +502,7 @@ static void *crowd_pipe(void *arg)
 static void more_connections_than_buffers(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   crowd *c = calloc(1, sizeof *c);
   crowd_arg args[CROWD];
   t_pipe(c->p);
@@ -535,10 +510,10 @@ static void more_connections_than_buffers(void **state)
     tcp_pair(c->sv[i]);
     assert_int_equal(send(c->sv[i][1], "!", 1, 0), 1);
     args[i] = (crowd_arg){c, i};
-    spawn(loop, crowd_reader, &args[i]);
+    t_spawn(loop, crowd_reader, &args[i]);
   }
-  spawn(loop, crowd_pipe, c);
-  spawn(loop, crowd_pusher, c);
+  t_spawn(loop, crowd_pipe, c);
+  t_spawn(loop, crowd_pusher, c);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(c->bad, 0);
   assert_int_equal(c->ok, CROWD);
@@ -584,11 +559,11 @@ static void *second_reader(void *arg)
 static void one_reader_at_a_time(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   two t = {0};
   tcp_pair(t.sv);
-  spawn(loop, first_reader, &t);
-  spawn(loop, second_reader, &t);
+  t_spawn(loop, first_reader, &t);
+  t_spawn(loop, second_reader, &t);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(t.done);
   assert_int_equal(t.second, -EBUSY);

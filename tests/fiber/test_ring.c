@@ -23,33 +23,6 @@
 #include "deny_uring.h"
 #include "helpers.h"
 
-/* A uring loop, or NULL (the test is skipped) where io_uring is refused. */
-static tdl_loop *ring_loop(void)
-{
-  tdl_loop_options o = {.backend = TDL_BACKEND_URING};
-  tdl_loop *loop = NULL;
-  int e = tdl_loop_new(&loop, &o);
-  if (e == -ENOSYS || e == -EPERM || e == -ENOMEM)
-    return NULL;
-  assert_int_equal(e, 0);
-  assert_string_equal(tdl_loop_backend(loop), "uring");
-  return loop;
-}
-
-#define RING_LOOP(loop)                                                  \
-  tdl_loop *loop = ring_loop();                                          \
-  if (!loop) {                                                           \
-    skip();                                                              \
-    return;                                                              \
-  }
-
-static void spawn(tdl_loop *loop, tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(loop, &h, fn, arg, NULL), 0);
-  assert_int_equal(tdl_fiber_detach(loop, h), 0);
-}
-
 /* ---- an fd closed by another fiber while a read on it is in flight ---- */
 
 typedef struct closing {
@@ -79,12 +52,12 @@ static void *close_it(void *arg)
 static void close_during_read(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   closing c = {.got = 1};
   t_pipe(c.p);
   int fds = t_count_fds();
-  spawn(loop, read_into, &c);
-  spawn(loop, close_it, &c);
+  t_spawn(loop, read_into, &c);
+  t_spawn(loop, close_it, &c);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(c.done);
   assert_int_equal(c.got, -EBADF);
@@ -118,7 +91,7 @@ static void *read_on_stack(void *arg)
 static void cancelled_mid_read(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   midop m = {.deadline = TDL_FOREVER};
   t_pipe(m.p);
   tdl_fiber_t h;
@@ -144,10 +117,10 @@ static void cancelled_mid_read(void **state)
 static void deadline_mid_read(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   midop m = {.deadline = tdl_after(20 * TDL_MSEC)};
   t_pipe(m.p);
-  spawn(loop, read_on_stack, &m);
+  t_spawn(loop, read_on_stack, &m);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(m.got, -ETIMEDOUT);
   assert_int_equal(write(m.p[1], "z", 1), 1);
@@ -174,10 +147,10 @@ static void *past_deadline_reader(void *arg)
 static void past_deadline(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   midop m = {0};
   t_pipe(m.p);
-  spawn(loop, past_deadline_reader, &m);
+  t_spawn(loop, past_deadline_reader, &m);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(m.got, -ETIMEDOUT);
   assert_int_equal(tdl_loop_free(loop), 0);
@@ -230,7 +203,7 @@ static void *crowd_writer(void *arg)
 
 static void crowd_run(int n)
 {
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   crowd c = {.n = n, .p = calloc((size_t)n, sizeof *c.p)};
   member *m = calloc((size_t)n, sizeof *m);
   assert_non_null(c.p);
@@ -238,9 +211,9 @@ static void crowd_run(int n)
   for (int i = 0; i < n; i++) {
     t_pipe(c.p[i]);
     m[i] = (member){&c, i};
-    spawn(loop, crowd_reader, &m[i]);
+    t_spawn(loop, crowd_reader, &m[i]);
   }
-  spawn(loop, crowd_writer, &c);
+  t_spawn(loop, crowd_writer, &c);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(c.done, n);
   assert_int_equal(c.bad, 0);
@@ -321,7 +294,7 @@ static void *many_driver(void *arg)
 static void a_hundred_thousand_fibers(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   struct rlimit rl;
   assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
   rl.rlim_cur = rl.rlim_max;
@@ -339,7 +312,7 @@ static void a_hundred_thousand_fibers(void **state)
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, m.sv[i]), 0);
     for (int k = 0; k < 2; k++) {
       mm[2 * i + k] = (many_member){&m, m.sv[i][k]};
-      spawn(loop, many_reader, &mm[2 * i + k]);
+      t_spawn(loop, many_reader, &mm[2 * i + k]);
     }
   }
   m.nsleep = fibers - 2 * npairs - 1;
@@ -349,7 +322,7 @@ static void a_hundred_thousand_fibers(void **state)
     assert_int_equal(tdl_fiber_spawn(loop, &m.sleeper[i], many_sleeper, &m, NULL), 0);
     assert_int_equal(tdl_fiber_detach(loop, m.sleeper[i]), 0);
   }
-  spawn(loop, many_driver, &m);
+  t_spawn(loop, many_driver, &m);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(m.bad, 0);
   assert_int_equal(m.finished, 2 * npairs + m.nsleep);
@@ -396,7 +369,7 @@ static void on_write(tdl_loop *loop, tdl_op *op, ssize_t r)
 static void ops_read_and_write(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   opctx c = {.resubmit = 1};
   t_pipe(c.p);
   tdl_op rd, wr;
@@ -456,7 +429,7 @@ static void free_then_block(void **state)
 {
   (void)state;
   for (int round = 0; round < 3; round++) {
-    RING_LOOP(loop);
+    T_RING_LOOP(loop);
     assert_int_equal(tdl_loop_free(loop), 0);
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -485,7 +458,7 @@ static void *pipe_echo(void *arg)
 static void fork_with_a_spare_ring(void **state)
 {
   (void)state;
-  RING_LOOP(loop);
+  T_RING_LOOP(loop);
   assert_int_equal(tdl_loop_free(loop), 0); /* the thread keeps the ring */
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -506,7 +479,7 @@ static void fork_with_a_spare_ring(void **state)
   assert_int_equal(tdl_loop_new(&loop, &o), 0);
   int p[2];
   t_pipe(p);
-  spawn(loop, pipe_echo, p);
+  t_spawn(loop, pipe_echo, p);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(loop), 0);
   tdl_close(p[0]);
@@ -531,7 +504,7 @@ static void *echo_once(void *arg)
 static void refused_by_seccomp(void **state)
 {
   (void)state;
-  tdl_loop *probe = ring_loop();
+  tdl_loop *probe = t_ring_loop();
   if (!probe) {
     skip();
     return;

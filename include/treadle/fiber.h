@@ -239,7 +239,8 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
  * the next read).  At most 16 KiB is held per fd: then receiving ahead
  * pauses, so TCP's flow control still reaches the peer, and resumes once a
  * read has taken it all.  When the loop's buffers run out, a read is made
- * directly into the caller's buffer instead.
+ * directly into the caller's buffer instead; on a kernel without multishot
+ * receives (before Linux 6.0) every read is.
  * While it is on:
  * - read fd only with treadle's calls: a read(2), or a library reading the
  *   socket itself, would miss or reorder what was received ahead;

@@ -107,6 +107,8 @@ static void ahead_cqe(tdl__msop *op, int res, unsigned flags)
     a->end = END_OF_STREAM;
   } else if (res == -ENOBUFS) {
     a->nobufs = true;
+  } else if (res == -EINVAL) {
+    a->on = false; /* a kernel before 6.0 has no multishot receive: read as usual */
   } else if (res < 0 && res != -ECANCELED) {
     a->end = res;
   }

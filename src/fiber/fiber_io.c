@@ -16,6 +16,10 @@
  * (TDL__FD_LEVEL) and has none cached.  (A datagram socket's short read
  * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
  * nothing.)
+ *
+ * On a uring loop an fd may receive ahead (tdl_fd_readahead, fiber_ahead.c):
+ * its reads then take what a multishot receive already put in the loop's
+ * buffers, and never call the kernel themselves while that is armed.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -481,7 +485,9 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
 /* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
  * what a read asked for (0: not a read that empties a stream, see the top).
  * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
- * or nothing: then it waits for readiness, on uring too). */
+ * or nothing: then it waits for readiness, on uring too).  `ahead`: for
+ * the calls that read a stream, what they do first on an fd that receives
+ * ahead (AHEAD: take what the kernel received already), else nothing. */
 #define FIBER_IO(call, dir, name, len, ring, ahead)                   \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \

@@ -51,6 +51,21 @@ typedef struct tdl__ffd {
 #endif
 } tdl__ffd;
 
+/* Whether a fiber already moves data on d in one of `events`' directions
+ * (TDL_READ, TDL_WRITE), whichever way it waits: for readiness, for a ring
+ * operation, or for data received ahead.  One reader and one writer per fd
+ * at a time (fiber.h, -EBUSY). */
+static bool taken(const tdl__ffd *d, unsigned events)
+{
+  if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
+    return true;
+#ifdef TDL_HAVE_URING
+  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)))
+    return true;
+#endif
+  return false;
+}
+
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
 typedef struct fio {
   tdl__sched_hook hook; /* frees it with the scheduler */
@@ -226,12 +241,8 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
   int e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
-  if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
+  if (taken(d, events))
     return -EBUSY;
-#ifdef TDL_HAVE_URING
-  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)))
-    return -EBUSY;
-#endif
   rec->f = f;
   rec->fd = fd;
   rec->events = 0;
@@ -407,7 +418,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
-  if ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead))
+  if (taken(d, events))
     return -EBUSY;
   if ((events & TDL_READ) && d->ahead && tdl__ahead_ready(d->ahead)) {
     tdl__io_budget_spend(f);
@@ -437,7 +448,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
     return TDL__AHEAD_PASS;
   if (flags & ~(MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC))
     return -EOPNOTSUPP;
-  if (d->reader || tdl__ring_busy(&d->ring_ops, TDL_READ))
+  if (taken(d, TDL_READ))
     return -EBUSY;
   bool closed;
   ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, deadline, &closed);
@@ -757,7 +768,7 @@ int tdl_fd_readahead(int fd, bool on)
   int e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
-  if (d->reader || tdl__ring_busy(&d->ring_ops, TDL_READ))
+  if (taken(d, TDL_READ))
     return -EBUSY; /* a read is under way: its data would come out of order */
   fio *io = s->io;
   if (!io->links && !(io->links = TDL__FAULT_ALLOC(malloc(sizeof *io->links))))

@@ -6,6 +6,7 @@
  * the loops group: how close treadle comes to what io_uring itself allows.
  *
  *   uring-floor --listen ADDR [--mode echo|http] [--recv single|multishot]
+ *               [--accept multishot|single|eager]
  *
  * The listener is made with tdl_net_listen_str (ADDR as echo-server reads it;
  * not on the measured path).  The server prints "PORT n" on stdout, serves
@@ -32,6 +33,15 @@
  *                     given back as soon as its bytes are answered; armed
  *                     again when a completion comes without IORING_CQE_F_MORE
  *                     (ENOBUFS included).
+ *
+ *   --accept multishot  one multishot accept on the listener (the default).
+ *   --accept single     one IORING_OP_ACCEPT at a time, armed again after
+ *                       each completion.
+ *   --accept eager      what treadle's accept does on a uring loop: accept4(2)
+ *                       until EAGAIN, then one IORING_OP_ACCEPT; after its
+ *                       completion accept4 again.  The three measure what a
+ *                       multishot accept is worth when connections come and
+ *                       go (bench/http/run.py's churn rows, "Connection: close").
  *
  *   --mode echo       what arrives goes back with send(2).
  *   --mode http       every complete request head ("\r\n\r\n") in what
@@ -99,6 +109,7 @@ static struct {
   struct io_uring ring;
   int lfd;
   bool http, multishot, stopping;
+  enum { ACCEPT_MULTISHOT, ACCEPT_SINGLE, ACCEPT_EAGER } accept;
   struct io_uring_buf_ring *br; /* --recv multishot */
   unsigned char *pbufs;
   conn *conns;
@@ -132,7 +143,10 @@ static struct io_uring_sqe *sqe_get(void)
 static void arm_accept(void)
 {
   struct io_uring_sqe *sqe = sqe_get();
-  io_uring_prep_multishot_accept(sqe, U.lfd, NULL, NULL, SOCK_CLOEXEC);
+  if (U.accept == ACCEPT_MULTISHOT)
+    io_uring_prep_multishot_accept(sqe, U.lfd, NULL, NULL, SOCK_CLOEXEC);
+  else
+    io_uring_prep_accept(sqe, U.lfd, NULL, NULL, SOCK_CLOEXEC);
   io_uring_sqe_set_data64(sqe, TAG_ACCEPT);
 }
 
@@ -245,15 +259,10 @@ static bool send_ok(int rc)
   return rc == 0;
 }
 
-static void on_accept(const struct io_uring_cqe *cqe)
+/* A new connection: its memory, TCP_NODELAY, and its first receive. */
+static void conn_new(int fd)
 {
-  if (!(cqe->flags & IORING_CQE_F_MORE) && !U.stopping) /* the multishot ended (an error): again */
-    arm_accept();
-  if (cqe->res < 0) {
-    fprintf(stderr, "uring-floor: accept: %s\n", strerror(-cqe->res));
-    return;
-  }
-  int fd = cqe->res, one = 1;
+  int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
     fprintf(stderr, "uring-floor: TCP_NODELAY: %s\n", strerror(errno));
   size_t extra = (U.multishot ? 0 : SERVER_BUF) + (U.http ? HEAD_MAX : 0);
@@ -271,6 +280,23 @@ static void on_accept(const struct io_uring_cqe *cqe)
   U.conns = c;
   U.accepted++;
   arm_recv(c);
+}
+
+static void on_accept(const struct io_uring_cqe *cqe)
+{
+  if (!(cqe->flags & IORING_CQE_F_MORE) && !U.stopping) { /* single, or the multishot ended (an error) */
+    /* --accept eager: take what is queued with accept4 first; the ring's
+     * accept is for when nothing is. */
+    for (int fd; U.accept == ACCEPT_EAGER && cqe->res >= 0 &&
+                 (fd = accept4(U.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;)
+      conn_new(fd);
+    arm_accept();
+  }
+  if (cqe->res < 0) {
+    fprintf(stderr, "uring-floor: accept: %s\n", strerror(-cqe->res));
+    return;
+  }
+  conn_new(cqe->res);
 }
 
 /* Serves until stdin ends: the driver's way to stop the server. */
@@ -482,8 +508,17 @@ int bench_uring_floor_main(int argc, char **argv)
   const char *listen = bench_opt_str(argc, argv, "listen", "127.0.0.1:0");
   const char *mode = bench_opt_str(argc, argv, "mode", "echo");
   const char *recv_mode = bench_opt_str(argc, argv, "recv", "single");
+  const char *accept_mode = bench_opt_str(argc, argv, "accept", "multishot");
   U.http = strcmp(mode, "http") == 0;
   U.multishot = strcmp(recv_mode, "multishot") == 0;
+  if (strcmp(accept_mode, "multishot") == 0)
+    U.accept = ACCEPT_MULTISHOT;
+  else if (strcmp(accept_mode, "single") == 0)
+    U.accept = ACCEPT_SINGLE;
+  else if (strcmp(accept_mode, "eager") == 0)
+    U.accept = ACCEPT_EAGER;
+  else
+    bench_die("uring-floor: --accept multishot|single|eager, not '%s'", accept_mode);
   bench_raise_nofile();
 
   /* DEFER_TASKRUN runs completions' kernel work only when we wait for them
@@ -526,8 +561,8 @@ int bench_uring_floor_main(int argc, char **argv)
   printf("PORT %d\n", tdl_addr_port(&local));
   if (fflush(stdout) != 0)
     bench_die("uring-floor: stdout: %s", strerror(errno));
-  fprintf(stderr, "uring-floor: listening on port %d, mode %s, recv %s, ring %s\n", tdl_addr_port(&local), mode,
-          recv_mode, setup);
+  fprintf(stderr, "uring-floor: listening on port %d, mode %s, recv %s, accept %s, ring %s\n",
+          tdl_addr_port(&local), mode, recv_mode, accept_mode, setup);
 
   while (!U.stopping) {
     rc = io_uring_submit_and_wait(&U.ring, 1);

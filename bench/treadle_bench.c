@@ -115,6 +115,9 @@ static const bench_opt uring_floor_opts[] = {
     {"recv", "single|multishot", 0, 0,
      "one receive per connection into its 16 KiB buffer, or a multishot receive from a provided-buffer ring "
      "(default single)"},
+    {"accept", "multishot|single|eager", 0, 0,
+     "one multishot accept, one accept request at a time, or accept4 until EAGAIN and then an accept request "
+     "(treadle's way; default multishot)"},
     {0},
 };
 

@@ -4,6 +4,7 @@ floor, driven by wrk.
 
     python3 bench/http/run.py [--build build/release] [--duration 10] [--rounds 3]
                               [--conns 75,1000] [--write] [--quick] [--only KEY,...]
+                              [--close]
 
 Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
   one core  (server pinned to CPU 0 with taskset, wrk pinned to CPU 1):
@@ -18,7 +19,10 @@ Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
                   receive at a time per connection (floor-1) or a multishot
                   receive from provided buffers (floor-1m).  What io_uring
                   itself allows here: the floor under httpd's figures, part
-                  of no target.
+                  of no target.  Its accept is one multishot accept; for
+                  --close it also runs with one accept request at a time
+                  (floor-1as) and with treadle's way, accept4 until EAGAIN
+                  and then an accept request (floor-1ae).
   two cores (nothing pinned; wrk shares the two CPUs with the server):
     httpd         still one loop (it uses one core)
     go            default GOMAXPROCS
@@ -28,6 +32,11 @@ configurations run interleaved (A B C A B C ...) for --rounds rounds and the
 median of the rounds is reported: requests/s, p99 latency, and the server's
 CPU seconds (utime + stime of the server and its child processes, from
 /proc/<pid>/stat before and after the run) per 100,000 requests.
+
+--close sends every request with "Connection: close" (wrk -H), so that every
+request is a connection of its own: accept, one request, close.  It measures
+the cost of a connection rather than of a request (CPU per 100,000 requests is
+then per 100,000 connections) and is part of no target: no verdict is given.
 
 Needs wrk and nginx (installed with apt-get when missing and run as root;
 otherwise those peers are skipped) and go for the Go peer (built from
@@ -257,8 +266,10 @@ def parse_duration(s):
     return v * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
 
 
-def run_wrk(server, conns, duration):
+def run_wrk(server, conns, duration, close=False):
     argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"http://127.0.0.1:{server.port}/"]
+    if close:
+        argv[1:1] = ["-H", "Connection: close"]
     if server.wrk_cpus:
         argv = ["taskset", "-c", server.wrk_cpus] + argv
     before = cpu_seconds(server.proc.pid)
@@ -308,6 +319,8 @@ def main():
     ap.add_argument("--conns", default="75,1000")
     ap.add_argument("--write", action="store_true", help="write the table into docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="one 2 s round at 75 connections (smoke test)")
+    ap.add_argument("--close", action="store_true",
+                    help='every request on a connection of its own ("Connection: close"); no verdict')
     ap.add_argument("--only", default="",
                     help="comma-separated configuration keys (httpd-1, floor-1, ...) or names (httpd, httpd-uring, go, "
                          "nginx, floor) to run (default: all)")
@@ -343,10 +356,15 @@ def main():
                       env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1us",
                       label="httpd (treadle, 1 loop, uring, a receive per read)")]
     if floor:
-        for key, recv in (("floor-1", "single"), ("floor-1m", "multishot")):
+        floors = [("floor-1", "single", "multishot"), ("floor-1m", "multishot", "multishot")]
+        if args.close:
+            floors += [("floor-1as", "single", "single"), ("floor-1ae", "single", "eager")]
+        for key, recv, accept in floors:
             servers.append(Server("floor", 1, [floor, "uring-floor", "--listen", "127.0.0.1:@PORT@", "--mode", "http",
-                                               "--recv", recv], cpus=one, wrk_cpus=wrk_one, key=key,
-                                  label=f"io_uring floor, no library ({recv} recv)", stdin_pipe=True))
+                                               "--recv", recv, "--accept", accept], cpus=one, wrk_cpus=wrk_one,
+                                  key=key, label=f"io_uring floor, no library ({recv} recv"
+                                  + ("" if accept == "multishot" else f", {accept} accept") + ")",
+                                  stdin_pipe=True))
     if gobin:
         servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,
                               wrk_cpus=wrk_one, key="go-1", label="Go net/http, GOMAXPROCS=1"))
@@ -398,7 +416,7 @@ def main():
                     note(f"{s.label} c={c}: round {r + 1} of {args.rounds}, run {n + 1} of {total}, elapsed "
                          f"{fmt_secs(time.monotonic() - t0)}, about {fmt_secs(per_run * (total - n))} left")
                     t1 = time.monotonic()
-                    res = run_wrk(s, c, args.duration)
+                    res = run_wrk(s, c, args.duration, args.close)
                     spent += time.monotonic() - t1
                     n += 1
                     results.setdefault((s.key, c), []).append(res)
@@ -418,8 +436,9 @@ def main():
 
     lines = []
     cmd = (f"python3 bench/http/run.py --duration {args.duration} --rounds {args.rounds} --conns {args.conns}"
-           + (" --write" if args.write else ""))
-    lines.append(f"`{cmd}` — `wrk -t1 -c<conns> -d{args.duration}s --latency http://127.0.0.1:<port>/`, "
+           + (" --close" if args.close else "") + (" --write" if args.write else ""))
+    wrk_h = ' -H "Connection: close"' if args.close else ""
+    lines.append(f"`{cmd}` — `wrk{wrk_h} -t1 -c<conns> -d{args.duration}s --latency http://127.0.0.1:<port>/`, "
                  f"servers interleaved, median of {args.rounds} round(s). One-core rows: server pinned to CPU 0 "
                  "and wrk to CPU 1 with `taskset`. Two-core rows: \"shared\", nothing pinned (wrk shares both "
                  "CPUs with the server); \"wrk on CPU 1\", wrk restricted to CPU 1 with `taskset`, the server "
@@ -495,7 +514,10 @@ def main():
             print(f"warning: {label} c={c}: requests/s spread {max(vals) / min(vals) - 1:.0%} over the rounds "
                   f"({min(vals):,.0f} to {max(vals):,.0f}); the machine was probably busy, compare with care")
     print()
-    print(verdict(results, balance))
+    if args.close:
+        print("(--close: a connection per request, part of no target: no verdict)")
+    else:
+        print(verdict(results, balance))
     if args.quick:
         print("(--quick: one 2 s round, a smoke test; these figures are no verdict)")
 

@@ -200,7 +200,9 @@ TDL_API int tdl_fd_blocked(int fd, unsigned events);
  * Results are the system call's (bytes, or the new fd) or a negative errno;
  * in addition: -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EBUSY (see
  * tdl_wait_fd).  A partial transfer is returned as such (no retry loop); a
- * timed-out call has transferred nothing.
+ * timed-out call has transferred nothing.  MSG_DONTWAIT in the flags of
+ * tdl_recv, tdl_send, tdl_recvfrom or tdl_sendto means what it means to the
+ * kernel: -EAGAIN instead of parking.
  *
  * On a loop whose back end is uring (loop.h), a call that would park is
  * handed to the kernel as an io_uring operation instead, and completes with

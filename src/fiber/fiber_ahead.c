@@ -21,6 +21,11 @@
  *   TCP's flow control would never tell the peer to slow down: after HOLD
  *   buffers are queued the request is cancelled, and armed again only when
  *   a read has emptied the queue.
+ * - The request is armed only when a read finds the stream empty (a
+ *   short read, or EAGAIN): until then reads are ordinary receives.  A
+ *   connection that brings its request with it and closes after the
+ *   answer (HTTP's "Connection: close") then costs no request and no
+ *   cancel at all.
  * - The loop's buffers can all be taken (the kernel then ends the request
  *   with -ENOBUFS): that fd's next read with nothing queued is an ordinary
  *   receive into the caller's buffer, and the one after arms again.
@@ -228,7 +233,7 @@ static void abort_ahead(tdl__fiber *f)
 }
 
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
-                        tdl_time_t deadline, bool *closed)
+                        bool empty, tdl_time_t deadline, bool *closed)
 {
   *closed = false;
   if (a->waiter)
@@ -255,6 +260,8 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, i
       return end < 0 ? end : 0;
     }
     if (!a->armed) {
+      if (!empty && !got && a->on && !a->nobufs)
+        return TDL__AHEAD_LATER;
       if (!a->on || a->nobufs || tdl__ring_recv_ahead(a->loop, &a->op, a->fd) < 0) {
         a->nobufs = false;
         return got ? (ssize_t)got : TDL__AHEAD_PASS; /* an ordinary read this time */

@@ -276,8 +276,10 @@ typedef struct tdl__ahead_links {
   uint16_t next[TDL__BUFS];
   uint16_t len[TDL__BUFS];
 } tdl__ahead_links;
-/* tdl__ahead_read's "not from here": make this read as usual. */
+/* tdl__ahead_read's "not from here": make this read as usual.  _LATER: as
+ * usual, and should it find nothing, come back with `empty` to wait here. */
 #define TDL__AHEAD_PASS ((ssize_t)INT32_MIN)
+#define TDL__AHEAD_LATER ((ssize_t)INT32_MIN + 1)
 
 /* A record for fd, on (arming waits for its first read).  -ENOMEM. */
 int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__ahead **out);
@@ -296,12 +298,17 @@ bool tdl__ahead_busy(const tdl__ahead *a);
  * itself at the request's last completion (at once when none is armed). */
 void tdl__ahead_close(tdl__ahead *a);
 /* Read into iov out of what is queued, arming the request and parking when
- * nothing is.  flags: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  Returns bytes,
- * 0 at end of stream, a negative errno (the stream's error once, or
+ * nothing is.  flags: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  `empty`: a read
+ * has found the stream empty; until one has, the request is not armed and
+ * the answer is TDL__AHEAD_LATER (read as usual first), because data that
+ * is there already (a new connection's request) costs one recv, while
+ * arming costs a request and, when the fd is closed, a cancel.  Returns
+ * bytes, 0 at end of stream, a negative errno (the stream's error once, or
  * -ETIMEDOUT, -ECANCELED, -EAGAIN, -EBADF when closed meanwhile: then
- * *closed is set and the caller's fd state is gone), or TDL__AHEAD_PASS. */
+ * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
+ * TDL__AHEAD_LATER. */
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
-                        tdl_time_t deadline, bool *closed);
+                        bool empty, tdl_time_t deadline, bool *closed);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

@@ -77,14 +77,14 @@ typedef struct fio {
 /* tdl__ffd.stream: asked of the kernel at the first short read (or, for an
  * accepted fd, taken from its listener).  A datagram or seqpacket socket's
  * short read is one message, with others perhaps behind it. */
-enum { STREAM_UNKNOWN, STREAM_YES, STREAM_NO };
+enum { STREAM_UNKNOWN, STREAM_NO, STREAM_YES, STREAM_SOCKET /* a stream socket */ };
 
 static uint8_t stream_kind(int fd)
 {
   int type = 0;
   socklen_t len = sizeof type;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0)
-    return type == SOCK_STREAM ? STREAM_YES : STREAM_NO;
+    return type == SOCK_STREAM ? STREAM_SOCKET : STREAM_NO;
   struct stat st;
   return errno == ENOTSOCK && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) ? STREAM_YES : STREAM_NO;
 }
@@ -96,7 +96,7 @@ static inline bool emptied(tdl__ffd *d, int fd, ssize_t r, size_t len)
     return false;
   if (TDL__UNLIKELY(d->stream == STREAM_UNKNOWN))
     d->stream = stream_kind(fd);
-  return d->stream == STREAM_YES;
+  return d->stream >= STREAM_YES;
 }
 
 static void ffd_update(tdl__sched *s, tdl__ffd *d)
@@ -441,7 +441,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
  * cannot honour from a queue (MSG_TRUNC, ...) are refused; MSG_OOB and
  * MSG_ERRQUEUE read queues of their own, so they are made as usual.  A
  * stream socket names no sender: recvfrom's *addrlen becomes 0. */
-static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, int iovcnt, int flags,
+static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, int iovcnt, int flags, bool empty,
                           tdl_time_t deadline, socklen_t *addrlen)
 {
   if (flags & (MSG_OOB | MSG_ERRQUEUE))
@@ -451,14 +451,14 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   if (taken(d, TDL_READ))
     return -EBUSY;
   bool closed;
-  ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, deadline, &closed);
+  ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, empty, deadline, &closed);
   if (closed)
     return r; /* tdl_close freed d meanwhile */
   if (tdl__ahead_idle(d->ahead)) {
     tdl__ahead_free(d->ahead); /* turned off, and all read */
     d->ahead = NULL;
   }
-  if (r == TDL__AHEAD_PASS)
+  if (r == TDL__AHEAD_PASS || r == TDL__AHEAD_LATER)
     return r;
   if (addrlen)
     *addrlen = 0;
@@ -478,11 +478,15 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   if (len_ && d_->empty) {                                            \
     __VA_ARGS__                                                       \
   }
-/* A read of an fd that receives ahead takes what is queued (see below). */
+/* A read of an fd that receives ahead takes what is queued (see below);
+ * until a read has found the stream empty it reads as usual (later_), and
+ * comes back here if that finds nothing. */
 #define AHEAD_FROM(iov, iovcnt, flags, addrlen)                       \
   if (d_->ahead) {                                                    \
-    ssize_t ra_ = ahead_read(f, d_, iov, iovcnt, flags, deadline, addrlen); \
-    if (ra_ != TDL__AHEAD_PASS)                                       \
+    ssize_t ra_ = ahead_read(f, d_, iov, iovcnt, flags, empty_, deadline, addrlen); \
+    if (ra_ == TDL__AHEAD_LATER)                                      \
+      later_ = true;                                                  \
+    else if (ra_ != TDL__AHEAD_PASS)                                  \
       return ra_;                                                     \
   }
 #define AHEAD(iov, iovcnt, flags) AHEAD_FROM(iov, iovcnt, flags, NULL)
@@ -493,13 +497,16 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
 #define AHEAD_FROM(iov, iovcnt, flags, addrlen)
 #endif
 
-/* The shape of every call below: try; on EAGAIN wait and retry.  `len` is
+/* The shape of every call below: try; on EAGAIN wait and retry, unless
+ * `nowait` (the caller's MSG_DONTWAIT): then -EAGAIN.  `len` is
  * what a read asked for (0: not a read that empties a stream, see the top).
  * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
  * or nothing: then it waits for readiness, on uring too).  `ahead`: for
  * the calls that read a stream, what they do first on an fd that receives
- * ahead (AHEAD: take what the kernel received already), else nothing. */
-#define FIBER_IO(call, dir, name, len, ring, ahead)                   \
+ * ahead (AHEAD: take what the kernel received already; before the stream
+ * was found empty, read as usual, and come back to wait there on EAGAIN),
+ * else nothing. */
+#define FIBER_IO(call, dir, name, len, ring, ahead, nowait)           \
   tdl__fiber *f = tdl__self();                                        \
   if (!f)                                                             \
     return -EPERM;                                                    \
@@ -513,11 +520,16 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   const unsigned dir_ = (dir);                                        \
   const char *const name_ = (name);                                   \
   const size_t len_ = (len);                                          \
+  const bool nowait_ = (nowait);                                      \
+  bool empty_ = d_->empty, later_ = false;                            \
   (void)dir_;                                                         \
   (void)name_;                                                        \
+  (void)empty_;                                                       \
   ahead                                                               \
-  RING_EMPTY(ring)                                                    \
-  if (len_ && park_first(loop_, d_, deadline) &&                      \
+  if (!nowait_) {                                                     \
+    RING_EMPTY(ring)                                                  \
+  }                                                                   \
+  if (len_ && !nowait_ && park_first(loop_, d_, deadline) &&          \
       (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
     return e_;                                                        \
   for (;;) {                                                          \
@@ -535,6 +547,16 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
       tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
       return e_;                                                      \
     }                                                                 \
+    if (later_) { /* found empty: now receiving ahead pays */         \
+      later_ = false;                                                 \
+      empty_ = true;                                                  \
+      ahead                                                           \
+    }                                                                 \
+    if (nowait_) {                                                    \
+      tdl_io_blocked(loop_, &d_->w, dir_);                            \
+      tdl__io_budget_spend(f);                                        \
+      return -EAGAIN;                                                 \
+    }                                                                 \
     ring                                                              \
     tdl_io_blocked(loop_, &d_->w, dir_);                              \
     e_ = wait_fd(f, fd, dir_, name_, deadline);                       \
@@ -548,13 +570,13 @@ ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
   (void)one;
   FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len,
            RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len),
-           AHEAD(&one, 1, 0))
+           AHEAD(&one, 1, 0), false)
 }
 
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
   FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
-           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), )
+           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), , false)
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
@@ -563,7 +585,7 @@ ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadli
     return -EINVAL;
   FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0,
            RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt),
-           AHEAD(iov, iovcnt, 0))
+           AHEAD(iov, iovcnt, 0), false)
 }
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
@@ -571,7 +593,7 @@ ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadl
   if (iovcnt < 0)
     return -EINVAL;
   FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
-           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), )
+           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), , false)
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
@@ -580,7 +602,7 @@ ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
   (void)one;
   FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len,
            RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags),
-           AHEAD(&one, 1, flags))
+           AHEAD(&one, 1, flags), (flags & MSG_DONTWAIT) != 0)
 }
 
 ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
@@ -588,7 +610,8 @@ ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t dead
   /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
    * for the process. */
   FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
-           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL), )
+           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL),
+           , (flags & MSG_DONTWAIT) != 0)
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
@@ -597,13 +620,14 @@ ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *
   const struct iovec one = {buf, len};
   (void)one;
   FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, ,
-           AHEAD_FROM(&one, 1, flags, addrlen))
+           AHEAD_FROM(&one, 1, flags, addrlen), (flags & MSG_DONTWAIT) != 0)
 }
 
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , )
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , ,
+           (flags & MSG_DONTWAIT) != 0)
 }
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
@@ -648,7 +672,7 @@ int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_tim
 #else
 #define RING_ACCEPT
 #endif
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, )
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, , false)
 #undef RING_ACCEPT
 }
 
@@ -759,12 +783,14 @@ int tdl_fd_readahead(int fd, bool on)
     tdl__ahead_set(d->ahead, true);
     return 0;
   }
-  int type = 0;
-  socklen_t tl = sizeof type;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
-    return -errno; /* -EBADF, -ENOTSOCK */
-  if (type != SOCK_STREAM)
-    return -EPROTOTYPE;
+  if (!d || d->stream != STREAM_SOCKET) { /* (an fd accepted from a stream listener is known to be one) */
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
+      return -errno; /* -EBADF, -ENOTSOCK */
+    if (type != SOCK_STREAM)
+      return -EPROTOTYPE;
+  }
   int e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
@@ -775,7 +801,7 @@ int tdl_fd_readahead(int fd, bool on)
     return -ENOMEM;
   if ((e = tdl__ring_bufs_ready(s->loop)) < 0)
     return e;
-  d->stream = STREAM_YES;
+  d->stream = STREAM_SOCKET;
   return tdl__ahead_new(s->loop, io->links, fd, &d->ahead);
 #else
   (void)on;

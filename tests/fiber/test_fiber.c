@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -416,6 +417,44 @@ static void read_and_write_park_the_fiber(void **state)
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
   tdl_close(P[1]);
+}
+
+/* MSG_DONTWAIT asks for what is there now: -EAGAIN instead of parking,
+ * whatever the fd's state (fresh, or known empty after a short read). */
+static void *dontwait_calls(void *arg)
+{
+  int *sv = arg;
+  char buf[8];
+  assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN);
+  assert_int_equal(tdl_send(sv[1], "ab", 2, MSG_DONTWAIT, TDL_FOREVER), 2);
+  assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, 0, TDL_FOREVER), 2); /* short: known empty */
+  assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN);
+  struct sockaddr_storage from;
+  socklen_t fl = sizeof from;
+  assert_int_equal(tdl_recvfrom(sv[0], buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl, TDL_FOREVER),
+                   -EAGAIN);
+  /* A full socket: the send says so instead of waiting for room. */
+  static char big[1 << 16];
+  ssize_t n;
+  int sends = 0;
+  while ((n = tdl_send(sv[1], big, sizeof big, MSG_DONTWAIT, TDL_FOREVER)) > 0 && sends < 10000)
+    sends++;
+  assert_int_equal(n, -EAGAIN);
+  assert_int_equal(tdl_sendto(sv[1], big, 1, MSG_DONTWAIT, NULL, 0, TDL_FOREVER), -EAGAIN);
+  /* Without the flag the call still parks, and reading makes room. */
+  assert_true(tdl_recv(sv[0], big, sizeof big, 0, TDL_FOREVER) > 0);
+  return NULL;
+}
+
+static void dontwait_never_parks(void **state)
+{
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  t_spawn(L, dontwait_calls, sv);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_close(sv[0]);
+  tdl_close(sv[1]);
 }
 
 static void *fill_and_block(void *arg)
@@ -1177,6 +1216,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(cancel_a_runnable_fiber, setup, teardown),
       cmocka_unit_test_setup_teardown(park_and_unpark, setup, teardown),
       cmocka_unit_test_setup_teardown(read_and_write_park_the_fiber, setup, teardown),
+      cmocka_unit_test_setup_teardown(dontwait_never_parks, setup, teardown),
       cmocka_unit_test_setup_teardown(blocking_fds_are_made_nonblocking, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_fds_in_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(close_wakes_waiters, setup, teardown),

@@ -186,6 +186,66 @@ static void timeout_loses_nothing(void **state)
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
+/* ---- the receive is armed only once a read finds the stream empty ---- */
+
+typedef struct lazy {
+  int sv[2];
+  int p[2]; /* a pipe read through the ring meanwhile: keeps the loop polling its ring */
+} lazy;
+
+static void *ring_keeper(void *arg)
+{
+  lazy *z = arg;
+  char c;
+  assert_int_equal(tdl_read(z->p[0], &c, 1, TDL_FOREVER), 1);
+  return NULL;
+}
+
+static void *lazy_reader(void *arg)
+{
+  lazy *z = arg;
+  int *sv = z->sv;
+  char buf[4];
+  assert_int_equal(tdl_fd_readahead(sv[0], true), 0);
+  assert_int_equal(send(sv[1], "ab", 2, 0), 2);
+  /* Data already there (a new connection's request): an ordinary read, and
+   * nothing armed, so what comes next stays in the socket although the
+   * loop keeps collecting its ring's completions. */
+  assert_int_equal(tdl_recv(sv[0], buf, 2, 0, TDL_FOREVER), 2);
+  assert_int_equal(send(sv[1], "cd", 2, 0), 2);
+  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(recv(sv[0], buf, sizeof buf, MSG_DONTWAIT), 2);
+  assert_memory_equal(buf, "cd", 2);
+  /* A read that finds nothing arms it (and times out, losing nothing)... */
+  assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, 0, tdl_after(5 * TDL_MSEC)), -ETIMEDOUT);
+  /* ...and from then on the kernel receives ahead of the reads. */
+  assert_int_equal(send(sv[1], "ef", 2, 0), 2);
+  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(recv(sv[0], buf, sizeof buf, MSG_DONTWAIT), -1);
+  assert_int_equal(errno, EAGAIN);
+  assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, 0, TDL_FOREVER), 2);
+  assert_memory_equal(buf, "ef", 2);
+  assert_int_equal(write(z->p[1], "x", 1), 1);
+  return NULL;
+}
+
+static void armed_when_found_empty(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  lazy z;
+  tcp_pair(z.sv);
+  t_pipe(z.p);
+  t_spawn(loop, ring_keeper, &z);
+  t_spawn(loop, lazy_reader, &z);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  tdl_close(z.sv[0]);
+  close(z.sv[1]);
+  tdl_close(z.p[0]);
+  tdl_close(z.p[1]);
+  assert_int_equal(tdl_loop_free(loop), 0);
+}
+
 /* ---- a reader that does not read holds a few buffers, not the stream ---- */
 
 typedef struct hold {
@@ -209,9 +269,11 @@ static void *holder(void *arg)
   hold *h = arg;
   char c;
   assert_int_equal(tdl_fd_readahead(h->sv[0], true), 0);
-  /* One read arms the receive; then this fiber reads nothing for a while. */
+  /* A read that finds the stream empty arms the receive (one that finds
+   * data is an ordinary one); then this fiber reads nothing for a while. */
   assert_int_equal(tdl_recv(h->sv[0], &c, 1, 0, TDL_FOREVER), 1);
   h->got = 1;
+  assert_int_equal(tdl_recv(h->sv[0], &c, 1, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN);
   for (int i = 0; i < 50; i++) {
     /* The peer pushes as much as it can, non-blocking. */
     for (;;) {
@@ -323,6 +385,8 @@ static void *read_once(void *arg)
   char buf[8];
   assert_int_equal(tdl_fd_readahead(l->sv[0], true), 0);
   l->got = tdl_recv(l->sv[0], buf, sizeof buf, 0, TDL_FOREVER);
+  /* The stream is empty now: this arms the receive. */
+  assert_int_equal(tdl_recv(l->sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN);
   return NULL; /* the receive stays armed; the fd is not closed */
 }
 
@@ -366,6 +430,7 @@ static void *misuse_fiber(void *arg)
   assert_int_equal(tdl_fd_readahead(m->udp, true), -EPROTOTYPE);
   assert_int_equal(tdl_fd_readahead(m->sv[0], true), 0);
   assert_int_equal(tdl_fd_readahead(m->sv[0], true), 0); /* twice: still one */
+  assert_int_equal(tdl_recv(m->sv[0], buf, 4, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN); /* empty: armed */
   assert_int_equal(send(m->sv[1], "0123456789", 10, 0), 10);
   assert_int_equal(tdl_recv(m->sv[0], buf, 4, MSG_TRUNC, TDL_FOREVER), -EOPNOTSUPP);
   assert_int_equal(tdl_recv(m->sv[0], buf, 4, 0, TDL_FOREVER), 4);
@@ -449,7 +514,8 @@ static void *crowd_reader(void *arg)
   crowd *c = ca->c;
   int fd = c->sv[ca->i][0];
   unsigned char buf[CROWD_BYTES];
-  if (tdl_fd_readahead(fd, true) < 0 || tdl_recv(fd, buf, 1, 0, TDL_FOREVER) != 1) {
+  if (tdl_fd_readahead(fd, true) < 0 || tdl_recv(fd, buf, 1, 0, TDL_FOREVER) != 1 ||
+      tdl_recv(fd, buf, 1, MSG_DONTWAIT, TDL_FOREVER) != -EAGAIN) {
     c->bad++;
     return NULL;
   }
@@ -579,6 +645,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bytes_in_order),
       cmocka_unit_test(timeout_loses_nothing),
+      cmocka_unit_test(armed_when_found_empty),
       cmocka_unit_test(reader_that_does_not_read),
       cmocka_unit_test(close_during_read),
       cmocka_unit_test(loop_freed_while_armed),

@@ -254,11 +254,30 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
  *   partial transfers do above, where receiving ahead paused for want of
  *   buffers.)  One reader at a time: another fiber's read or tdl_wait_fd
  *   for reading gets -EBUSY meanwhile.
- * Turning it off stops receiving ahead; what was received is still read
- * first.  Returns 0, -EPERM (outside a fiber), -EBADF, -ENOTSOCK,
- * -EPROTOTYPE (not a stream socket), -ENOTSUP (the loop's back end is not
- * uring), -EBUSY (a fiber is reading fd right now), -ENOMEM, or what the
- * kernel said when asked to register the buffers.
+ * The request is armed only when a read finds the stream empty (a short
+ * read, or EAGAIN); until then reads are ordinary receives, so a
+ * connection that brings its request and closes after the answer costs no
+ * more than without.
+ * On a listening socket it accepts ahead: one multishot accept takes each
+ * connection as it comes (non-blocking, close-on-exec), and tdl_net_accept
+ * returns them in arrival order without a system call (the peer's address
+ * then comes from getpeername(); a peer that has already reset leaves its
+ * length 0).  It is armed when an accept finds no connection waiting, and
+ * paused once 32 accepted connections wait to be taken (a burst the kernel
+ * had already queued is taken whole: the listen backlog bounds it), so
+ * that the backlog, not the fd table, holds the rest.  The kernel's errors
+ * (EMFILE...) reach the next accept, after the connections before them.
+ * The same rules hold: accept only with treadle's calls, close the
+ * listener with tdl_close (which closes the connections still queued: their
+ * peers see them closed, as for a backlog that goes with its listener), one
+ * acceptor at a time (-EBUSY).
+ * Turning it off stops receiving (or accepting) ahead; what was received is
+ * still read first.  Returns 0, -EPERM (outside a fiber), -EBADF,
+ * -ENOTSOCK, -EPROTOTYPE (not a stream socket), -ENOTSUP (the loop's back
+ * end is not uring), -EBUSY (a fiber is reading or accepting on fd right
+ * now), -ENOMEM, or what the kernel said when asked to register the
+ * buffers.  On a kernel without multishot accepts (before Linux 5.19)
+ * accepts are ordinary ones.
  */
 TDL_API int tdl_fd_readahead(int fd, bool on);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable

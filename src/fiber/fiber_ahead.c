@@ -260,7 +260,9 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, i
       return end < 0 ? end : 0;
     }
     if (!a->armed) {
-      if (!empty && !got && a->on && !a->nobufs)
+      /* (MSG_WAITALL gathers here, where an ordinary read of a
+       * non-blocking socket would come back short.) */
+      if (!empty && !got && a->on && !a->nobufs && !(flags & MSG_WAITALL))
         return TDL__AHEAD_LATER;
       if (!a->on || a->nobufs || tdl__ring_recv_ahead(a->loop, &a->op, a->fd) < 0) {
         a->nobufs = false;

@@ -310,6 +310,35 @@ void tdl__ahead_close(tdl__ahead *a);
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
                         bool empty, tdl_time_t deadline, bool *closed);
 
+/* ---- accepting ahead (fiber_acceptahead.c; uring loops, tdl_fd_readahead
+ * on a listener) ---- */
+
+typedef struct tdl__acc tdl__acc;
+/* A record for the listener fd, on (arming waits for an accept that finds
+ * nothing waiting).  -ENOMEM. */
+int tdl__acc_new(tdl_loop *loop, int fd, tdl__acc **out);
+/* Turn it on or off; off cancels the request, and what is queued is still
+ * taken first. */
+void tdl__acc_set(tdl__acc *a, bool on);
+/* Off, with nothing queued or in flight: the caller may free it. */
+bool tdl__acc_idle(const tdl__acc *a);
+void tdl__acc_free(tdl__acc *a);
+/* A connection or an error is queued: an accept returns at once. */
+bool tdl__acc_ready(const tdl__acc *a);
+/* A fiber is parked accepting. */
+bool tdl__acc_busy(const tdl__acc *a);
+/* The listener is being closed (or its scheduler torn down): wake the
+ * acceptor with -EBADF, close the queued fds, cancel the request; the
+ * record frees itself at the last completion (at once when none is armed). */
+void tdl__acc_close(tdl__acc *a);
+/* The next queued fd, arming the request and parking when none is (`empty`:
+ * an accept4 found nothing waiting; before one has, the answer is
+ * TDL__AHEAD_LATER).  Returns the fd, a negative errno (the kernel's error
+ * once, or -ETIMEDOUT, -ECANCELED, -EBADF when closed meanwhile: then
+ * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
+ * TDL__AHEAD_LATER (as ints). */
+int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed);
+
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);
 

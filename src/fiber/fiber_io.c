@@ -48,7 +48,9 @@ typedef struct tdl__ffd {
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 #ifdef TDL_HAVE_URING
   tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
+  tdl__acc *acc;     /* accepting ahead (tdl_fd_readahead on a listener), or NULL */
 #endif
+  bool conn; /* accepted here: a connected stream socket */
 } tdl__ffd;
 
 /* Whether a fiber already moves data on d in one of `events`' directions
@@ -60,7 +62,8 @@ static bool taken(const tdl__ffd *d, unsigned events)
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return true;
 #ifdef TDL_HAVE_URING
-  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)))
+  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
+      ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)))
     return true;
 #endif
   return false;
@@ -152,6 +155,8 @@ static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
 #ifdef TDL_HAVE_URING
       if (io->ffds[i]->ahead)
         tdl__ahead_close(io->ffds[i]->ahead);
+      if (io->ffds[i]->acc)
+        tdl__acc_close(io->ffds[i]->acc);
 #endif
       tdl_io_stop(s->loop, &io->ffds[i]->w);
       free(io->ffds[i]);
@@ -420,7 +425,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     return e;
   if (taken(d, events))
     return -EBUSY;
-  if ((events & TDL_READ) && d->ahead && tdl__ahead_ready(d->ahead)) {
+  if ((events & TDL_READ) && ((d->ahead && tdl__ahead_ready(d->ahead)) || (d->acc && tdl__acc_ready(d->acc)))) {
     tdl__io_budget_spend(f);
     return TDL_READ; /* received ahead: the next read returns at once */
   }
@@ -636,8 +641,11 @@ ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
 static void accepted(tdl__sched *s, int lfd, int nfd)
 {
   tdl__ffd *ld = ffd_find(s, lfd), *nd;
-  if (ffd_make(s, nfd, &nd, true) < 0 || !ld)
+  if (ffd_make(s, nfd, &nd, true) < 0)
     return; /* on failure the first use makes it */
+  nd->conn = true;
+  if (!ld)
+    return;
   if (ld->stream == STREAM_UNKNOWN)
     ld->stream = stream_kind(lfd);
   nd->stream = ld->stream;
@@ -663,17 +671,55 @@ static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr
 }
 #endif
 
+#ifdef TDL_HAVE_URING
+/* An accept on a listener that accepts ahead (fiber_acceptahead.c): the
+ * next fd the kernel accepted already, or parked until it accepts one.  A
+ * multishot accept gives no address: getpeername() does (a peer that has
+ * reset meanwhile leaves *addrlen 0, and the fd is still returned). */
+static int acc_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr, socklen_t *addrlen, bool empty,
+                      tdl_time_t deadline)
+{
+  if (taken(d, TDL_READ))
+    return -EBUSY;
+  bool closed;
+  int r = tdl__acc_accept(f, d->acc, empty, deadline, &closed);
+  if (closed)
+    return r; /* tdl_close freed d meanwhile */
+  if (tdl__acc_idle(d->acc)) {
+    tdl__acc_free(d->acc); /* turned off, and all taken */
+    d->acc = NULL;
+  }
+  if (r < 0)
+    return r;
+  accepted(f->sched, fd, r);
+  if (addr && addrlen && getpeername(r, addr, addrlen) < 0)
+    *addrlen = 0;
+  tdl__io_budget_spend(f);
+  return r;
+}
+#endif
+
 int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
 #ifdef TDL_HAVE_URING
 #define RING_ACCEPT                                                   \
   if (tdl__loop_ring(loop_))                                          \
     return ring_accept(f, d_, fd, addr, addrlen, deadline);
+#define ACC_AHEAD                                                     \
+  if (d_->acc) {                                                      \
+    int ra_ = acc_accept(f, d_, fd, addr, addrlen, empty_, deadline); \
+    if (ra_ == (int)TDL__AHEAD_LATER)                                 \
+      later_ = true;                                                  \
+    else if (ra_ != (int)TDL__AHEAD_PASS)                             \
+      return ra_;                                                     \
+  }
 #else
 #define RING_ACCEPT
+#define ACC_AHEAD
 #endif
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, , false)
+  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, ACC_AHEAD, false)
 #undef RING_ACCEPT
+#undef ACC_AHEAD
 }
 
 /* A non-blocking connect is under way: wait for its end, and its result. */
@@ -729,6 +775,8 @@ static void forget_fd(tdl__sched *s, int fd)
 #ifdef TDL_HAVE_URING
     if (d->ahead)
       tdl__ahead_close(d->ahead);
+    if (d->acc)
+      tdl__acc_close(d->acc);
     if (tdl__loop_ring(s->loop))
       tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
 #endif
@@ -777,31 +825,48 @@ int tdl_fd_readahead(int fd, bool on)
         d->ahead = NULL;
       }
     }
+    if (d && d->acc) {
+      tdl__acc_set(d->acc, false);
+      if (tdl__acc_idle(d->acc)) {
+        tdl__acc_free(d->acc);
+        d->acc = NULL;
+      }
+    }
     return 0;
   }
-  if (d && d->ahead) {
-    tdl__ahead_set(d->ahead, true);
+  if (d && (d->ahead || d->acc)) {
+    if (d->ahead)
+      tdl__ahead_set(d->ahead, true);
+    else
+      tdl__acc_set(d->acc, true);
     return 0;
   }
-  if (!d || d->stream != STREAM_SOCKET) { /* (an fd accepted from a stream listener is known to be one) */
+  /* A stream socket, connected or listening (an fd accepted here is known
+   * to be connected). */
+  int listening = 0;
+  if (!d || !d->conn) {
     int type = 0;
-    socklen_t tl = sizeof type;
+    socklen_t tl = sizeof type, ll = sizeof listening;
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
       return -errno; /* -EBADF, -ENOTSOCK */
     if (type != SOCK_STREAM)
       return -EPROTOTYPE;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0)
+      return -errno;
   }
   int e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
   if (taken(d, TDL_READ))
-    return -EBUSY; /* a read is under way: its data would come out of order */
+    return -EBUSY; /* a read or accept is under way: what it waits for would come out of order */
+  d->stream = STREAM_SOCKET;
+  if (listening)
+    return tdl__acc_new(s->loop, fd, &d->acc);
   fio *io = s->io;
   if (!io->links && !(io->links = TDL__FAULT_ALLOC(malloc(sizeof *io->links))))
     return -ENOMEM;
   if ((e = tdl__ring_bufs_ready(s->loop)) < 0)
     return e;
-  d->stream = STREAM_SOCKET;
   return tdl__ahead_new(s->loop, io->links, fd, &d->ahead);
 #else
   (void)on;

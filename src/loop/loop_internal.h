@@ -194,6 +194,10 @@ int tdl__ring_bufs_ready(tdl_loop *loop);
 /* Arm a multishot receive on fd for op (the buffers are ready); it goes
  * with the next submission.  -EBUSY: no submission entry. */
 int tdl__ring_recv_ahead(tdl_loop *loop, tdl__msop *op, int fd);
+/* Arm a multishot accept on the listener fd for op (each completion's res
+ * is a new fd, non-blocking and close-on-exec, or a negative errno).
+ * -EBUSY: no submission entry. */
+int tdl__ring_accept_ahead(tdl_loop *loop, tdl__msop *op, int fd);
 /* Ask the kernel to end op now; its last completion comes later. */
 void tdl__ring_cancel_ahead(tdl_loop *loop, tdl__msop *op);
 /* Buffer bid's memory, and giving it back to the kernel. */

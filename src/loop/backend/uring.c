@@ -445,6 +445,18 @@ int tdl__ring_recv_ahead(tdl_loop *loop, tdl__msop *op, int fd)
   return 0;
 }
 
+int tdl__ring_accept_ahead(tdl_loop *loop, tdl__msop *op, int fd)
+{
+  uring_state *s = loop->be_state;
+  struct io_uring_sqe *sqe = side_sqe(s);
+  if (!sqe)
+    return -EBUSY;
+  io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | UD_AHEAD);
+  loop->ops_background++;
+  return 0;
+}
+
 void tdl__ring_cancel_ahead(tdl_loop *loop, tdl__msop *op)
 {
   uring_state *s = loop->be_state;

@@ -174,6 +174,13 @@ static void date_refresh(httpd_server *s)
   s->hello_head_len = (unsigned)n;
   memcpy(s->hello + n, hello_body, sizeof hello_body - 1);
   s->hello_len = (unsigned)n + (unsigned)(sizeof hello_body - 1);
+  n = snprintf(s->hello_close, sizeof s->hello_close,
+               "HTTP/1.1 200 OK\r\nServer: treadle\r\nDate: %s\r\n"
+               "Content-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+               s->date, sizeof hello_body - 1);
+  s->hello_close_head_len = (unsigned)n;
+  memcpy(s->hello_close + n, hello_body, sizeof hello_body - 1);
+  s->hello_close_len = (unsigned)n + (unsigned)(sizeof hello_body - 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -482,9 +489,11 @@ static bool put_reply(httpd_conn *c, reply *r, bool keep, int minor)
   httpd_server *s = c->srv;
   s->served++;
   if (r->hello) {
-    if (keep && minor == 1) { /* the common case: one memcpy of a prepared response */
+    if (minor == 1) { /* the common cases: one memcpy of a prepared response */
       date_refresh(s);
-      return put_bytes(c, s->hello, r->head_only ? s->hello_head_len : s->hello_len);
+      if (keep)
+        return put_bytes(c, s->hello, r->head_only ? s->hello_head_len : s->hello_len);
+      return put_bytes(c, s->hello_close, r->head_only ? s->hello_close_head_len : s->hello_close_len);
     }
     return put_head(c, 200, "text/plain", sizeof hello_body - 1, keep, minor, NULL) &&
            (r->head_only || put_bytes(c, hello_body, sizeof hello_body - 1));
@@ -916,6 +925,11 @@ void httpd_serve_conn(httpd_server *s, int fd)
 static void *accept_fiber(void *arg)
 {
   httpd_server *s = arg;
+  /* On io_uring, accept ahead too: a connection that comes while the
+   * previous ones are served costs no accept4 (fiber.h).  Elsewhere this
+   * is -ENOTSUP, and accepting works as ever. */
+  if (!s->cfg.no_readahead)
+    (void)tdl_fd_readahead(s->lfd, true);
   for (;;) {
     /* net.h's accept skips connections that died in the queue, and when the
      * process is out of fds it sheds the pending ones and backs off instead

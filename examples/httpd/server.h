@@ -76,8 +76,9 @@ typedef struct httpd_server {
    * most once a second. */
   tdl_time_t date_next;
   char date[32];
-  char hello[256];
-  unsigned hello_len, hello_head_len;
+  /* The answers to GET / for HTTP/1.1, kept open and closing (date_refresh). */
+  char hello[256], hello_close[256];
+  unsigned hello_len, hello_head_len, hello_close_len, hello_close_head_len;
 } httpd_server;
 
 /* Parse cfg->listen, bind and listen, open cfg->root.  cfg->listen NULL:

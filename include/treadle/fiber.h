@@ -253,7 +253,10 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
  *   MSG_WAITALL read gathers until it is full, but comes back short, as
  *   partial transfers do above, where receiving ahead paused for want of
  *   buffers.)  One reader at a time: another fiber's read or tdl_wait_fd
- *   for reading gets -EBUSY meanwhile.
+ *   for reading gets -EBUSY meanwhile.  tdl_wait_fd(fd, TDL_READ) waits
+ *   for what is received (or accepted) ahead; a wait for TDL_READ |
+ *   TDL_WRITE at once polls the socket, which does not see what the armed
+ *   request has already taken: wait for one direction at a time.
  * The request is armed only when a read finds the stream empty (a short
  * read, or EAGAIN); until then reads are ordinary receives, so a
  * connection that brings its request and closes after the answer costs no

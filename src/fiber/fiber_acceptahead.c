@@ -186,6 +186,26 @@ static void abort_acc(tdl__fiber *f)
   a->waiter = NULL;
 }
 
+/* Park f until a completion of a's request (or the deadline, a cancel, the
+ * listener's close: then *closed and -EBADF, and a may be gone). */
+static int park_acceptor(tdl__fiber *f, tdl__acc *a, const char *what, tdl_time_t deadline, bool *closed)
+{
+  acc_wait w = {.f = f};
+  a->waiter = &w;
+  f->abort_wait = abort_acc;
+  f->abort_ctx = a;
+  a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
+  int e = tdl__park(f, what, a->fd, deadline);
+  a->loop->ops_inflight--;
+  f->abort_wait = NULL;
+  if (w.closed) {
+    *closed = true;
+    return -EBADF;
+  }
+  a->waiter = NULL;
+  return e;
+}
+
 int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed)
 {
   *closed = false;
@@ -208,19 +228,26 @@ int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline,
         return (int)TDL__AHEAD_PASS;
       a->armed = true;
     }
-    acc_wait w = {.f = f};
-    a->waiter = &w;
-    f->abort_wait = abort_acc;
-    f->abort_ctx = a;
-    a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
-    int e = tdl__park(f, "accept", a->fd, deadline);
-    a->loop->ops_inflight--;
-    f->abort_wait = NULL;
-    if (w.closed) {
-      *closed = true;
-      return -EBADF;
+    int e = park_acceptor(f, a, "accept", deadline, closed);
+    if (e < 0)
+      return e;
+  }
+}
+
+int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed)
+{
+  *closed = false;
+  if (a->waiter)
+    return -EBUSY;
+  for (;;) {
+    if (a->count > 0 || a->err)
+      return TDL_READ;
+    if (!a->armed) {
+      if (!a->on || tdl__ring_accept_ahead(a->loop, &a->op, a->fd) < 0)
+        return (int)TDL__AHEAD_PASS; /* off: poll the listener */
+      a->armed = true;
     }
-    a->waiter = NULL;
+    int e = park_acceptor(f, a, "wait read", deadline, closed);
     if (e < 0)
       return e;
   }

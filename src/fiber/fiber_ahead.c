@@ -232,6 +232,26 @@ static void abort_ahead(tdl__fiber *f)
   a->waiter = NULL;
 }
 
+/* Park f until a completion of a's request (or the deadline, a cancel, the
+ * fd's close: then *closed, and a may be gone). */
+static int park_reader(tdl__fiber *f, tdl__ahead *a, const char *what, tdl_time_t deadline, bool *closed)
+{
+  ahead_wait w = {.f = f};
+  a->waiter = &w;
+  f->abort_wait = abort_ahead;
+  f->abort_ctx = a;
+  a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
+  int e = tdl__park(f, what, a->fd, deadline);
+  a->loop->ops_inflight--;
+  f->abort_wait = NULL;
+  if (w.closed) {
+    *closed = true;
+    return -EBADF;
+  }
+  a->waiter = NULL;
+  return e;
+}
+
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
                         bool empty, tdl_time_t deadline, bool *closed)
 {
@@ -272,20 +292,32 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, i
     }
     if (flags & MSG_DONTWAIT)
       return got ? (ssize_t)got : -EAGAIN;
-    ahead_wait w = {.f = f};
-    a->waiter = &w;
-    f->abort_wait = abort_ahead;
-    f->abort_ctx = a;
-    a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
-    int e = tdl__park(f, "recv", a->fd, deadline);
-    a->loop->ops_inflight--;
-    f->abort_wait = NULL;
-    if (w.closed) {
-      *closed = true;
+    int e = park_reader(f, a, "recv", deadline, closed);
+    if (*closed)
       return got ? (ssize_t)got : -EBADF;
-    }
-    a->waiter = NULL;
     if (e < 0)
       return got ? (ssize_t)got : e;
+  }
+}
+
+int tdl__ahead_wait(tdl__fiber *f, tdl__ahead *a, tdl_time_t deadline, bool *closed)
+{
+  *closed = false;
+  if (a->waiter)
+    return -EBUSY;
+  for (;;) {
+    if (a->count > 0 || a->end)
+      return TDL_READ;
+    if (!a->armed) {
+      /* Off, or out of buffers (the data waits in the socket): poll it. */
+      if (!a->on || a->nobufs || tdl__ring_recv_ahead(a->loop, &a->op, a->fd) < 0)
+        return (int)TDL__AHEAD_PASS;
+      a->armed = true;
+    }
+    int e = park_reader(f, a, "wait read", deadline, closed);
+    if (*closed)
+      return -EBADF;
+    if (e < 0)
+      return e;
   }
 }

@@ -309,6 +309,11 @@ void tdl__ahead_close(tdl__ahead *a);
  * TDL__AHEAD_LATER. */
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
                         bool empty, tdl_time_t deadline, bool *closed);
+/* tdl_wait_fd for reading: TDL_READ once data or an end is queued (arming
+ * the request and parking until then), a negative errno as for a read, or
+ * TDL__AHEAD_PASS (as an int) when the data would be in the socket (off,
+ * out of buffers): then poll it. */
+int tdl__ahead_wait(tdl__fiber *f, tdl__ahead *a, tdl_time_t deadline, bool *closed);
 
 /* ---- accepting ahead (fiber_acceptahead.c; uring loops, tdl_fd_readahead
  * on a listener) ---- */
@@ -338,6 +343,9 @@ void tdl__acc_close(tdl__acc *a);
  * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
  * TDL__AHEAD_LATER (as ints). */
 int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed);
+/* tdl_wait_fd for reading on the listener: TDL_READ once a connection or
+ * an error is queued, a negative errno, or TDL__AHEAD_PASS when off. */
+int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

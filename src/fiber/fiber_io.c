@@ -429,6 +429,14 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     tdl__io_budget_spend(f);
     return TDL_READ; /* received ahead: the next read returns at once */
   }
+  if (events == TDL_READ && (d->ahead || d->acc)) {
+    /* What comes is taken by the request armed ahead, not left for a poll
+     * of the socket to see: wait for it where it is queued. */
+    bool closed;
+    int r = d->ahead ? tdl__ahead_wait(f, d->ahead, deadline, &closed) : tdl__acc_wait(f, d->acc, deadline, &closed);
+    if (closed || r != (int)TDL__AHEAD_PASS)
+      return r;
+  }
   tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
   ssize_t r = ring_io(f, d, &u, events, 0, (events & TDL_READ) ? "wait read" : "wait write", deadline);
   if (r < 0)

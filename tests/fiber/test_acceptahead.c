@@ -283,6 +283,53 @@ static void close_wakes_the_acceptor(void **state)
   free(t);
 }
 
+/* ---- tdl_wait_fd on a listener that accepts ahead ---- */
+
+static void *waiting_acceptor(void *arg)
+{
+  net *t = arg;
+  assert_int_equal(tdl_fd_readahead(t->lfd, true), 0);
+  assert_int_equal(tdl_net_accept(t->lfd, NULL, tdl_after(TDL_MSEC)), -ETIMEDOUT); /* armed */
+  t->rc = 1;
+  /* Readable once a connection is queued here (a poll of the listener
+   * would not see it: the armed accept takes it off the backlog). */
+  assert_int_equal(tdl_wait_fd(t->lfd, TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
+  assert_true((t->got[t->ngot++] = tdl_net_accept(t->lfd, NULL, TDL_MSEC)) >= 0);
+  /* And a wait that times out. */
+  assert_int_equal(tdl_wait_fd(t->lfd, TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(write(t->p[1], "x", 1), 1);
+  t->done = 1;
+  return NULL;
+}
+
+static void *late_client(void *arg)
+{
+  net *t = arg;
+  while (t->rc != 1)
+    tdl_fiber_yield();
+  assert_int_equal(tdl_sleep_for(2 * TDL_MSEC), 0); /* the acceptor waits meanwhile */
+  connect_clients(t, 1);
+  return NULL;
+}
+
+static void wait_fd_sees_what_is_accepted_ahead(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  net *t = calloc(1, sizeof *t);
+  listen_on(t, 64);
+  t_pipe(t->p);
+  t_spawn(loop, ring_keeper, t);
+  t_spawn(loop, waiting_acceptor, t);
+  t_spawn(loop, late_client, t);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_true(t->done);
+  net_free(t);
+  tdl_close(t->lfd);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  free(t);
+}
+
 /* ---- a loop freed while the accept is armed; turning it off; misuse ---- */
 
 static void *arm_and_leave(void *arg)
@@ -390,6 +437,7 @@ int main(void)
       cmocka_unit_test(a_listener_nobody_accepts_from),
       cmocka_unit_test(close_with_connections_queued),
       cmocka_unit_test(close_wakes_the_acceptor),
+      cmocka_unit_test(wait_fd_sees_what_is_accepted_ahead),
       cmocka_unit_test(loop_freed_while_armed),
       cmocka_unit_test(turning_it_off),
       cmocka_unit_test(one_acceptor_at_a_time),

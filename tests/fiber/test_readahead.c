@@ -246,6 +246,50 @@ static void armed_when_found_empty(void **state)
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
+/* ---- tdl_wait_fd on an fd that receives ahead ---- */
+
+static void *waiting_reader(void *arg)
+{
+  lazy *z = arg;
+  char buf[4];
+  assert_int_equal(tdl_fd_readahead(z->sv[0], true), 0);
+  assert_int_equal(tdl_recv(z->sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN); /* armed */
+  /* Readable once data is queued here (a poll of the socket would not see
+   * it: the armed receive takes it). */
+  assert_int_equal(tdl_wait_fd(z->sv[0], TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
+  assert_int_equal(tdl_recv(z->sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), 2);
+  assert_memory_equal(buf, "gh", 2);
+  assert_int_equal(tdl_wait_fd(z->sv[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(write(z->p[1], "x", 1), 1);
+  return NULL;
+}
+
+static void *late_writer(void *arg)
+{
+  lazy *z = arg;
+  assert_int_equal(tdl_sleep_for(2 * TDL_MSEC), 0); /* the reader waits meanwhile */
+  assert_int_equal(send(z->sv[1], "gh", 2, 0), 2);
+  return NULL;
+}
+
+static void wait_fd_sees_what_is_received_ahead(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  lazy z;
+  tcp_pair(z.sv);
+  t_pipe(z.p);
+  t_spawn(loop, ring_keeper, &z);
+  t_spawn(loop, waiting_reader, &z);
+  t_spawn(loop, late_writer, &z);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  tdl_close(z.sv[0]);
+  close(z.sv[1]);
+  tdl_close(z.p[0]);
+  tdl_close(z.p[1]);
+  assert_int_equal(tdl_loop_free(loop), 0);
+}
+
 /* ---- a reader that does not read holds a few buffers, not the stream ---- */
 
 typedef struct hold {
@@ -646,6 +690,7 @@ int main(void)
       cmocka_unit_test(bytes_in_order),
       cmocka_unit_test(timeout_loses_nothing),
       cmocka_unit_test(armed_when_found_empty),
+      cmocka_unit_test(wait_fd_sees_what_is_received_ahead),
       cmocka_unit_test(reader_that_does_not_read),
       cmocka_unit_test(close_during_read),
       cmocka_unit_test(loop_freed_while_armed),

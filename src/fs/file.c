@@ -135,8 +135,11 @@ static long by_engine(call *c, tdl_time_t deadline)
 static long try_nowait(call *c, bool *to_pool)
 {
   int saved = errno;
-  long r = rw2(c->op == OP_READV ? SYS_preadv2 : SYS_pwritev2, c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT);
-  long e = r < 0 ? -errno : r;
+  long r, e;
+  do { /* a signal's EINTR is no reason to fail the call (no header allows it) */
+    r = rw2(c->op == OP_READV ? SYS_preadv2 : SYS_pwritev2, c->fd, c->iov, c->iovcnt, c->off, RWF_NOWAIT);
+    e = r < 0 ? -errno : r;
+  } while (e == -EINTR);
   errno = saved;
   *to_pool = e == -EAGAIN || e == -EOPNOTSUPP || e == -ENOSYS;
   if (e == -EOPNOTSUPP && c->op == OP_WRITEV)

@@ -334,10 +334,13 @@ struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err)
     /* The submission queue is full: hand it to the kernel now.  When the
      * kernel cannot take it (a backlog of completions), collect them and
      * try once more. */
-    int e = io_uring_submit(&s->ring);
+    int e;
+    while ((e = io_uring_submit(&s->ring)) == -EINTR) /* a signal: no reason to fail the call */
+      ;
     if (e == -EBUSY || e == -EAGAIN) {
       reap(loop, s);
-      e = io_uring_submit(&s->ring);
+      while ((e = io_uring_submit(&s->ring)) == -EINTR)
+        ;
     }
     sqe = io_uring_get_sqe(&s->ring);
     if (!sqe) {

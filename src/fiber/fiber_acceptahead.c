@@ -43,15 +43,10 @@
 /* Fds one listener may hold before accepting ahead pauses. */
 enum { HOLD = 32, QUEUE_MIN = 64 };
 
-typedef struct acc_wait {
-  tdl__fiber *f;
-  bool closed; /* tdl_close ended the wait: the record may be gone */
-} acc_wait;
-
 struct tdl__acc {
   tdl__msop op;
   tdl_loop *loop;
-  acc_wait *waiter;
+  tdl__bgwait *waiter; /* an acceptor parked for a connection */
   int fd;
   int err;       /* an error to tell the next accept once the queue is empty, or 0 */
   int *q;        /* queued fds, a ring of cap */
@@ -153,7 +148,10 @@ void tdl__acc_set(tdl__acc *a, bool on)
   }
 }
 
-bool tdl__acc_idle(const tdl__acc *a) { return !a->on && !a->armed && a->count == 0 && a->err == 0; }
+bool tdl__acc_idle(const tdl__acc *a)
+{
+  return !a->on && !a->armed && a->count == 0 && a->err == 0 && !a->waiter; /* (a woken acceptor still to run) */
+}
 
 void tdl__acc_free(tdl__acc *a) { acc_free(a); }
 
@@ -163,11 +161,7 @@ bool tdl__acc_busy(const tdl__acc *a) { return a->waiter != NULL; }
 
 void tdl__acc_close(tdl__acc *a)
 {
-  if (a->waiter) {
-    a->waiter->closed = true;
-    tdl__wake(a->waiter->f, -EBADF);
-    a->waiter = NULL;
-  }
+  tdl__bgwait_close(&a->waiter);
   close_all(a);
   if (!a->armed) {
     acc_free(a);
@@ -180,30 +174,10 @@ void tdl__acc_close(tdl__acc *a)
   }
 }
 
-static void abort_acc(tdl__fiber *f)
-{
-  tdl__acc *a = f->abort_ctx;
-  a->waiter = NULL;
-}
-
-/* Park f until a completion of a's request (or the deadline, a cancel, the
- * listener's close: then *closed and -EBADF, and a may be gone). */
+/* Park f until a completion of a's request (see tdl__bgwait_park). */
 static int park_acceptor(tdl__fiber *f, tdl__acc *a, const char *what, tdl_time_t deadline, bool *closed)
 {
-  acc_wait w = {.f = f};
-  a->waiter = &w;
-  f->abort_wait = abort_acc;
-  f->abort_ctx = a;
-  a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
-  int e = tdl__park(f, what, a->fd, deadline);
-  a->loop->ops_inflight--;
-  f->abort_wait = NULL;
-  if (w.closed) {
-    *closed = true;
-    return -EBADF;
-  }
-  a->waiter = NULL;
-  return e;
+  return tdl__bgwait_park(f, &a->waiter, a->loop, what, a->fd, deadline, closed);
 }
 
 int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed)

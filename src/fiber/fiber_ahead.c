@@ -45,17 +45,11 @@
 /* Buffers one fd may hold before receiving ahead pauses (HOLD * 2 KiB). */
 enum { HOLD = 8, NO_BUF = 0xffff };
 
-/* A reader parked for data, on its stack. */
-typedef struct ahead_wait {
-  tdl__fiber *f;
-  bool closed; /* tdl_close ended the wait: the record may be gone */
-} ahead_wait;
-
 struct tdl__ahead {
   tdl__msop op;
   tdl_loop *loop;
   tdl__ahead_links *links; /* the scheduler's per-buffer queue links */
-  ahead_wait *waiter;
+  tdl__bgwait *waiter; /* a reader parked for data */
   int fd;
   int end;           /* after the queued data: END_OF_STREAM, a negative errno, or 0 */
   uint16_t head, tail; /* queued buffer ids, oldest first (NO_BUF: none) */
@@ -152,17 +146,16 @@ void tdl__ahead_set(tdl__ahead *a, bool on)
   }
 }
 
-bool tdl__ahead_idle(const tdl__ahead *a) { return !a->on && !a->armed && a->count == 0 && a->end == 0; }
+bool tdl__ahead_idle(const tdl__ahead *a)
+{
+  return !a->on && !a->armed && a->count == 0 && a->end == 0 && !a->waiter; /* (a woken reader still to run) */
+}
 
 void tdl__ahead_free(tdl__ahead *a) { free(a); }
 
 void tdl__ahead_close(tdl__ahead *a)
 {
-  if (a->waiter) {
-    a->waiter->closed = true;
-    tdl__wake(a->waiter->f, -EBADF);
-    a->waiter = NULL;
-  }
+  tdl__bgwait_close(&a->waiter);
   give_back_all(a);
   if (!a->armed) {
     free(a);
@@ -225,31 +218,43 @@ static size_t take(tdl__ahead *a, const struct iovec *iov, int iovcnt, size_t sk
   return done;
 }
 
-/* A deadline or cancel ended the park: no completion may wake it now. */
-static void abort_ahead(tdl__fiber *f)
-{
-  tdl__ahead *a = f->abort_ctx;
-  a->waiter = NULL;
-}
+/* ---- a fiber parked for a background request (also fiber_acceptahead.c) ---- */
 
-/* Park f until a completion of a's request (or the deadline, a cancel, the
- * fd's close: then *closed, and a may be gone). */
-static int park_reader(tdl__fiber *f, tdl__ahead *a, const char *what, tdl_time_t deadline, bool *closed)
+/* A deadline or cancel ended the park: no completion may wake it now. */
+static void abort_bgwait(tdl__fiber *f) { *(tdl__bgwait **)f->abort_ctx = NULL; }
+
+int tdl__bgwait_park(tdl__fiber *f, tdl__bgwait **slot, tdl_loop *loop, const char *what, int fd,
+                     tdl_time_t deadline, bool *closed)
 {
-  ahead_wait w = {.f = f};
-  a->waiter = &w;
-  f->abort_wait = abort_ahead;
-  f->abort_ctx = a;
-  a->loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
-  int e = tdl__park(f, what, a->fd, deadline);
-  a->loop->ops_inflight--;
+  tdl__bgwait w = {.f = f};
+  *slot = &w;
+  f->abort_wait = abort_bgwait;
+  f->abort_ctx = slot;
+  loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
+  int e = tdl__park(f, what, fd, deadline);
+  loop->ops_inflight--;
   f->abort_wait = NULL;
   if (w.closed) {
     *closed = true;
     return -EBADF;
   }
-  a->waiter = NULL;
+  *slot = NULL;
   return e;
+}
+
+void tdl__bgwait_close(tdl__bgwait **slot)
+{
+  if (*slot) {
+    (*slot)->closed = true;
+    tdl__wake((*slot)->f, -EBADF);
+    *slot = NULL;
+  }
+}
+
+/* Park f until a completion of a's request (see tdl__bgwait_park). */
+static int park_reader(tdl__fiber *f, tdl__ahead *a, const char *what, tdl_time_t deadline, bool *closed)
+{
+  return tdl__bgwait_park(f, &a->waiter, a->loop, what, a->fd, deadline, closed);
 }
 
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,

@@ -269,6 +269,22 @@ void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
 
 /* ---- receiving ahead (fiber_ahead.c; uring loops, tdl_fd_readahead) ---- */
 
+/* A fiber parked for a completion of a background request (receiving or
+ * accepting ahead), on its stack; its record points to it meanwhile. */
+typedef struct tdl__bgwait {
+  tdl__fiber *f;
+  bool closed; /* the fd was closed: the record may be gone */
+} tdl__bgwait;
+/* Park f in *slot (the record's pointer) until a completion wakes it, the
+ * deadline, a cancel, or the fd's close (tdl__bgwait_close: then *closed is
+ * set, -EBADF returned, and the record holding *slot may be gone).  It
+ * counts in ops_inflight meanwhile: the loop must ask the ring. */
+int tdl__bgwait_park(tdl__fiber *f, tdl__bgwait **slot, tdl_loop *loop, const char *what, int fd,
+                     tdl_time_t deadline, bool *closed);
+/* The fd is being closed: wake the fiber parked in *slot, if any, with
+ * -EBADF. */
+void tdl__bgwait_close(tdl__bgwait **slot);
+
 typedef struct tdl__ahead tdl__ahead;
 /* Per scheduler: the queue links of the loop's provided buffers (a buffer
  * is queued on one fd at a time). */

@@ -22,7 +22,8 @@
 enum { CLIENTS = 40, MANY = 120, BURST = 8 };
 
 typedef struct net {
-  int lfd;
+  tdl_loop *loop;
+  int lfd;   /* -1 once a test closed it */
   struct sockaddr_in at;
   int p[2]; /* a pipe read through the ring meanwhile: keeps the loop polling its ring */
   int cl[MANY];
@@ -70,7 +71,32 @@ static void *ring_keeper(void *arg)
   return NULL;
 }
 
-static void net_free(net *t)
+/* A fresh listener (of `backlog`) on a uring loop that runs `first` and,
+ * if given, `second` (with the ring kept polled when `keeper`) until they
+ * return.  The test checks t, then net_done(t). */
+static net *net_run(int backlog, bool keeper, tdl_fiber_fn first, tdl_fiber_fn second)
+{
+  net *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  t->loop = t_ring_loop();
+  if (!t->loop) {
+    free(t);
+    skip();
+  }
+  listen_on(t, backlog);
+  t_pipe(t->p);
+  if (keeper)
+    t_spawn(t->loop, ring_keeper, t);
+  t_spawn(t->loop, first, t);
+  if (second)
+    t_spawn(t->loop, second, t);
+  assert_int_equal(tdl_loop_run(t->loop, TDL_LOOP_DEFAULT), 0);
+  return t;
+}
+
+/* Close what the test left open, free the loop (nothing may be left on
+ * it) and t. */
+static void net_done(net *t)
 {
   for (int i = 0; i < t->ngot; i++)
     tdl_close(t->got[i]);
@@ -78,6 +104,10 @@ static void net_free(net *t)
     close(t->cl[i]);
   tdl_close(t->p[0]);
   tdl_close(t->p[1]);
+  if (t->lfd >= 0)
+    tdl_close(t->lfd);
+  assert_int_equal(tdl_loop_free(t->loop), 0);
+  free(t);
 }
 
 /* ---- in order, with addresses; off the backlog only once it was empty ---- */
@@ -130,19 +160,10 @@ static void *acceptor(void *arg)
 static void in_order_with_addresses(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 256);
-  t_pipe(t->p);
-  t_spawn(loop, ring_keeper, t);
-  t_spawn(loop, acceptor, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(256, true, acceptor, NULL);
   assert_true(t->done);
   assert_int_equal(t->ngot, 3 + CLIENTS);
-  net_free(t);
-  tdl_close(t->lfd);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 /* ---- nobody accepting: a bounded number held, the rest in the backlog ---- */
@@ -177,18 +198,9 @@ static void *idle_acceptor(void *arg)
 static void a_listener_nobody_accepts_from(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 512);
-  t_pipe(t->p);
-  t_spawn(loop, ring_keeper, t);
-  t_spawn(loop, idle_acceptor, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(512, true, idle_acceptor, NULL);
   assert_true(t->done);
-  net_free(t);
-  tdl_close(t->lfd);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 /* ---- tdl_close of the listener: queued connections closed, acceptor woken ---- */
@@ -218,6 +230,7 @@ static void *closing_acceptor(void *arg)
    * itself really goes (the armed accept held it open). */
   int fds = t_count_fds();
   assert_int_equal(tdl_close(t->lfd), 0);
+  t->lfd = -1;
   assert_int_equal(t_count_fds(), fds - 4);
   for (int i = 2; i < 5; i++)
     assert_true(peer_gone(t->cl[i]));
@@ -233,17 +246,9 @@ static void *closing_acceptor(void *arg)
 static void close_with_connections_queued(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 64);
-  t_pipe(t->p);
-  t_spawn(loop, ring_keeper, t);
-  t_spawn(loop, closing_acceptor, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(64, true, closing_acceptor, NULL);
   assert_true(t->done);
-  net_free(t);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 static void *parked_acceptor(void *arg)
@@ -263,24 +268,17 @@ static void *listener_closer(void *arg)
   tdl_fiber_yield();
   assert_int_equal(t->rc, 1);
   assert_int_equal(tdl_close(t->lfd), 0);
+  t->lfd = -1;
   return NULL;
 }
 
 static void close_wakes_the_acceptor(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 64);
-  t_pipe(t->p);
-  t_spawn(loop, parked_acceptor, t);
-  t_spawn(loop, listener_closer, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(64, false, parked_acceptor, listener_closer);
   assert_true(t->done);
   assert_int_equal(t->rc, -EBADF);
-  net_free(t);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 /* ---- tdl_wait_fd on a listener that accepts ahead ---- */
@@ -315,19 +313,9 @@ static void *late_client(void *arg)
 static void wait_fd_sees_what_is_accepted_ahead(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 64);
-  t_pipe(t->p);
-  t_spawn(loop, ring_keeper, t);
-  t_spawn(loop, waiting_acceptor, t);
-  t_spawn(loop, late_client, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(64, true, waiting_acceptor, late_client);
   assert_true(t->done);
-  net_free(t);
-  tdl_close(t->lfd);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 /* ---- a loop freed while the accept is armed; turning it off; misuse ---- */
@@ -387,18 +375,9 @@ static void *off_fiber(void *arg)
 static void turning_it_off(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 64);
-  t_pipe(t->p);
-  t_spawn(loop, ring_keeper, t);
-  t_spawn(loop, off_fiber, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(64, true, off_fiber, NULL);
   assert_true(t->done);
-  net_free(t);
-  tdl_close(t->lfd);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 static void *two_acceptors(void *arg)
@@ -414,20 +393,11 @@ static void *two_acceptors(void *arg)
 static void one_acceptor_at_a_time(void **state)
 {
   (void)state;
-  T_RING_LOOP(loop);
-  net *t = calloc(1, sizeof *t);
-  listen_on(t, 64);
-  t_pipe(t->p);
-  t_spawn(loop, parked_acceptor, t);
-  t_spawn(loop, two_acceptors, t);
-  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  net *t = net_run(64, false, parked_acceptor, two_acceptors);
   assert_true(t->done);
   assert_true(t->rc >= 0);
   t->got[t->ngot++] = t->rc;
-  net_free(t);
-  tdl_close(t->lfd);
-  assert_int_equal(tdl_loop_free(loop), 0);
-  free(t);
+  net_done(t);
 }
 
 int main(void)

@@ -50,7 +50,6 @@ typedef struct tdl__ffd {
   tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
   tdl__acc *acc;     /* accepting ahead (tdl_fd_readahead on a listener), or NULL */
 #endif
-  bool conn; /* accepted here: a connected stream socket */
 } tdl__ffd;
 
 /* Whether a fiber already moves data on d in one of `events`' directions
@@ -80,7 +79,13 @@ typedef struct fio {
 /* tdl__ffd.stream: asked of the kernel at the first short read (or, for an
  * accepted fd, taken from its listener).  A datagram or seqpacket socket's
  * short read is one message, with others perhaps behind it. */
-enum { STREAM_UNKNOWN, STREAM_NO, STREAM_YES, STREAM_SOCKET /* a stream socket */ };
+enum {
+  STREAM_UNKNOWN,
+  STREAM_NO,
+  STREAM_YES,    /* a pipe */
+  STREAM_SOCKET, /* a stream socket (listening, or not known to be connected) */
+  STREAM_CONN,   /* a stream socket that is no listener (accepted from a stream one, or checked) */
+};
 
 static uint8_t stream_kind(int fd)
 {
@@ -649,14 +654,11 @@ ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
 static void accepted(tdl__sched *s, int lfd, int nfd)
 {
   tdl__ffd *ld = ffd_find(s, lfd), *nd;
-  if (ffd_make(s, nfd, &nd, true) < 0)
+  if (ffd_make(s, nfd, &nd, true) < 0 || !ld)
     return; /* on failure the first use makes it */
-  nd->conn = true;
-  if (!ld)
-    return;
   if (ld->stream == STREAM_UNKNOWN)
     ld->stream = stream_kind(lfd);
-  nd->stream = ld->stream;
+  nd->stream = ld->stream == STREAM_SOCKET ? STREAM_CONN : ld->stream;
 }
 
 static int accept_known(tdl__sched *s, int fd, struct sockaddr *addr, socklen_t *addrlen)
@@ -849,10 +851,10 @@ int tdl_fd_readahead(int fd, bool on)
       tdl__acc_set(d->acc, true);
     return 0;
   }
-  /* A stream socket, connected or listening (an fd accepted here is known
-   * to be connected). */
+  /* A stream socket, listening or not (an fd accepted here from a stream
+   * listener is known to be one that is not). */
   int listening = 0;
-  if (!d || !d->conn) {
+  if (!d || d->stream != STREAM_CONN) {
     int type = 0;
     socklen_t tl = sizeof type, ll = sizeof listening;
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
@@ -867,7 +869,7 @@ int tdl_fd_readahead(int fd, bool on)
     return e;
   if (taken(d, TDL_READ))
     return -EBUSY; /* a read or accept is under way: what it waits for would come out of order */
-  d->stream = STREAM_SOCKET;
+  d->stream = listening ? STREAM_SOCKET : STREAM_CONN;
   if (listening)
     return tdl__acc_new(s->loop, fd, &d->acc);
   fio *io = s->io;

@@ -12,8 +12,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -513,6 +516,40 @@ static void off_and_misuse(void **state)
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
+/* An fd accepted from a seqpacket listener is no stream: refused, as any
+ * other (the kind of an accepted fd is taken from its listener). */
+static void *seqpacket_fiber(void *arg)
+{
+  int *rc = arg;
+  int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  assert_true(l >= 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "treadle-readahead-%d", (int)getpid());
+  socklen_t al = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(a.sun_path + 1));
+  assert_int_equal(bind(l, (struct sockaddr *)&a, al), 0);
+  assert_int_equal(listen(l, 4), 0);
+  int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  assert_int_equal(connect(c, (struct sockaddr *)&a, al), 0);
+  int fd = tdl_net_accept(l, NULL, TDL_FOREVER);
+  assert_true(fd >= 0);
+  *rc = tdl_fd_readahead(fd, true);
+  tdl_close(fd);
+  close(c);
+  tdl_close(l);
+  return NULL;
+}
+
+static void accepted_seqpacket_is_refused(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  int rc = 1;
+  t_spawn(loop, seqpacket_fiber, &rc);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(rc, -EPROTOTYPE);
+  assert_int_equal(tdl_loop_free(loop), 0);
+}
+
 static void *on_epoll(void *arg)
 {
   int *rc = arg;
@@ -695,6 +732,7 @@ int main(void)
       cmocka_unit_test(close_during_read),
       cmocka_unit_test(loop_freed_while_armed),
       cmocka_unit_test(off_and_misuse),
+      cmocka_unit_test(accepted_seqpacket_is_refused),
       cmocka_unit_test(needs_uring),
       cmocka_unit_test(more_connections_than_buffers),
       cmocka_unit_test(one_reader_at_a_time),

@@ -6,7 +6,7 @@
  * the loops group: how close treadle comes to what io_uring itself allows.
  *
  *   uring-floor --listen ADDR [--mode echo|http] [--recv single|multishot]
- *               [--accept multishot|single|eager]
+ *               [--accept multishot|single|eager] [--send plain|ring]
  *
  * The listener is made with tdl_net_listen_str (ADDR as echo-server reads it;
  * not on the measured path).  The server prints "PORT n" on stdout, serves
@@ -27,6 +27,12 @@
  *   --recv single     one IORING_OP_RECV per connection into its own 16 KiB
  *                     buffer (echo-server's and httpd's size), armed again
  *                     after each completion.
+ *   --recv inc        multishot, from a provided-buffer ring registered with
+ *                     IOU_PBUF_RING_INC (Linux 6.12): PBUF_INC_COUNT buffers
+ *                     of PBUF_INC_SIZE, each consumed incrementally, so the
+ *                     data of consecutive receives, whatever their connection,
+ *                     lies packed one after the other; a buffer goes back when
+ *                     a completion without IORING_CQE_F_BUF_MORE ends it.
  *   --recv multishot  one multishot receive per connection, the data in
  *                     buffers of a provided-buffer ring (PBUF_COUNT buffers
  *                     of PBUF_SIZE bytes, shared by every connection), each
@@ -52,6 +58,16 @@
  *                     request is looked at, except whether the connection
  *                     stays open (HTTP/1.1 without "Connection: close"),
  *                     which bench/http/run.py's readiness probe needs.
+ *
+ *   --send plain      send(2), as above (the default).
+ *   --send ring       an IORING_OP_SEND (MSG_WAITALL) per answer instead,
+ *                     submitted with the next io_uring_enter: what the floor
+ *                     would be if answers went through the ring too.  Needs
+ *                     --recv multishot.  echo sends straight from the
+ *                     provided buffer, given back at the send's completion;
+ *                     http gathers into the connection's own OUT_CAP buffer,
+ *                     and a receive that completes while that buffer is still
+ *                     being sent stops the floor (wrk waits for each answer).
  *
  * Sends are plain send(2) on blocking sockets: loopback clients that read
  * what they asked for never make one wait, and a short send is finished in a
@@ -86,17 +102,31 @@
 #define PBUF_COUNT 4096        /* --recv multishot: a power of two (the ring's mask); a completion */
 #define PBUF_SIZE 2048         /* takes a whole buffer: 4 per connection of echo's 1000; 8 MiB in all */
 #define PBUF_GROUP 0
+#define PBUF_INC_COUNT 64          /* --recv inc: fewer, larger buffers, each filled piece by piece */
+#define PBUF_INC_SIZE (64 * 1024)  /* (4 MiB in all, as treadle's provided buffers) */
+#ifndef IOU_PBUF_RING_INC          /* Linux 6.12; Debian 12's headers predate it */
+#define IOU_PBUF_RING_INC 2
+#endif
+#ifndef IORING_CQE_F_BUF_MORE
+#define IORING_CQE_F_BUF_MORE (1U << 4)
+#endif
 #define HEAD_MAX 8192          /* --mode http: a partial head kept per connection; httpd's --max-head */
 #define OUT_CAP (16 * 1024)    /* --mode http: the answers to one receive, one send (httpd's OUT_CAP) */
 
 /* What a completion is for, in its user_data's low bits; a receive's carries
  * its connection's address above them (malloc aligns to 8 at least). */
-enum { TAG_ACCEPT = 1, TAG_STDIN = 2, TAG_RECV = 3, TAG_MASK = 7 };
+enum { TAG_ACCEPT = 1, TAG_STDIN = 2, TAG_RECV = 3, TAG_SEND = 4, TAG_MASK = 7 };
+/* --send ring: a send's user_data also carries the provided buffer it sends
+ * from (echo) above bit 48, where no user-space pointer reaches. */
+#define SEND_BID_SHIFT 48
 
 typedef struct conn {
   struct conn *prev, *next; /* live connections, closed at the end */
   int fd;
   bool closing;        /* shut down: its receive's last completion releases it */
+  bool recv_done;      /* its receive's last completion came (--send ring: sends may remain) */
+  unsigned sends;      /* --send ring: sends in flight; the last one releases a closed c */
+  char *out;           /* --send ring, --mode http: OUT_CAP bytes being gathered or sent */
   unsigned hlen;       /* --mode http: bytes of a partial head in head */
   unsigned char *buf;  /* --recv single: the receive buffer */
   char *head;          /* --mode http: HEAD_MAX bytes */
@@ -108,7 +138,9 @@ static const char hello_body[] = "Hello, World!";
 static struct {
   struct io_uring ring;
   int lfd;
-  bool http, multishot, stopping;
+  bool http, multishot, inc, ring_send, stopping;
+  unsigned pbuf_count, pbuf_size;
+  unsigned *pbuf_off; /* --recv inc: where each buffer's next data starts */
   enum { ACCEPT_MULTISHOT, ACCEPT_SINGLE, ACCEPT_EAGER } accept;
   struct io_uring_buf_ring *br; /* --recv multishot */
   unsigned char *pbufs;
@@ -175,31 +207,35 @@ static void arm_recv(conn *c)
  * memory we map; page-aligned, as registration requires. */
 static void pbufs_setup(void)
 {
-  size_t ring_bytes = PBUF_COUNT * sizeof(struct io_uring_buf);
+  U.pbuf_count = U.inc ? PBUF_INC_COUNT : PBUF_COUNT;
+  U.pbuf_size = U.inc ? PBUF_INC_SIZE : PBUF_SIZE;
+  size_t ring_bytes = U.pbuf_count * sizeof(struct io_uring_buf);
   void *mem = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED)
     bench_die("uring-floor: mmap of the buffer ring: %s", strerror(errno));
   U.br = mem;
   io_uring_buf_ring_init(U.br);
-  struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)(uintptr_t)mem, .ring_entries = PBUF_COUNT,
-                                 .bgid = PBUF_GROUP};
+  struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)(uintptr_t)mem, .ring_entries = U.pbuf_count,
+                                 .bgid = PBUF_GROUP, .pad = U.inc ? IOU_PBUF_RING_INC : 0}; /* pad: flags */
   int rc = io_uring_register_buf_ring(&U.ring, &reg, 0);
   if (rc < 0)
     bench_die("uring-floor: io_uring_register_buf_ring: %s (a kernel before 5.19?)", strerror(-rc));
-  U.pbufs = malloc((size_t)PBUF_COUNT * PBUF_SIZE);
-  if (!U.pbufs)
+  U.pbufs = malloc((size_t)U.pbuf_count * U.pbuf_size);
+  U.pbuf_off = calloc(U.pbuf_count, sizeof *U.pbuf_off);
+  if (!U.pbufs || !U.pbuf_off)
     bench_die("uring-floor: out of memory for the provided buffers");
-  int mask = io_uring_buf_ring_mask(PBUF_COUNT);
-  for (int i = 0; i < PBUF_COUNT; i++)
-    io_uring_buf_ring_add(U.br, U.pbufs + (size_t)i * PBUF_SIZE, PBUF_SIZE, (unsigned short)i, mask, i);
-  io_uring_buf_ring_advance(U.br, PBUF_COUNT);
+  int mask = io_uring_buf_ring_mask(U.pbuf_count);
+  for (unsigned i = 0; i < U.pbuf_count; i++)
+    io_uring_buf_ring_add(U.br, U.pbufs + (size_t)i * U.pbuf_size, U.pbuf_size, (unsigned short)i, mask, (int)i);
+  io_uring_buf_ring_advance(U.br, (int)U.pbuf_count);
 }
 
 /* A buffer the kernel filled, back to it at once: one entry, one tail store. */
 static void pbuf_recycle(unsigned bid)
 {
-  io_uring_buf_ring_add(U.br, U.pbufs + (size_t)bid * PBUF_SIZE, PBUF_SIZE, (unsigned short)bid,
-                        io_uring_buf_ring_mask(PBUF_COUNT), 0);
+  U.pbuf_off[bid] = 0;
+  io_uring_buf_ring_add(U.br, U.pbufs + (size_t)bid * U.pbuf_size, U.pbuf_size, (unsigned short)bid,
+                        io_uring_buf_ring_mask(U.pbuf_count), 0);
   io_uring_buf_ring_advance(U.br, 1);
 }
 
@@ -230,6 +266,8 @@ static void conn_release(conn *c)
 static void conn_shut(conn *c)
 {
   c->closing = true;
+  if (c->sends > 0) /* --send ring: the answers go out first; the last send shuts it */
+    return;
   if (shutdown(c->fd, SHUT_RDWR) < 0 && !quiet_errno(errno))
     fprintf(stderr, "uring-floor: shutdown: %s\n", strerror(errno));
 }
@@ -265,7 +303,7 @@ static void conn_new(int fd)
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
     fprintf(stderr, "uring-floor: TCP_NODELAY: %s\n", strerror(errno));
-  size_t extra = (U.multishot ? 0 : SERVER_BUF) + (U.http ? HEAD_MAX : 0);
+  size_t extra = (U.multishot ? 0 : SERVER_BUF) + (U.http ? HEAD_MAX : 0) + (U.http && U.ring_send ? OUT_CAP : 0);
   conn *c = malloc(sizeof *c + extra);
   if (!c) {
     fprintf(stderr, "uring-floor: out of memory for a connection\n");
@@ -275,6 +313,7 @@ static void conn_new(int fd)
   *c = (conn){.fd = fd, .next = U.conns};
   c->buf = U.multishot ? NULL : c->mem;
   c->head = U.http ? (char *)c->mem + (U.multishot ? 0 : SERVER_BUF) : NULL;
+  c->out = U.http && U.ring_send ? c->head + HEAD_MAX : NULL;
   if (U.conns)
     U.conns->prev = c;
   U.conns = c;
@@ -318,12 +357,29 @@ static void on_stdin(const struct io_uring_cqe *cqe)
   U.stopping = true;
 }
 
+/* --send ring: p[0..n) out on c through the ring.  bid: the provided buffer
+ * p lies in, given back at the send's completion (-1: none). */
+static void send_ring(conn *c, const void *p, size_t n, int bid)
+{
+  struct io_uring_sqe *sqe = sqe_get();
+  io_uring_prep_send(sqe, c->fd, p, n, MSG_NOSIGNAL | MSG_WAITALL);
+  uint64_t b = bid < 0 ? 0 : (uint64_t)(bid + 1) << SEND_BID_SHIFT;
+  io_uring_sqe_set_data64(sqe, b | (uint64_t)(uintptr_t)c | TAG_SEND);
+  c->sends++;
+}
+
 /* ---- echo ------------------------------------------------------------------ */
 
-static bool echo(conn *c, const unsigned char *p, size_t n)
+/* What arrived in provided buffer bid goes back.  *kept: the buffer is now
+ * the send's (--send ring), given back at its completion. */
+static bool echo(conn *c, const unsigned char *p, size_t n, int bid, bool *kept)
 {
-  if (!send_ok(send_all(c->fd, p, n)))
+  if (U.ring_send) {
+    send_ring(c, p, n, bid);
+    *kept = true;
+  } else if (!send_ok(send_all(c->fd, p, n))) {
     return false;
+  }
   U.bytes += (long long)n;
   return true;
 }
@@ -390,10 +446,20 @@ static bool head_closes(const char *h, size_t len)
   return false;
 }
 
+/* Where the answers to c's receive gather. */
+static char *out_buf(conn *c)
+{
+  return U.ring_send ? c->out : U.out;
+}
+
 static bool out_flush(conn *c)
 {
   size_t n = U.out_len;
   U.out_len = 0;
+  if (n > 0 && U.ring_send) {
+    send_ring(c, c->out, n, -1);
+    return true;
+  }
   return n == 0 || send_ok(send_all(c->fd, U.out, n));
 }
 
@@ -406,7 +472,7 @@ static bool answer(conn *c, const char *head, size_t len)
   size_t n = closes ? U.hello_close_len : U.hello_len;
   if (U.out_len + n > OUT_CAP && !out_flush(c))
     return false;
-  memcpy(U.out + U.out_len, r, n);
+  memcpy(out_buf(c) + U.out_len, r, n);
   U.out_len += n;
   U.requests++;
   return !closes;
@@ -420,6 +486,8 @@ static bool http_serve(conn *c, const unsigned char *data, size_t n)
 {
   const char *p = (const char *)data;
   bool keep = true;
+  if (c->sends > 0)
+    bench_die("uring-floor: --send ring: a request came before the answer to the last one was sent");
   U.bytes += (long long)n;
   while (n > 0 && keep) {
     size_t used, end;
@@ -463,17 +531,22 @@ static void on_recv(conn *c, const struct io_uring_cqe *cqe)
   bool has_buf = (cqe->flags & IORING_CQE_F_BUFFER) != 0; /* multishot: the data is in this one */
   unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
   int res = cqe->res;
+  bool kept = false; /* the buffer went out in a send (--send ring) */
   if (res > 0) {
     if (U.multishot && !has_buf)
       bench_die("uring-floor: a multishot receive completed without a buffer");
-    const unsigned char *p = U.multishot ? U.pbufs + (size_t)bid * PBUF_SIZE : c->buf;
+    const unsigned char *p = U.multishot ? U.pbufs + (size_t)bid * U.pbuf_size + U.pbuf_off[bid] : c->buf;
+    if (U.inc)
+      U.pbuf_off[bid] += (unsigned)res;
     /* Bytes after a shutdown (a multishot receive's last ones) are dropped. */
-    if (!c->closing && !(U.http ? http_serve(c, p, (size_t)res) : echo(c, p, (size_t)res)))
+    if (!c->closing && !(U.http ? http_serve(c, p, (size_t)res) : echo(c, p, (size_t)res, (int)bid, &kept)))
       conn_shut(c);
   } else if (res < 0 && res != -ENOBUFS && !quiet_errno(-res)) {
     fprintf(stderr, "uring-floor: recv: %s\n", strerror(-res));
   }
-  if (has_buf) /* answered (the answers are sent): the kernel may fill it again */
+  if (has_buf && U.inc && (cqe->flags & IORING_CQE_F_BUF_MORE))
+    has_buf = false; /* --recv inc: the kernel goes on filling this buffer */
+  if (has_buf && !kept) /* answered (the answers are sent): the kernel may fill it again */
     pbuf_recycle(bid);
   if (armed)
     return;
@@ -481,7 +554,24 @@ static void on_recv(conn *c, const struct io_uring_cqe *cqe)
     arm_recv(c);
   else if (res == -ENOBUFS && !c->closing) /* every buffer was in use: they are back by the next submit */
     arm_recv(c);
-  else /* end of file, an error, or shut down */
+  else if ((c->recv_done = true) && c->sends == 0) /* end of file, an error, or shut down */
+    conn_release(c);
+}
+
+/* --send ring: a send finished; its buffer goes back to the kernel, and a
+ * connection whose receive has ended goes with its last send. */
+static void on_send(conn *c, uint64_t bid1, const struct io_uring_cqe *cqe)
+{
+  c->sends--;
+  if (bid1)
+    pbuf_recycle((unsigned)(bid1 - 1));
+  if (cqe->res < 0 && !c->closing) {
+    send_ok(cqe->res);
+    conn_shut(c);
+  } else if (c->closing && c->sends == 0 && !c->recv_done) {
+    conn_shut(c); /* closed while its answers were going out */
+  }
+  if (c->recv_done && c->sends == 0)
     conn_release(c);
 }
 
@@ -498,6 +588,10 @@ static void dispatch(const struct io_uring_cqe *cqe)
   case TAG_RECV:
     on_recv((conn *)(uintptr_t)(d & ~(uint64_t)TAG_MASK), cqe);
     break;
+  case TAG_SEND:
+    on_send((conn *)(uintptr_t)(d & (((uint64_t)1 << SEND_BID_SHIFT) - 1) & ~(uint64_t)TAG_MASK),
+            d >> SEND_BID_SHIFT, cqe);
+    break;
   default:
     bench_die("uring-floor: a completion of unknown kind (user_data %#llx)", (unsigned long long)d);
   }
@@ -509,8 +603,15 @@ int bench_uring_floor_main(int argc, char **argv)
   const char *mode = bench_opt_str(argc, argv, "mode", "echo");
   const char *recv_mode = bench_opt_str(argc, argv, "recv", "single");
   const char *accept_mode = bench_opt_str(argc, argv, "accept", "multishot");
+  const char *send_mode = bench_opt_str(argc, argv, "send", "plain");
+  U.ring_send = strcmp(send_mode, "ring") == 0;
+  if (!U.ring_send && strcmp(send_mode, "plain") != 0)
+    bench_die("uring-floor: --send plain|ring, not '%s'", send_mode);
   U.http = strcmp(mode, "http") == 0;
-  U.multishot = strcmp(recv_mode, "multishot") == 0;
+  U.inc = strcmp(recv_mode, "inc") == 0;
+  U.multishot = U.inc || strcmp(recv_mode, "multishot") == 0;
+  if (!U.multishot && strcmp(recv_mode, "single") != 0)
+    bench_die("uring-floor: --recv single|multishot|inc, not '%s'", recv_mode);
   if (strcmp(accept_mode, "multishot") == 0)
     U.accept = ACCEPT_MULTISHOT;
   else if (strcmp(accept_mode, "single") == 0)
@@ -519,6 +620,8 @@ int bench_uring_floor_main(int argc, char **argv)
     U.accept = ACCEPT_EAGER;
   else
     bench_die("uring-floor: --accept multishot|single|eager, not '%s'", accept_mode);
+  if (U.ring_send && (!U.multishot || U.inc))
+    bench_die("uring-floor: --send ring needs --recv multishot");
   bench_raise_nofile();
 
   /* DEFER_TASKRUN runs completions' kernel work only when we wait for them
@@ -561,8 +664,8 @@ int bench_uring_floor_main(int argc, char **argv)
   printf("PORT %d\n", tdl_addr_port(&local));
   if (fflush(stdout) != 0)
     bench_die("uring-floor: stdout: %s", strerror(errno));
-  fprintf(stderr, "uring-floor: listening on port %d, mode %s, recv %s, accept %s, ring %s\n",
-          tdl_addr_port(&local), mode, recv_mode, accept_mode, setup);
+  fprintf(stderr, "uring-floor: listening on port %d, mode %s, recv %s, accept %s, send %s, ring %s\n",
+          tdl_addr_port(&local), mode, recv_mode, accept_mode, send_mode, setup);
 
   while (!U.stopping) {
     rc = io_uring_submit_and_wait(&U.ring, 1);
@@ -584,7 +687,8 @@ int bench_uring_floor_main(int argc, char **argv)
   while (U.conns)
     conn_release(U.conns);
   free(U.pbufs);
-  if (U.br && munmap(U.br, PBUF_COUNT * sizeof(struct io_uring_buf)) < 0)
+  free(U.pbuf_off);
+  if (U.br && munmap(U.br, U.pbuf_count * sizeof(struct io_uring_buf)) < 0)
     fprintf(stderr, "uring-floor: munmap of the buffer ring: %s\n", strerror(errno));
   if (close(U.lfd) < 0)
     fprintf(stderr, "uring-floor: close of the listener: %s\n", strerror(errno));

@@ -4,7 +4,7 @@ start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.
 
     echo_driver.py echo --server treadle-epoll|treadle-uring|treadle-uring-single|go-1|tokio-ct|
-                               floor-single|floor-multishot
+                               floor-single|floor-multishot|floor-ring-send
                    --build DIR [--conns C] [--messages M] [--size B] [--pin yes|no]
 
 The servers, each on one thread of work (a fiber, goroutine or task per
@@ -20,6 +20,9 @@ connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
                      into its 16 KiB buffer (bench/bench_uring_floor.c)
     floor-multishot  the same with --recv multishot: a multishot receive per
                      connection from a ring of provided buffers
+    floor-ring-send  the same with --send ring: each answer a send request on
+                     the ring instead of send(2) (not in run.py's echo group:
+                     it measured no different from floor-multishot)
 
 (bench-go and bench-tokio are put in the build directory by
 bench/peers/build-peers.sh.)  Each prints "PORT n" and serves until its stdin
@@ -63,9 +66,12 @@ SERVERS = {
     "tokio-ct": ("bench-tokio", ["echo-server", "--flavor", "current_thread"], {}),
     "floor-single": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "single"], {}),
     "floor-multishot": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "multishot"], {}),
+    "floor-inc": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "inc"], {}),
+    "floor-ring-send": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "multishot", "--send", "ring"],
+                        {}),
 }
 # The servers that print "SERVED conns=N bytes=B" when they stop: their bytes are checked.
-COUNTED = {"treadle-epoll", "treadle-uring", "treadle-uring-single", "floor-single", "floor-multishot"}
+COUNTED = {"treadle-epoll", "treadle-uring", "treadle-uring-single", "floor-single", "floor-multishot", "floor-inc", "floor-ring-send"}
 
 
 def find_binary(build, name):

@@ -112,12 +112,14 @@ static const bench_opt uring_floor_opts[] = {
     {"listen", "ADDR", 0, 0, "where to listen (default 127.0.0.1:0: a free port, printed as PORT n)"},
     {"mode", "echo|http", 0, 0,
      "echo what arrives, or answer every request head as httpd answers GET / (default echo)"},
-    {"recv", "single|multishot", 0, 0,
-     "one receive per connection into its 16 KiB buffer, or a multishot receive from a provided-buffer ring "
-     "(default single)"},
+    {"recv", "single|multishot|inc", 0, 0,
+     "one receive per connection into its 16 KiB buffer, a multishot receive from a provided-buffer ring, or "
+     "the same from a ring of buffers consumed incrementally (Linux 6.12; default single)"},
     {"accept", "multishot|single|eager", 0, 0,
      "one multishot accept, one accept request at a time, or accept4 until EAGAIN and then an accept request "
      "(treadle's way; default multishot)"},
+    {"send", "plain|ring", 0, 0,
+     "answer with send(2), or with a send request on the ring (needs --recv multishot; default plain)"},
     {0},
 };
 

@@ -17,7 +17,9 @@ Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
                   directly on one thread (bench/bench_uring_floor.c), each
                   request head answered with httpd's bytes for GET /; one
                   receive at a time per connection (floor-1) or a multishot
-                  receive from provided buffers (floor-1m).  What io_uring
+                  receive from provided buffers (floor-1m; floor-1mr: the
+                  same with each answer a send request on the ring instead
+                  of send(2)).  What io_uring
                   itself allows here: the floor under httpd's figures, part
                   of no target.  Its accept is one multishot accept; for
                   --close it also runs with one accept request at a time
@@ -356,14 +358,16 @@ def main():
                       env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1us",
                       label="httpd (treadle, 1 loop, uring, a receive per read)")]
     if floor:
-        floors = [("floor-1", "single", "multishot"), ("floor-1m", "multishot", "multishot")]
+        floors = [("floor-1", "single", "multishot", "plain"), ("floor-1m", "multishot", "multishot", "plain"),
+                  ("floor-1mr", "multishot", "multishot", "ring")]
         if args.close:
-            floors += [("floor-1as", "single", "single"), ("floor-1ae", "single", "eager")]
-        for key, recv, accept in floors:
+            floors += [("floor-1as", "single", "single", "plain"), ("floor-1ae", "single", "eager", "plain")]
+        for key, recv, accept, send in floors:
             servers.append(Server("floor", 1, [floor, "uring-floor", "--listen", "127.0.0.1:@PORT@", "--mode", "http",
-                                               "--recv", recv, "--accept", accept], cpus=one, wrk_cpus=wrk_one,
-                                  key=key, label=f"io_uring floor, no library ({recv} recv"
-                                  + ("" if accept == "multishot" else f", {accept} accept") + ")",
+                                               "--recv", recv, "--accept", accept, "--send", send], cpus=one,
+                                  wrk_cpus=wrk_one, key=key, label=f"io_uring floor, no library ({recv} recv"
+                                  + ("" if accept == "multishot" else f", {accept} accept")
+                                  + ("" if send == "plain" else ", sends on the ring") + ")",
                                   stdin_pipe=True))
     if gobin:
         servers.append(Server("go", 1, [gobin, "-listen", "127.0.0.1:@PORT@"], env={"GOMAXPROCS": "1"}, cpus=one,

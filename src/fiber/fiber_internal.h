@@ -73,6 +73,7 @@ typedef struct tdl__fiber {
   uint8_t permit;        /* tdl_fiber_unpark() before tdl_fiber_park() */
   uint8_t nocancel;      /* in tdl__park_uncancellable(): cancel only marks */
   uint8_t detached;
+  uint8_t timer_lazy;    /* `timer` is armed but serves no park (sched.c) */
   /* Cold. */
   tdl__list all;         /* in the scheduler's list of unreleased fibers */
   tdl_fiber_fn fn;

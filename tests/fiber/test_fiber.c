@@ -681,6 +681,103 @@ static void deadlock_is_reported_and_loop_kept(void **state)
   assert_int_equal(tdl_fiber_detach(L, h), 0);
 }
 
+/* A timed park's timer outlives the park (sched.c, lazy_set): what a later
+ * park, the loop's liveness and its deadlock check see must not change. */
+#define AN_HOUR (3600 * TDL_SEC)
+
+/* Parks with a far deadline and is woken at once by its peer; then parks
+ * with a near one: the near one must end the second park, at or after it. */
+static tdl_fiber_t lazy_peer;
+static int lazy_second_rc;
+static bool lazy_second_late;
+static void *park_far_then_near(void *arg)
+{
+  tdl_time_t near = (tdl_time_t)(intptr_t)arg;
+  assert_int_equal(tdl_fiber_park(tdl_after(AN_HOUR)), 0);
+  tdl_time_t d = tdl_after(near);
+  lazy_second_rc = tdl_fiber_park(d);
+  lazy_second_late = tdl_now() >= d;
+  return NULL;
+}
+static void *unpark_peer(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_fiber_unpark(L, lazy_peer), 0);
+  return NULL;
+}
+
+static void later_deadline_after_an_earlier_park(void **state)
+{
+  (void)state;
+  /* The far park first is woken; a near one times out on time, not in an hour. */
+  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_near, (void *)(intptr_t)(20 * TDL_MSEC),
+                                   &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(lazy_second_rc, -ETIMEDOUT);
+  assert_true(lazy_second_late);
+}
+
+/* Parks with a near deadline, woken at once; then with a later one: the
+ * first park's timer fires before the second park's deadline, which must
+ * not end it early. */
+static void *park_near_then_far(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_fiber_park(tdl_after(5 * TDL_MSEC)), 0);
+  tdl_time_t d = tdl_after(60 * TDL_MSEC);
+  lazy_second_rc = tdl_fiber_park(d);
+  lazy_second_late = tdl_now() >= d;
+  return NULL;
+}
+
+static void earlier_timer_does_not_end_a_later_park(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_near_then_far, NULL, &(tdl_fiber_options){.detached = true}),
+                   0);
+  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(lazy_second_rc, -ETIMEDOUT);
+  assert_true(lazy_second_late);
+}
+
+/* A timed park woken early, then a park with no deadline and nothing left to
+ * wake it: a deadlock at once, not an hour later; and a fiber that finishes
+ * after a timed park leaves no timer to keep the loop (or its free) waiting. */
+static void *park_far_then_forever(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_fiber_park(tdl_after(AN_HOUR)), 0);
+  return (void *)(intptr_t)tdl_fiber_park(TDL_FOREVER);
+}
+
+static void *park_far_then_finish(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_fiber_park(tdl_after(AN_HOUR)), 0);
+  return NULL;
+}
+
+static void park_timer_keeps_nothing_alive(void **state)
+{
+  (void)state;
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_forever, NULL, NULL), 0);
+  h = lazy_peer;
+  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), -EDEADLK);
+  assert_int_equal(tdl_fiber_cancel(L, h), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+
+  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_finish, NULL, &(tdl_fiber_options){.detached = true}),
+                   0);
+  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_false(tdl_loop_alive(L));
+}
+
 static void a_hundred_thousand_fibers(void **state)
 {
   (void)state;
@@ -1204,6 +1301,9 @@ int main(int argc, char **argv)
     return overflow_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(spawn_and_join, setup, teardown),
+      cmocka_unit_test_setup_teardown(later_deadline_after_an_earlier_park, setup, teardown),
+      cmocka_unit_test_setup_teardown(earlier_timer_does_not_end_a_later_park, setup, teardown),
+      cmocka_unit_test_setup_teardown(park_timer_keeps_nothing_alive, setup, teardown),
       cmocka_unit_test_setup_teardown(spawn_detached, setup, teardown),
       cmocka_unit_test_setup_teardown(fifo_and_yield, setup, teardown),
       cmocka_unit_test_setup_teardown(busy_fibers_leave_room_for_timers, setup, teardown),

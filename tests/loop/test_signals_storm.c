@@ -632,13 +632,15 @@ static void *file_worker(void *arg)
     size_t n = piece < total - off ? piece : total - off;
     fill(b, off, n);
     ssize_t k = tdl_fs_pwrite(fd, b, n, (off_t)off, DL());
-    assert_true(k > 0);
+    if (k <= 0)
+      fail_msg("tdl_fs_pwrite of %zu at %zu: %zd (%s)", n, off, k, tdl_strerror((int)k));
     off += (size_t)k;
   }
   assert_int_equal(tdl_fs_fsync(fd, DL()), 0);
   for (size_t off = 0; off < total;) {
     ssize_t k = tdl_fs_pread(fd, b, piece, (off_t)off, DL());
-    assert_true(k > 0);
+    if (k <= 0)
+      fail_msg("tdl_fs_pread of %zu at %zu: %zd (%s)", piece, off, k, tdl_strerror((int)k));
     assert_true(matches(b, off, (size_t)k));
     off += (size_t)k;
   }

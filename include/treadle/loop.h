@@ -560,7 +560,9 @@ TDL_API int tdl_loop_watchdog_stop(tdl_loop *loop);
  * submission, from the loop's thread after its wait (never from inside a
  * tdl_op_* call), with the result of the system call: a count, 0 for end of
  * file, or a negative errno (-ECANCELED after tdl_op_cancel, unless the
- * operation had finished first).  It may submit the same op again.  An op in
+ * operation had finished first; an operation the kernel drops before it
+ * begins, as io-wq does when it cannot start a worker thread, is submitted
+ * again instead of ending with an -ECANCELED nobody asked for).  It may submit the same op again.  An op in
  * flight keeps the loop running, and tdl_loop_free refuses (-EBUSY) while
  * one is.  One op per direction per fd at a time is what makes sense (the
  * kernel orders several, but their data interleave as it pleases).
@@ -580,9 +582,13 @@ struct tdl_op {
   tdl_op_cb cb;
   void *data;                /* the caller's */
   tdl_loop *loop_;           /* private */
-  void *buf_;                /* private: a read's buffer */
+  void *buf_;                /* private: what it was submitted with */
   ssize_t result_;           /* private */
   unsigned state_;           /* private */
+  int fd_;                   /* private */
+  unsigned len_;             /* private */
+  unsigned char code_;       /* private: read or write */
+  unsigned char asked_;      /* private: tdl_op_cancel was called */
 };
 
 /* Prepare op (once, or again when it is not active); data is the caller's. */

@@ -188,6 +188,16 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
     if (tdl__list_linked(&w.link))
       tdl__list_remove(&w.link);
     *closed = w.closed;
+    if (w.res == -ECANCELED && !w.cancelled && !w.closed) {
+      /* Nobody asked for it: the kernel dropped the operation before it
+       * began.  io-wq does that to the work it cannot find a worker thread
+       * for, when creating one keeps failing (Linux's io_should_retry_thread
+       * gives up after three tries; a signal pending at each is enough:
+       * test_signals_storm's file writes met it).  Nothing was done, so it
+       * is submitted again, within the same deadline. */
+      w.done = false;
+      continue;
+    }
     if (w.res == -ECANCELED)
       return w.closed ? -EBADF : e < 0 ? e : -ECANCELED;
     if (w.res == -EINTR && !f->cancelled) {

@@ -23,6 +23,12 @@ void tdl_op_init(tdl_op *op, void *data) { *op = (tdl_op){.data = data}; }
 
 bool tdl_op_active(const tdl_op *op) { return op->state_ != OP_IDLE; }
 
+#ifdef TDL_HAVE_URING
+static bool resubmit(tdl_loop *loop, tdl_op *op);
+#else
+static bool resubmit(tdl_loop *loop, tdl_op *op) { (void)loop, (void)op; return false; }
+#endif
+
 void tdl__ops_run(tdl_loop *loop)
 {
   /* Only what completed before this call: a callback that submits again
@@ -33,6 +39,8 @@ void tdl__ops_run(tdl_loop *loop)
   while ((n = tdl__list_pop(&batch)) != NULL) {
     tdl_op *op = TDL__CONTAINER_OF(n, tdl_op, link_);
     op->state_ = OP_IDLE;
+    if (op->result_ == -ECANCELED && !op->asked_ && resubmit(loop, op))
+      continue;
     op->cb(loop, op, op->result_);
   }
 }
@@ -43,7 +51,7 @@ static void op_done(tdl__op *base, int res)
   tdl_op *op = TDL__CONTAINER_OF(base, tdl_op, base_);
   op->result_ = res;
   op->state_ = OP_DONE;
-  if (op->buf_ && res > 0)
+  if (op->code_ == IORING_OP_READ && res > 0)
     VALGRIND_MAKE_MEM_DEFINED(op->buf_, (size_t)res);
   tdl__list_push(&op->loop_->ops_done, &op->link_);
 }
@@ -68,10 +76,24 @@ static int submit(tdl_loop *loop, tdl_op *op, uint8_t code, int fd, void *buf, s
   else
     io_uring_prep_write(sqe, fd, buf, n, (uint64_t)-1);
   op->loop_ = loop;
-  op->buf_ = code == IORING_OP_READ ? buf : NULL;
+  op->buf_ = buf;
+  op->fd_ = fd;
+  op->len_ = n;
+  op->code_ = code;
+  op->asked_ = 0;
   op->cb = cb;
   op->state_ = OP_INFLIGHT;
   return 0;
+}
+
+/* An -ECANCELED nobody asked for: the kernel dropped the operation before it
+ * began (io-wq could not start a worker thread for it: Linux's
+ * io_should_retry_thread gives up after three failed tries, and a signal
+ * pending at each is enough).  Nothing was done: submit it again.  false:
+ * even that failed, and the callback gets the -ECANCELED. */
+static bool resubmit(tdl_loop *loop, tdl_op *op)
+{
+  return submit(loop, op, op->code_, op->fd_, op->buf_, op->len_, op->cb) == 0;
 }
 
 int tdl_op_read(tdl_loop *loop, tdl_op *op, int fd, void *buf, size_t len, tdl_op_cb cb)
@@ -87,8 +109,11 @@ int tdl_op_write(tdl_loop *loop, tdl_op *op, int fd, const void *buf, size_t len
 int tdl_op_cancel(tdl_loop *loop, tdl_op *op)
 {
   TDL__CHECK_THREAD(loop);
+  if (op && op->state_ == OP_DONE)
+    op->asked_ = 1; /* too late, but an -ECANCELED it brings is no longer unasked */
   if (!op || op->state_ != OP_INFLIGHT || !tdl__loop_ring(loop))
     return -ENOENT;
+  op->asked_ = 1;
   tdl__ring_cancel(loop, &op->base_);
   return 0;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "deny_uring.h"
+#include "loop/loop_internal.h" /* tdl__ring_debug_drop */
 #include "helpers.h"
 
 /* ---- an fd closed by another fiber while a read on it is in flight ---- */
@@ -537,6 +538,85 @@ static void refused_by_seccomp(void **state)
   assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- an operation the kernel drops before it begins ---- */
+
+/* io-wq completes work it cannot start a worker thread for with -ECANCELED
+ * (a signal pending at each try of creating one is enough); nobody asked
+ * for that cancel, and nothing was done, so treadle submits the operation
+ * again.  tdl__ring_debug_drop makes the kernel drop operations the same
+ * way (a failing request linked before each). */
+typedef struct dropped {
+  int fd;
+  ssize_t wrote, read;
+  char buf[16];
+} dropped;
+
+static void *write_read_file(void *arg)
+{
+  dropped *d = arg;
+  d->wrote = tdl_fs_pwrite(d->fd, "hello", 5, 0, tdl_after(10 * TDL_SEC));
+  d->read = tdl_fs_pread(d->fd, d->buf, sizeof d->buf, 0, tdl_after(10 * TDL_SEC));
+  return NULL;
+}
+
+static void dropped_file_io_is_retried(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  char path[] = "/tmp/tdl-dropped-XXXXXX";
+  dropped d = {.fd = mkstemp(path)};
+  assert_true(d.fd >= 0);
+  unlink(path);
+  assert_int_equal(tdl_fs_set_engine(TDL_FS_URING), 0); /* every read and write a ring operation */
+  tdl__ring_debug_drop(loop, 3);                         /* the write, its retry, and the read */
+  t_spawn(loop, write_read_file, &d);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_fs_set_engine(TDL_FS_AUTO), 0);
+  assert_int_equal(d.wrote, 5);
+  assert_int_equal(d.read, 5);
+  assert_memory_equal(d.buf, "hello", 5);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  close(d.fd);
+}
+
+static ssize_t op_result;
+static int op_calls;
+static void op_cb(tdl_loop *loop, tdl_op *op, ssize_t result)
+{
+  (void)loop, (void)op;
+  op_result = result;
+  op_calls++;
+}
+
+static void dropped_op_is_retried(void **state)
+{
+  (void)state;
+  T_RING_LOOP(loop);
+  int p[2];
+  t_pipe(p);
+  tdl_op op;
+  tdl_op_init(&op, NULL);
+  op_calls = 0;
+  tdl__ring_debug_drop(loop, 2);
+  assert_int_equal(tdl_op_write(loop, &op, p[1], "xyz", 3, op_cb), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(op_calls, 1); /* once, with the real result */
+  assert_int_equal(op_result, 3);
+  char b[8];
+  assert_int_equal(read(p[0], b, sizeof b), 3); /* written once: the dropped tries never ran */
+  assert_memory_equal(b, "xyz", 3);
+  /* A cancel that was asked for still ends it with -ECANCELED. */
+  op_calls = 0;
+  assert_int_equal(tdl_op_read(loop, &op, p[0], b, sizeof b, op_cb), 0);
+  assert_int_equal(tdl_op_cancel(loop, &op), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(op_calls, 1);
+  assert_int_equal(op_result, -ECANCELED);
+  assert_int_equal(tdl_loop_free(loop), 0);
+  close(p[0]);
+  close(p[1]);
+}
+
 /* $TDL_BACKEND names uring and auto too; anything else is refused. */
 static void backend_names(void **state)
 {
@@ -566,6 +646,8 @@ int main(void)
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(close_during_read),
+      cmocka_unit_test(dropped_file_io_is_retried),
+      cmocka_unit_test(dropped_op_is_retried),
       cmocka_unit_test(cancelled_mid_read),
       cmocka_unit_test(deadline_mid_read),
       cmocka_unit_test(past_deadline),

@@ -71,6 +71,7 @@ typedef struct uring_state {
   bool ep_armed; /* a poll of ep.epfd is queued or in flight */
   bool ep_ready; /* that poll fired: harvest epoll */
   bool embedded; /* tdl_loop_fd was asked for: keep the ring's fd truthful between runs */
+  unsigned drop_next; /* tests: operations to have the kernel drop unrun (tdl__ring_debug_drop) */
   bufs bufs;
 } uring_state;
 
@@ -326,9 +327,31 @@ static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   return 0;
 }
 
+void tdl__ring_debug_drop(tdl_loop *loop, unsigned n)
+{
+  ((uring_state *)loop->be_state)->drop_next = n;
+}
+
+/* For tdl__ring_debug_drop: a request that fails (a read of fd -1), linked
+ * before the next operation, so that the kernel completes that operation
+ * with -ECANCELED without running it, as it does when io-wq cannot start a
+ * worker thread for it. */
+static __attribute__((noinline, cold)) void drop_next_op(uring_state *s)
+{
+  if (io_uring_sq_space_left(&s->ring) < 2)
+    return; /* the pair must go in one submission; try the next operation */
+  s->drop_next--;
+  struct io_uring_sqe *x = io_uring_get_sqe(&s->ring);
+  io_uring_prep_read(x, -1, NULL, 0, 0);
+  x->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(x, UD_IGNORE);
+}
+
 struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err)
 {
   uring_state *s = loop->be_state;
+  if (TDL__UNLIKELY(s->drop_next > 0))
+    drop_next_op(s);
   struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
   if (TDL__UNLIKELY(!sqe)) {
     /* The submission queue is full: hand it to the kernel now.  When the

@@ -25,9 +25,13 @@ Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
                   --close it also runs with one accept request at a time
                   (floor-1as) and with treadle's way, accept4 until EAGAIN
                   and then an accept request (floor-1ae).
-  two cores (nothing pinned; wrk shares the two CPUs with the server):
-    httpd         still one loop (it uses one core)
-    go            default GOMAXPROCS
+  two cores (nothing pinned: wrk shares the two CPUs with the server, the
+  "shared" rows; and the same with wrk on CPU 1 only, the "-w1" keys):
+    httpd         --loops 2, --accept distribute (httpd-2d) or reuseport
+                  (httpd-2r), on epoll, and the same on io_uring (httpd-2du,
+                  httpd-2ru: the rows the two-core targets read); also one
+                  loop (httpd-2x1)
+    go            GOMAXPROCS=2
     nginx 2 workers
 Each measurement is `wrk -t1 -c<conns> -d<duration>s --latency`; the
 configurations run interleaved (A B C A B C ...) for --rounds rounds and the
@@ -85,8 +89,11 @@ HTTP_TARGETS = [
     ("one core: CPU/req <= Go's", "httpd-1", "go-1", 75, "cpu100k", "<=", 1.0),
     ("one core: CPU/req <= nginx's", "httpd-1", "nginx-1", 75, "cpu100k", "<=", 1.0),
 ]
+# Two cores: httpd on the uring back end (the keys ending in u), its faster
+# one here; the epoll rows (httpd-2d, httpd-2r) run beside them, their ratios
+# printed under the table but part of no target.
 for _tag, _place in (("", "shared"), ("-w1", "wrk on CPU 1")):
-    for _key, _mode in (("httpd-2d", "distribute"), ("httpd-2r", "reuseport")):
+    for _key, _mode in (("httpd-2du", "distribute"), ("httpd-2ru", "reuseport")):
         for _c in (75, 1000):
             _what = f"two cores ({_place}), {_mode}, c={_c}"
             HTTP_TARGETS += [
@@ -388,6 +395,11 @@ def main():
                                                "--accept", "reuseport"],
                                   key="httpd-2r" + tag, wrk_cpus=wrk_cpus,
                                   label=f"httpd, 2 loops, reuseport ({place})"))
+            for mode, k in (("distribute", "d"), ("reuseport", "r")):
+                servers.append(Server("httpd-uring", 2, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "2",
+                                                         "--accept", mode],
+                                      env={"TDL_BACKEND": "uring"}, key=f"httpd-2{k}u" + tag, wrk_cpus=wrk_cpus,
+                                      label=f"httpd, 2 loops, {mode}, uring ({place})"))
             servers.append(Server("httpd", 2, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1"],
                                   key="httpd-2x1" + tag, wrk_cpus=wrk_cpus,
                                   label=f"httpd, 1 loop ({place})"))
@@ -479,7 +491,8 @@ def main():
            "One core, 75 connections", ("1.2", "1.0"))
     for tag, place in (("", "shared"), ("-w1", "wrk on CPU 1")):
         for c in conns:
-            for mode, key in (("distribute", "httpd-2d"), ("reuseport", "httpd-2r")):
+            for mode, key in (("distribute", "httpd-2d"), ("reuseport", "httpd-2r"),
+                              ("distribute, uring", "httpd-2du"), ("reuseport, uring", "httpd-2ru")):
                 ratios(med.get((key + tag, c)), med.get(("go-2" + tag, c)), med.get(("nginx-2" + tag, c)),
                        f"Two cores ({place}), {c} connections, 2 loops {mode}", ("1.5", "1.0"))
 

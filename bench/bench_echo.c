@@ -216,6 +216,7 @@ typedef struct client {
   long ready; /* fibers connected and warmed up (or failed) */
   bool go;
   bool failed;
+  bool readahead; /* tdl_fd_readahead on each connection (uring only) */
   tdl_fiber_t main;
 } client;
 
@@ -291,6 +292,8 @@ static void *client_fiber(void *arg)
   } else {
     w->fd = fd;
     tdl_net_nodelay(fd, true);
+    if (c->readahead)
+      (void)tdl_fd_readahead(fd, true); /* -ENOTSUP on epoll: then reads as usual */
     round_trip(w, UINT64_MAX); /* warm-up, not counted */
   }
   if (++c->ready == c->conns)
@@ -366,6 +369,10 @@ int bench_echo_main(int argc, char **argv)
   const char *host = bench_opt_str(argc, argv, "host", "127.0.0.1");
   const char *be = bench_opt_str(argc, argv, "backend", NULL);
   bool sync = bench_opt_long(argc, argv, "sync", 0) != 0;
+  const char *ra = bench_opt_str(argc, argv, "readahead", "yes");
+  if (strcmp(ra, "yes") != 0 && strcmp(ra, "no") != 0)
+    bench_die("echo: --readahead wants yes or no");
+  c.readahead = strcmp(ra, "yes") == 0;
   tdl_backend backend;
   if (port < 1 || port > 65535) {
     fprintf(stderr, "echo: need --port (the echo server's, 1 to 65535)\n");

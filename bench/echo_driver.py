@@ -26,7 +26,9 @@ connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
 
 (bench-go and bench-tokio are put in the build directory by
 bench/peers/build-peers.sh.)  Each prints "PORT n" and serves until its stdin
-ends.  The client is always `treadle-bench echo --backend epoll --sync 1`: it
+ends.  The client is `treadle-bench echo --backend epoll --sync 1` (with
+--client-backend uring: the same on a uring loop, receiving ahead; measured
+no help to the ratios, as it makes Go's server cheaper per message too): it
 connects all C connections and makes one uncounted round trip on each, says
 READY, and starts its clock when it reads a line here.  The server's CPU time
 (utime+stime of every thread, /proc/PID/stat, in clock ticks of 10 ms) is read
@@ -135,6 +137,8 @@ def main():
     ap.add_argument("--messages", type=int, default=1000000)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--pin", choices=["yes", "no"], default="yes")
+    ap.add_argument("--client-backend", choices=["epoll", "uring"], default="epoll",
+                    help="the client loop's back end (default epoll)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds for the whole run (default 300)")
     o = ap.parse_args()
     if o.conns < 1 or o.messages < 1 or o.size < 1:
@@ -176,7 +180,7 @@ def main():
             port = int(line.split()[1])
             cli = subprocess.Popen(pin_client + [client, "echo", "--port", str(port), "--conns", str(o.conns),
                                                  "--messages", str(o.messages), "--size", str(o.size),
-                                                 "--backend", "epoll", "--sync", "1"],
+                                                 "--backend", o.client_backend, "--sync", "1"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=cerr)
             cout = Lines(cli.stdout)
             line = cout.next(deadline)

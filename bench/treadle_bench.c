@@ -100,6 +100,7 @@ static const bench_opt echo_opts[] = {
     {"size", "N", 1, 16L << 20, "bytes B per message (default 64)"},
     {"backend", "epoll|poll|uring", 0, 0, "the client loop's back end (default: $TDL_BACKEND, else epoll)"},
     {"sync", "N", 0, 1, "1: print READY once connected, start the clock at a line on stdin (default 0)"},
+    {"readahead", "yes|no", 0, 0, "on uring, receive ahead on each connection (tdl_fd_readahead; default yes)"},
     {0},
 };
 static const bench_opt echo_server_opts[] = {

@@ -685,16 +685,21 @@ static void deadlock_is_reported_and_loop_kept(void **state)
  * park, the loop's liveness and its deadlock check see must not change. */
 #define AN_HOUR (3600 * TDL_SEC)
 
-/* Parks with a far deadline and is woken at once by its peer; then parks
- * with a near one: the near one must end the second park, at or after it. */
+/* Parks until first (relative) and is woken at once by its peer; then parks
+ * until second: that park must end with -ETIMEDOUT at or after its own
+ * deadline, whether the first park's timer would fire later (an hour: the
+ * second must not wait for it) or earlier (it must not end the second). */
+typedef struct two_parks {
+  tdl_time_t first, second;
+} two_parks;
 static tdl_fiber_t lazy_peer;
 static int lazy_second_rc;
 static bool lazy_second_late;
-static void *park_far_then_near(void *arg)
+static void *park_twice(void *arg)
 {
-  tdl_time_t near = (tdl_time_t)(intptr_t)arg;
-  assert_int_equal(tdl_fiber_park(tdl_after(AN_HOUR)), 0);
-  tdl_time_t d = tdl_after(near);
+  const two_parks *t = arg;
+  assert_int_equal(tdl_fiber_park(tdl_after(t->first)), 0);
+  tdl_time_t d = tdl_after(t->second);
   lazy_second_rc = tdl_fiber_park(d);
   lazy_second_late = tdl_now() >= d;
   return NULL;
@@ -706,40 +711,28 @@ static void *unpark_peer(void *arg)
   return NULL;
 }
 
-static void later_deadline_after_an_earlier_park(void **state)
+static void second_park_times_out_on_its_own_deadline(tdl_time_t first, tdl_time_t second)
 {
-  (void)state;
-  /* The far park first is woken; a near one times out on time, not in an hour. */
-  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_near, (void *)(intptr_t)(20 * TDL_MSEC),
-                                   &(tdl_fiber_options){.detached = true}), 0);
+  two_parks t = {first, second};
+  lazy_second_rc = 0;
+  lazy_second_late = false;
+  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_twice, &t, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(lazy_second_rc, -ETIMEDOUT);
   assert_true(lazy_second_late);
 }
 
-/* Parks with a near deadline, woken at once; then with a later one: the
- * first park's timer fires before the second park's deadline, which must
- * not end it early. */
-static void *park_near_then_far(void *arg)
+static void later_deadline_after_an_earlier_park(void **state)
 {
-  (void)arg;
-  assert_int_equal(tdl_fiber_park(tdl_after(5 * TDL_MSEC)), 0);
-  tdl_time_t d = tdl_after(60 * TDL_MSEC);
-  lazy_second_rc = tdl_fiber_park(d);
-  lazy_second_late = tdl_now() >= d;
-  return NULL;
+  (void)state;
+  second_park_times_out_on_its_own_deadline(AN_HOUR, 20 * TDL_MSEC);
 }
 
 static void earlier_timer_does_not_end_a_later_park(void **state)
 {
   (void)state;
-  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_near_then_far, NULL, &(tdl_fiber_options){.detached = true}),
-                   0);
-  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(lazy_second_rc, -ETIMEDOUT);
-  assert_true(lazy_second_late);
+  second_park_times_out_on_its_own_deadline(5 * TDL_MSEC, 60 * TDL_MSEC);
 }
 
 /* A timed park woken early, then a park with no deadline and nothing left to

@@ -283,6 +283,45 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
  * accepts are ordinary ones.
  */
 TDL_API int tdl_fd_readahead(int fd, bool on);
+/*
+ * Send behind on a connected stream socket (uring loops only): a tdl_send
+ * of up to 8 KiB copies the data into a buffer of the loop's and returns
+ * its length at once; the loop hands it to the kernel as a send request
+ * with its next io_uring_enter, together with everything else it submits
+ * and waits for.  No system call per send: for many connections of small
+ * requests and replies (HTTP, RPC) that is the last system call per
+ * request gone; for bulk transfers it only adds a copy.  What was sent
+ * behind always goes out before what is sent after it:
+ * - tdl_send, tdl_net_send_all and tdl_writer_flush queue behind it (a
+ *   send of more than 8 KiB, or one that finds the buffer full, waits until
+ *   the buffer has gone, within its own deadline, then is made as usual);
+ *   tdl_write, tdl_writev, tdl_sendto, tdl_net_send_allv and a tdl_send
+ *   with flags other than MSG_NOSIGNAL, MSG_MORE and MSG_DONTWAIT first
+ *   wait until it has gone; a MSG_DONTWAIT send that does not fit gets
+ *   -EAGAIN.  Any other write of fd (a library's own send(2)) must call
+ *   tdl_fd_flush first.
+ * - Errors come later: a send behind that fails (the peer reset: -EPIPE,
+ *   -ECONNRESET; or its deadline passed: -ETIMEDOUT) drops what is held,
+ *   and the next send, write or tdl_fd_flush on fd returns that error,
+ *   once.
+ * - Deadlines carry over: data held is given up (and its error kept) when
+ *   the latest deadline of the sends that put it there passes.
+ * - tdl_close does not wait and drops nothing: what is held still goes,
+ *   and the socket is closed (its peer sees the end) once it has gone or
+ *   its deadline passed; the fd number is free at once.
+ * - The buffer (8 KiB, kept by the loop for reuse) is held only while data
+ *   waits: an idle connection costs none.
+ * Turning it off makes later sends ordinary ones once what is held has
+ * gone.  Returns 0, -EPERM (outside a fiber), -EBADF, -ENOTSOCK,
+ * -EPROTOTYPE (not a stream socket), -EINVAL (a listener), -ENOTSUP (the loop's
+ * back end is not uring), -ENOMEM.
+ */
+TDL_API int tdl_fd_writebehind(int fd, bool on);
+/* Wait until everything sent behind on fd (tdl_fd_writebehind) has been
+ * handed to the kernel.  Returns 0, the error a send behind met (once),
+ * -ETIMEDOUT, -ECANCELED, -EBADF (closed meanwhile), -EPERM (outside a
+ * fiber).  On an fd that does not send behind: 0 at once. */
+TDL_API int tdl_fd_flush(int fd, tdl_time_t deadline);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling
  * thread).  Returns 0 or close()'s error. */

@@ -581,7 +581,10 @@ TDL_API ssize_t tdl_net_udp_recv(int fd, void *buf, size_t len, tdl_addr *from, 
 /* ------------------------------------------------------------------------ */
 
 /* shutdown(2): how is SHUT_RD, SHUT_WR or SHUT_RDWR.  SHUT_WR sends EOF to
- * the peer while the socket can still read.
+ * the peer while the socket can still read.  In a fiber, on an fd that
+ * sends behind (tdl_fd_writebehind), SHUT_WR and SHUT_RDWR first wait until
+ * what is held has gone (within its sends' deadlines), and return the error
+ * a send behind met, if one did.
  * Errors: -EINVAL (another how), -ENOTCONN, -EBADF, -ENOTSOCK. */
 TDL_API int tdl_net_shutdown(int fd, int how);
 

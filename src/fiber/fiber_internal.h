@@ -364,6 +364,48 @@ int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline,
  * an error is queued, a negative errno, or TDL__AHEAD_PASS when off. */
 int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed);
 
+/* ---- sending behind (fiber_behind.c; uring loops, tdl_fd_writebehind) ---- */
+
+typedef struct tdl__behind tdl__behind;
+/* Per scheduler: buffers of sends behind that no fd holds, kept for the
+ * next (a few; the scheduler's trim gives them back). */
+typedef struct tdl__behind_spares {
+  void *head; /* a buffer's first bytes link it to the next */
+  unsigned count;
+} tdl__behind_spares;
+/* The room one fd holds: sends up to this size go behind. */
+enum { TDL__BEHIND_BYTES = 8192 };
+
+/* A record for the socket fd, on.  -ENOMEM. */
+int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__behind **out);
+/* Turn it on or off (off: later sends are ordinary once what is held went). */
+void tdl__behind_set(tdl__behind *b, bool on);
+/* Off, holding nothing, nothing in flight, no error to report: the caller
+ * may free it. */
+bool tdl__behind_idle(const tdl__behind *b);
+void tdl__behind_free(tdl__behind *b);
+/* A fiber is parked on it (for room, or a flush). */
+bool tdl__behind_busy(const tdl__behind *b);
+/* The fd is being closed: wake a parked fiber with -EBADF; what is held
+ * still goes (on a duplicate of the fd, made here), and the record frees
+ * itself, closing the duplicate, once it has gone or its deadline passed.
+ * For a scheduler torn down as well. */
+void tdl__behind_close(tdl__behind *b);
+/* tdl_send's part: copy buf behind what is held and return len; or wait
+ * for room (deadline) when it does not fit; or TDL__AHEAD_PASS: make the
+ * send as usual (nothing is held, and it is too large, or off, or its flags
+ * are not MSG_NOSIGNAL/MSG_MORE/MSG_DONTWAIT: then what was held has gone
+ * first).  A negative errno: the error a send behind met (once), -EAGAIN
+ * (MSG_DONTWAIT and no room), -ETIMEDOUT, -ECANCELED, -EBADF when closed
+ * meanwhile (*closed is set: the caller's fd state is gone). */
+ssize_t tdl__behind_send(tdl__fiber *f, tdl__behind *b, const void *buf, size_t len, int flags,
+                         tdl_time_t deadline, bool *closed);
+/* Wait until nothing is held: 0, the error a send behind met (once), or the
+ * park's error (*closed as above). */
+int tdl__behind_flush(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *closed);
+/* Give the spare buffers back (the scheduler's trim and teardown). */
+void tdl__behind_spares_free(tdl__behind_spares *sp);
+
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);
 

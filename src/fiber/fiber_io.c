@@ -49,6 +49,7 @@ typedef struct tdl__ffd {
 #ifdef TDL_HAVE_URING
   tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
   tdl__acc *acc;     /* accepting ahead (tdl_fd_readahead on a listener), or NULL */
+  tdl__behind *behind; /* sending behind (tdl_fd_writebehind), or NULL */
 #endif
 } tdl__ffd;
 
@@ -62,7 +63,8 @@ static bool taken(const tdl__ffd *d, unsigned events)
     return true;
 #ifdef TDL_HAVE_URING
   if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
-      ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)))
+      ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)) ||
+      ((events & TDL_WRITE) && d->behind && tdl__behind_busy(d->behind)))
     return true;
 #endif
   return false;
@@ -74,6 +76,9 @@ typedef struct fio {
   tdl__ffd **ffds;
   uint32_t nffds;
   tdl__ahead_links *links; /* made with the first fd that receives ahead */
+#ifdef TDL_HAVE_URING
+  tdl__behind_spares spares; /* buffers of sends behind that no fd holds */
+#endif
 } fio;
 
 /* tdl__ffd.stream: asked of the kernel at the first short read (or, for an
@@ -162,6 +167,8 @@ static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
         tdl__ahead_close(io->ffds[i]->ahead);
       if (io->ffds[i]->acc)
         tdl__acc_close(io->ffds[i]->acc);
+      if (io->ffds[i]->behind)
+        tdl__behind_close(io->ffds[i]->behind);
 #endif
       tdl_io_stop(s->loop, &io->ffds[i]->w);
       free(io->ffds[i]);
@@ -172,6 +179,7 @@ static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
    * completions, which must come before the ring goes (tdl__ahead_close). */
   if (tdl__loop_ring(s->loop))
     (void)tdl__ring_settle_ahead(s->loop);
+  tdl__behind_spares_free(&io->spares);
 #endif
   free(io->links);
   free(io->ffds);
@@ -485,6 +493,39 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   return r;
 }
 
+/* A send of an fd that sends behind (fiber_behind.c): copied behind what
+ * is held, or TDL__AHEAD_PASS to be made as usual. */
+static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t len, int flags,
+                           tdl_time_t deadline)
+{
+  if (taken(d, TDL_WRITE))
+    return -EBUSY;
+  bool closed;
+  ssize_t r = tdl__behind_send(f, d->behind, buf, len, flags, deadline, &closed);
+  if (closed)
+    return r; /* tdl_close freed d meanwhile */
+  if (tdl__behind_idle(d->behind)) {
+    tdl__behind_free(d->behind); /* turned off, and all gone */
+    d->behind = NULL;
+  }
+  return r;
+}
+
+static int behind_flush(tdl__fiber *f, tdl__ffd *d, tdl_time_t deadline)
+{
+  if (taken(d, TDL_WRITE))
+    return -EBUSY;
+  bool closed;
+  int e = tdl__behind_flush(f, d->behind, deadline, &closed);
+  if (closed)
+    return e;
+  if (tdl__behind_idle(d->behind)) {
+    tdl__behind_free(d->behind);
+    d->behind = NULL;
+  }
+  return e;
+}
+
 /* In FIBER_IO: on a uring loop, where the call would block, the ring. */
 #define RING_IO(...)                                                  \
   if (tdl__loop_ring(loop_)) {                                        \
@@ -508,11 +549,27 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
       return ra_;                                                     \
   }
 #define AHEAD(iov, iovcnt, flags) AHEAD_FROM(iov, iovcnt, flags, NULL)
+/* A send on an fd that sends behind goes behind what is held (see below). */
+#define BEHIND(buf, len, flags)                                       \
+  if (d_->behind) {                                                   \
+    ssize_t rb_ = behind_send(f, d_, buf, len, flags, deadline);      \
+    if (rb_ != TDL__AHEAD_PASS)                                       \
+      return rb_;                                                     \
+  }
+/* Any other write waits until what is held has gone. */
+#define FLUSHED                                                       \
+  if (d_->behind) {                                                   \
+    ssize_t rb_ = behind_flush(f, d_, deadline);                      \
+    if (rb_ < 0)                                                      \
+      return rb_;                                                     \
+  }
 #else
 #define RING_IO(...)
 #define RING_EMPTY(...)
 #define AHEAD(iov, iovcnt, flags)
 #define AHEAD_FROM(iov, iovcnt, flags, addrlen)
+#define BEHIND(buf, len, flags)
+#define FLUSHED
 #endif
 
 /* The shape of every call below: try; on EAGAIN wait and retry, unless
@@ -594,7 +651,7 @@ ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
 ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 {
   FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
-           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), , false)
+           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), FLUSHED, false)
 }
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
@@ -611,7 +668,8 @@ ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadl
   if (iovcnt < 0)
     return -EINVAL;
   FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
-           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), , false)
+           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), FLUSHED,
+           false)
 }
 
 ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
@@ -629,7 +687,7 @@ ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t dead
    * for the process. */
   FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
            RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL),
-           , (flags & MSG_DONTWAIT) != 0)
+           BEHIND(buf, len, flags), (flags & MSG_DONTWAIT) != 0)
 }
 
 ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
@@ -644,7 +702,7 @@ ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *
 ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
                    tdl_time_t deadline)
 {
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , ,
+  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , FLUSHED,
            (flags & MSG_DONTWAIT) != 0)
 }
 
@@ -787,6 +845,8 @@ static void forget_fd(tdl__sched *s, int fd)
       tdl__ahead_close(d->ahead);
     if (d->acc)
       tdl__acc_close(d->acc);
+    if (d->behind)
+      tdl__behind_close(d->behind); /* before the cancel by fd below: it keeps the file */
     if (tdl__loop_ring(s->loop))
       tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
 #endif
@@ -884,6 +944,70 @@ int tdl_fd_readahead(int fd, bool on)
 #endif
 }
 
+int tdl_fd_writebehind(int fd, bool on)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (fd < 0)
+    return -EBADF;
+#ifdef TDL_HAVE_URING
+  tdl__sched *s = f->sched;
+  if (!tdl__loop_ring(s->loop))
+    return -ENOTSUP;
+  tdl__ffd *d = ffd_find(s, fd);
+  if (d && d->behind) {
+    tdl__behind_set(d->behind, on);
+    if (tdl__behind_idle(d->behind)) {
+      tdl__behind_free(d->behind);
+      d->behind = NULL;
+    }
+    return 0;
+  }
+  if (!on)
+    return 0;
+  /* A connected stream socket (an fd accepted here from a stream listener
+   * is known to be one). */
+  if (!d || d->stream != STREAM_CONN) {
+    int type = 0, listening = 0;
+    socklen_t tl = sizeof type, ll = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
+      return -errno; /* -EBADF, -ENOTSOCK */
+    if (type != SOCK_STREAM)
+      return -EPROTOTYPE;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0)
+      return -errno;
+    if (listening)
+      return -EINVAL;
+  }
+  int e = ffd_get(s, fd, &d);
+  if (e < 0)
+    return e;
+  d->stream = STREAM_CONN;
+  return tdl__behind_new(s->loop, &((fio *)s->io)->spares, fd, &d->behind);
+#else
+  (void)on;
+  return -ENOTSUP;
+#endif
+}
+
+int tdl_fd_flush(int fd, tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (fd < 0)
+    return -EBADF;
+#ifdef TDL_HAVE_URING
+  tdl__ffd *d = ffd_find(f->sched, fd);
+  if (d && d->behind)
+    return behind_flush(f, d, deadline);
+#else
+  (void)deadline;
+#endif
+  return 0;
+}
+
 /* ---- sleeping ---- */
 
 int tdl_sleep(tdl_time_t deadline)
@@ -912,6 +1036,9 @@ static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
   (void)s;
+#ifdef TDL_HAVE_URING
+  tdl__behind_spares_free(&io->spares); /* a peak's buffers of sends behind */
+#endif
   uint32_t hi = io->nffds;
   while (hi > 0 && !io->ffds[hi - 1])
     hi--;

@@ -172,6 +172,9 @@ void tdl__ring_cancel(tdl_loop *loop, tdl__op *op);
 /* End every operation in flight on fd now, before the caller closes it (an
  * operation holds the file open, so close() alone would not end it). */
 void tdl__ring_cancel_fd(tdl_loop *loop, int fd);
+/* Hand what is queued to the kernel now, not with the next wait (an
+ * operation that names an fd about to be closed must take its file first). */
+void tdl__ring_submit(tdl_loop *loop);
 
 /*
  * Receiving ahead: a multishot receive that stays armed on a stream socket

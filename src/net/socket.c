@@ -425,6 +425,13 @@ int tdl_net_shutdown(int fd, int how)
 {
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
     return -EINVAL;
+  /* The end of the stream goes after what was sent behind (fiber.h),
+   * which its own deadlines bound. */
+  if (how != SHUT_RD) {
+    int e = tdl_fd_flush(fd, TDL_FOREVER);
+    if (e < 0 && e != -EPERM) /* (-EPERM: not in a fiber, so nothing behind) */
+      return e;
+  }
   return shutdown(fd, how) < 0 ? -errno : 0;
 }
 

@@ -67,6 +67,8 @@ int tdl_net_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent,
   int e = tdl__net_fiber_ok();
   if (e < 0)
     return e;
+  if ((e = tdl_fd_flush(fd, deadline)) < 0) /* what was sent behind goes first */
+    return e;
   size_t done = 0, off = 0; /* off: bytes of iov[i] already sent */
   int i = 0;
   for (;;) {

@@ -416,6 +416,13 @@ void tdl__ring_cancel_fd(tdl_loop *loop, int fd)
   io_uring_submit(&s->ring);
 }
 
+void tdl__ring_submit(tdl_loop *loop)
+{
+  uring_state *s = loop->be_state;
+  while (io_uring_submit(&s->ring) == -EINTR)
+    ;
+}
+
 /* ---- receiving ahead (loop_internal.h) ---- */
 
 /* Register the loop's provided buffers: every buffer id handed to the

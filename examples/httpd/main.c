@@ -35,6 +35,8 @@ static void usage(FILE *f, int code)
              "  --no-readahead          on io_uring loops, one receive request per read instead of\n"
              "                          receiving ahead, and accept4 instead of accepting ahead\n"
              "                          (tdl_fd_readahead)\n"
+             "  --no-writebehind        on io_uring loops, a send(2) per answer instead of sending\n"
+             "                          behind (tdl_fd_writebehind)\n"
              "  --root DIR              serve the files under DIR at /static/\n"
              "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
              "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
@@ -98,6 +100,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     }
     if (strcmp(a, "--no-readahead") == 0) {
       cfg->no_readahead = true;
+      continue;
+    }
+    if (strcmp(a, "--no-writebehind") == 0) {
+      cfg->no_writebehind = true;
       continue;
     }
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",

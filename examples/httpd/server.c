@@ -447,6 +447,9 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
     return put_file_copy(c, fd, 0, size);
   if (!conn_flush_more(c))
     return false;
+  /* sendfile is a write treadle does not make: what went behind first. */
+  if (tdl_fd_flush(c->fd, tdl_after(s->cfg.write_timeout)) < 0)
+    return false;
   off_t pos = 0;
   unsigned burst = 0;
   while (pos < size) {
@@ -868,6 +871,10 @@ static void conn_serve(httpd_server *s, int fd)
    * closed with tdl_close, as receiving ahead asks.  (-ENOTSUP elsewhere.) */
   if (!s->cfg.no_readahead)
     (void)tdl_fd_readahead(fd, true);
+  /* And answers are sent behind: copied, and handed to the kernel with the
+   * loop's next io_uring_enter instead of a send(2) each. */
+  if (!s->cfg.no_writebehind)
+    (void)tdl_fd_writebehind(fd, true);
   conn_link(s, &c);
   bool linger = serve(&c);
   if (conn_flush(&c) && linger)

@@ -43,6 +43,8 @@ typedef struct httpd_config {
                                as is done anyway where sendfile refuses a file (EINVAL, ENOSYS) */
   bool no_readahead;        /* on uring loops, read connections with a receive per read instead of
                                receiving ahead (fiber.h, tdl_fd_readahead) */
+  bool no_writebehind;      /* on uring loops, a send(2) per answer instead of sending behind
+                               (fiber.h, tdl_fd_writebehind) */
 } httpd_config;
 
 /* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write

@@ -3,10 +3,11 @@
  * loopback to an echo server on one loop; each client connection sends B
  * bytes and waits for them back, M round trips in all.
  *
- *   echo-server --listen ADDR [--backend epoll|poll|uring] [--readahead yes|no]
+ *   echo-server --listen ADDR [--backend epoll|poll|uring] [--readahead yes|no] [--writebehind yes|no]
  *       One loop, a fiber per connection echoing what arrives (tdl_recv into a
  *       16 KiB buffer, tdl_send of all of it).  On uring each connection
- *       receives ahead (tdl_fd_readahead) unless --readahead no.  Prints "PORT n" on stdout once
+ *       receives ahead (tdl_fd_readahead) unless --readahead no, and sends
+ *       behind (tdl_fd_writebehind) unless --writebehind no.  Prints "PORT n" on stdout once
  *       it listens, serves until its stdin reaches end of file (or SIGTERM's
  *       default action ends it), then prints "SERVED conns=N bytes=B" and
  *       exits 0.  Its CPU time is measured from outside (bench/echo_driver.py
@@ -67,6 +68,7 @@ typedef struct server {
   conn *conns; /* live connections, to cancel at the end */
   bool stopping;
   bool readahead; /* tdl_fd_readahead on each connection (uring only) */
+  bool writebehind; /* tdl_fd_writebehind on each connection (uring only) */
   long accepted;
   long long bytes;
 } server;
@@ -125,6 +127,8 @@ static void *accept_conns(void *arg)
     tdl_net_nodelay(fd, true);
     if (s->readahead)
       (void)tdl_fd_readahead(fd, true); /* -ENOTSUP on epoll: then reads as usual */
+    if (s->writebehind)
+      (void)tdl_fd_writebehind(fd, true); /* likewise */
     conn *c = calloc(1, sizeof *c);
     int rc = -ENOMEM;
     if (c) {
@@ -172,7 +176,10 @@ int bench_echo_server_main(int argc, char **argv)
   const char *ra = bench_opt_str(argc, argv, "readahead", "yes");
   if (strcmp(ra, "yes") != 0 && strcmp(ra, "no") != 0)
     bench_die("echo-server: --readahead wants yes or no");
-  server s = {.lfd = -1, .readahead = strcmp(ra, "yes") == 0};
+  const char *wb = bench_opt_str(argc, argv, "writebehind", "yes");
+  if (strcmp(wb, "yes") != 0 && strcmp(wb, "no") != 0)
+    bench_die("echo-server: --writebehind wants yes or no");
+  server s = {.lfd = -1, .readahead = strcmp(ra, "yes") == 0, .writebehind = strcmp(wb, "yes") == 0};
   tdl_loop_options lo = {.backend = backend};
   int rc = tdl_loop_new(&s.loop, &lo);
   if (rc < 0)

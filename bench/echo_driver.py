@@ -3,7 +3,7 @@
 start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.
 
-    echo_driver.py echo --server treadle-epoll|treadle-uring|treadle-uring-single|go-1|tokio-ct|
+    echo_driver.py echo --server treadle-epoll|treadle-uring|treadle-uring-single|treadle-uring-sends|go-1|tokio-ct|
                                floor-single|floor-multishot|floor-ring-send
                    --build DIR [--conns C] [--messages M] [--size B] [--pin yes|no]
 
@@ -11,8 +11,10 @@ The servers, each on one thread of work (a fiber, goroutine or task per
 connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
 
     treadle-epoll    treadle-bench echo-server --backend epoll
-    treadle-uring    treadle-bench echo-server --backend uring (receiving ahead)
+    treadle-uring    treadle-bench echo-server --backend uring (receiving ahead,
+                     sending behind)
     treadle-uring-single  the same with --readahead no: a receive request per read
+    treadle-uring-sends   the same with --writebehind no: a send(2) per answer
     go-1             bench-go echo-server, GOMAXPROCS=1
     tokio-ct         bench-tokio echo-server --flavor current_thread
     floor-single     treadle-bench uring-floor --mode echo --recv single: no
@@ -64,6 +66,7 @@ SERVERS = {
     "treadle-epoll": ("treadle-bench", ["echo-server", "--backend", "epoll"], {}),
     "treadle-uring": ("treadle-bench", ["echo-server", "--backend", "uring"], {}),
     "treadle-uring-single": ("treadle-bench", ["echo-server", "--backend", "uring", "--readahead", "no"], {}),
+    "treadle-uring-sends": ("treadle-bench", ["echo-server", "--backend", "uring", "--writebehind", "no"], {}),
     "go-1": ("bench-go", ["echo-server"], {"GOMAXPROCS": "1"}),
     "tokio-ct": ("bench-tokio", ["echo-server", "--flavor", "current_thread"], {}),
     "floor-single": ("treadle-bench", ["uring-floor", "--mode", "echo", "--recv", "single"], {}),
@@ -73,7 +76,7 @@ SERVERS = {
                         {}),
 }
 # The servers that print "SERVED conns=N bytes=B" when they stop: their bytes are checked.
-COUNTED = {"treadle-epoll", "treadle-uring", "treadle-uring-single", "floor-single", "floor-multishot", "floor-inc", "floor-ring-send"}
+COUNTED = {"treadle-epoll", "treadle-uring", "treadle-uring-single", "treadle-uring-sends", "floor-single", "floor-multishot", "floor-inc", "floor-ring-send"}
 
 
 def find_binary(build, name):

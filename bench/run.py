@@ -117,6 +117,7 @@ IMPLS = {
     "treadle-uring": ("script:echo_driver.py", ["--server", "treadle-uring"], {}),
     "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
     "treadle-uring-single": ("script:echo_driver.py", ["--server", "treadle-uring-single"], {}),
+    "treadle-uring-sends": ("script:echo_driver.py", ["--server", "treadle-uring-sends"], {}),
     "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
     "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
     # ...and the floor: no library, liburing directly (treadle-bench uring-floor).
@@ -231,7 +232,7 @@ for pipes in (1000, 9000):
 # also_vs: more baselines, each a row of ratios under the figures' row.
 EXPERIMENTS.append(dict(experiment(
     "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
-    ["treadle-uring", "treadle-uring-single", "treadle-epoll", "floor-single", "floor-multishot", "go-1-server", "tokio-ct-server"],
+    ["treadle-uring", "treadle-uring-single", "treadle-uring-sends", "treadle-epoll", "floor-single", "floor-multishot", "go-1-server", "tokio-ct-server"],
     ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"]), also_vs=["treadle-epoll"]))
 
 # What each group's section of the doc says about its figures.
@@ -323,8 +324,9 @@ GROUP_NOTES = {
             "waits for them back, M round trips in all, every byte checked (bench/echo_driver.py). The client is "
             "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
             "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end (on uring each "
-            "connection receives ahead, tdl_fd_readahead; treadle-uring-single: with --readahead no, a receive "
-            "request per read); go-1-server: "
+            "connection receives ahead, tdl_fd_readahead, and sends behind, tdl_fd_writebehind; "
+            "treadle-uring-single: with --readahead no, a receive request per read; treadle-uring-sends: with "
+            "--writebehind no, a send(2) per answer); go-1-server: "
             "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
             "current_thread runtime. floor-single and floor-multishot are no library: liburing directly, one "
             "thread (treadle-bench uring-floor --mode echo, bench/bench_uring_floor.c): one ring with "

@@ -107,6 +107,7 @@ static const bench_opt echo_server_opts[] = {
     {"listen", "ADDR", 0, 0, "where to listen (default 127.0.0.1:0: a free port, printed as PORT n)"},
     {"backend", "epoll|poll|uring", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
     {"readahead", "yes|no", 0, 0, "on uring, receive ahead on each connection (tdl_fd_readahead; default yes)"},
+    {"writebehind", "yes|no", 0, 0, "on uring, send behind on each connection (tdl_fd_writebehind; default yes)"},
     {0},
 };
 static const bench_opt uring_floor_opts[] = {

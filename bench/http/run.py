@@ -9,8 +9,10 @@ floor, driven by wrk.
 Servers (all answer GET / with "Hello, World!", bound to 127.0.0.1):
   one core  (server pinned to CPU 0 with taskset, wrk pinned to CPU 1):
     httpd         examples/httpd, one treadle loop (on epoll, and on io_uring:
-                  receiving ahead, as httpd does by default, and with
-                  --no-readahead, a receive request per read: httpd-1us)
+                  receiving ahead and sending behind, as httpd does by
+                  default; with --no-readahead, a receive request per read:
+                  httpd-1us; with --no-writebehind, a send(2) per answer:
+                  httpd-1un)
     go GOMAXPROCS=1
     nginx 1 worker
     floor         no library: treadle-bench uring-floor --mode http, liburing
@@ -363,7 +365,10 @@ def main():
                       label="httpd (treadle, 1 loop, uring)"),
                Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1", "--no-readahead"],
                       env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1us",
-                      label="httpd (treadle, 1 loop, uring, a receive per read)")]
+                      label="httpd (treadle, 1 loop, uring, a receive per read)"),
+               Server("httpd-uring", 1, [httpd, "--listen", "127.0.0.1:@PORT@", "--loops", "1", "--no-writebehind"],
+                      env={"TDL_BACKEND": "uring"}, cpus=one, wrk_cpus=wrk_one, key="httpd-1un",
+                      label="httpd (treadle, 1 loop, uring, a send(2) per answer)")]
     if floor:
         floors = [("floor-1", "single", "multishot", "plain"), ("floor-1m", "multishot", "multishot", "plain"),
                   ("floor-1mr", "multishot", "multishot", "ring")]

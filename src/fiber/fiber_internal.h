@@ -368,10 +368,12 @@ int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed)
 
 typedef struct tdl__behind tdl__behind;
 /* Per scheduler: buffers of sends behind that no fd holds, kept for the
- * next (a few; the scheduler's trim gives them back). */
+ * next (as many as a peak left; the scheduler's trim gives back those a
+ * whole period did not need). */
 typedef struct tdl__behind_spares {
-  void *head; /* a buffer's first bytes link it to the next */
+  void *head;     /* a buffer's first bytes link it to the next */
   unsigned count;
+  unsigned low;   /* the fewest kept since the last trim */
 } tdl__behind_spares;
 /* The room one fd holds: sends up to this size go behind. */
 enum { TDL__BEHIND_BYTES = 8192 };
@@ -403,7 +405,9 @@ ssize_t tdl__behind_send(tdl__fiber *f, tdl__behind *b, const void *buf, size_t 
 /* Wait until nothing is held: 0, the error a send behind met (once), or the
  * park's error (*closed as above). */
 int tdl__behind_flush(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *closed);
-/* Give the spare buffers back (the scheduler's trim and teardown). */
+/* Give back the spare buffers that were not taken since the last trim
+ * (the scheduler's trim), or all of them (its teardown). */
+void tdl__behind_spares_trim(tdl__behind_spares *sp);
 void tdl__behind_spares_free(tdl__behind_spares *sp);
 
 /* Called by fiber I/O after an operation that did not block. */

@@ -1037,7 +1037,7 @@ static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
   (void)s;
 #ifdef TDL_HAVE_URING
-  tdl__behind_spares_free(&io->spares); /* a peak's buffers of sends behind */
+  tdl__behind_spares_trim(&io->spares); /* a peak's buffers of sends behind */
 #endif
   uint32_t hi = io->nffds;
   while (hi > 0 && !io->ffds[hi - 1])

@@ -493,6 +493,15 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   return r;
 }
 
+/* Sending behind was turned off and everything has gone: the record goes. */
+static void behind_forget_idle(tdl__ffd *d)
+{
+  if (tdl__behind_idle(d->behind)) {
+    tdl__behind_free(d->behind);
+    d->behind = NULL;
+  }
+}
+
 /* A send of an fd that sends behind (fiber_behind.c): copied behind what
  * is held, or TDL__AHEAD_PASS to be made as usual. */
 static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t len, int flags,
@@ -502,12 +511,8 @@ static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t l
     return -EBUSY;
   bool closed;
   ssize_t r = tdl__behind_send(f, d->behind, buf, len, flags, deadline, &closed);
-  if (closed)
-    return r; /* tdl_close freed d meanwhile */
-  if (tdl__behind_idle(d->behind)) {
-    tdl__behind_free(d->behind); /* turned off, and all gone */
-    d->behind = NULL;
-  }
+  if (!closed) /* (else tdl_close freed d meanwhile) */
+    behind_forget_idle(d);
   return r;
 }
 
@@ -517,12 +522,8 @@ static int behind_flush(tdl__fiber *f, tdl__ffd *d, tdl_time_t deadline)
     return -EBUSY;
   bool closed;
   int e = tdl__behind_flush(f, d->behind, deadline, &closed);
-  if (closed)
-    return e;
-  if (tdl__behind_idle(d->behind)) {
-    tdl__behind_free(d->behind);
-    d->behind = NULL;
-  }
+  if (!closed)
+    behind_forget_idle(d);
   return e;
 }
 
@@ -958,10 +959,7 @@ int tdl_fd_writebehind(int fd, bool on)
   tdl__ffd *d = ffd_find(s, fd);
   if (d && d->behind) {
     tdl__behind_set(d->behind, on);
-    if (tdl__behind_idle(d->behind)) {
-      tdl__behind_free(d->behind);
-      d->behind = NULL;
-    }
+    behind_forget_idle(d);
     return 0;
   }
   if (!on)

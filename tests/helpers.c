@@ -1,8 +1,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -19,6 +21,22 @@ tdl_loop *t_loop_new(void)
 void t_loop_free(tdl_loop *loop) { assert_int_equal(tdl_loop_free(loop), 0); }
 
 void t_pipe(int fds[2]) { assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0); }
+
+void t_tcp_pair(int *connected, int *accepted)
+{
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(l >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(l, 1), 0);
+  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
+  *connected = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(connect(*connected, (struct sockaddr *)&a, sizeof a), 0);
+  *accepted = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+  assert_true(*accepted >= 0);
+  close(l);
+}
 
 tdl_loop *t_ring_loop(void)
 {

@@ -29,6 +29,9 @@ tdl_loop *t_loop_new(void);
 void t_loop_free(tdl_loop *loop);
 /* A non-blocking, close-on-exec pipe; fails the test on error. */
 void t_pipe(int fds[2]);
+/* A TCP connection over loopback: *connected is the end that connected,
+ * *accepted the end a listener accepted (both blocking, close-on-exec). */
+void t_tcp_pair(int *connected, int *accepted);
 /* Number of open fds of this process (from /proc/self/fd). */
 int t_count_fds(void);
 /* Read system calls this process has made (/proc/self/io syscr), or -1

@@ -876,6 +876,28 @@ int tdl_close(int fd)
   return tdl__sys_close(fd) < 0 ? -errno : 0;
 }
 
+#ifdef TDL_HAVE_URING
+/* Whether fd is a stream socket, and a listening one (an fd accepted here
+ * from a stream listener is known to be one that is not): 0, or -EBADF,
+ * -ENOTSOCK, -EPROTOTYPE. */
+static int stream_socket(const tdl__ffd *d, int fd, bool *listening)
+{
+  *listening = false;
+  if (d && d->stream == STREAM_CONN)
+    return 0;
+  int type = 0, acc = 0;
+  socklen_t tl = sizeof type, al = sizeof acc;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
+    return -errno;
+  if (type != SOCK_STREAM)
+    return -EPROTOTYPE;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0)
+    return -errno;
+  *listening = acc != 0;
+  return 0;
+}
+#endif
+
 int tdl_fd_readahead(int fd, bool on)
 {
   tdl__fiber *f = tdl__self();
@@ -912,20 +934,11 @@ int tdl_fd_readahead(int fd, bool on)
       tdl__acc_set(d->acc, true);
     return 0;
   }
-  /* A stream socket, listening or not (an fd accepted here from a stream
-   * listener is known to be one that is not). */
-  int listening = 0;
-  if (!d || d->stream != STREAM_CONN) {
-    int type = 0;
-    socklen_t tl = sizeof type, ll = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
-      return -errno; /* -EBADF, -ENOTSOCK */
-    if (type != SOCK_STREAM)
-      return -EPROTOTYPE;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0)
-      return -errno;
-  }
-  int e = ffd_get(s, fd, &d);
+  bool listening;
+  int e = stream_socket(d, fd, &listening);
+  if (e < 0)
+    return e;
+  e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
   if (taken(d, TDL_READ))
@@ -964,21 +977,13 @@ int tdl_fd_writebehind(int fd, bool on)
   }
   if (!on)
     return 0;
-  /* A connected stream socket (an fd accepted here from a stream listener
-   * is known to be one). */
-  if (!d || d->stream != STREAM_CONN) {
-    int type = 0, listening = 0;
-    socklen_t tl = sizeof type, ll = sizeof listening;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
-      return -errno; /* -EBADF, -ENOTSOCK */
-    if (type != SOCK_STREAM)
-      return -EPROTOTYPE;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0)
-      return -errno;
-    if (listening)
-      return -EINVAL;
-  }
-  int e = ffd_get(s, fd, &d);
+  bool listening;
+  int e = stream_socket(d, fd, &listening);
+  if (e < 0)
+    return e;
+  if (listening)
+    return -EINVAL;
+  e = ffd_get(s, fd, &d);
   if (e < 0)
     return e;
   d->stream = STREAM_CONN;

@@ -22,21 +22,7 @@
 #include "helpers.h"
 
 /* A connected TCP pair over loopback: [0] is read ahead, [1] the peer. */
-static void tcp_pair(int sv[2])
-{
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(l >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(l, 1), 0);
-  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
-  sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof a), 0);
-  sv[0] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-  assert_true(sv[0] >= 0);
-  close(l);
-}
+static void tcp_pair(int sv[2]) { t_tcp_pair(&sv[1], &sv[0]); }
 
 /* The byte at position i of a test stream. */
 static inline unsigned char pat(size_t i) { return (unsigned char)(i * 7 + (i >> 11)); }

@@ -319,8 +319,9 @@ TDL_API int tdl_fd_readahead(int fd, bool on);
 TDL_API int tdl_fd_writebehind(int fd, bool on);
 /* Wait until everything sent behind on fd (tdl_fd_writebehind) has been
  * handed to the kernel.  Returns 0, the error a send behind met (once),
- * -ETIMEDOUT, -ECANCELED, -EBADF (closed meanwhile), -EPERM (outside a
- * fiber).  On an fd that does not send behind: 0 at once. */
+ * -ETIMEDOUT, -ECANCELED, -EBADF (closed meanwhile), -EBUSY (another
+ * fiber is writing fd and waits), -EPERM (outside a fiber).  On an fd that
+ * does not send behind: 0 at once. */
 TDL_API int tdl_fd_flush(int fd, tdl_time_t deadline);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling

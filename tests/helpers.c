@@ -38,6 +38,68 @@ void t_tcp_pair(int *connected, int *accepted)
   close(l);
 }
 
+int t_hold_port(int family, int port)
+{
+  struct sockaddr_storage ss = {0};
+  socklen_t len;
+  if (family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    *a = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                               .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    len = sizeof *a;
+  }
+  int s = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return -errno;
+  if (bind(s, (struct sockaddr *)&ss, len) < 0) {
+    int e = errno;
+    close(s);
+    return e == EADDRNOTAVAIL ? -EAFNOSUPPORT : -e; /* no ::1 on this host */
+  }
+  return s;
+}
+
+static int bound_port(int s)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  assert_int_equal(getsockname(s, (struct sockaddr *)&ss, &len), 0);
+  return ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                       : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+int t_refusing_port(int held[2])
+{
+  for (int tries = 0; tries < 100; tries++) {
+    held[0] = t_hold_port(AF_INET, 0);
+    assert_true(held[0] >= 0);
+    int port = bound_port(held[0]);
+    held[1] = t_hold_port(AF_INET6, port);
+    if (held[1] >= 0 || held[1] == -EAFNOSUPPORT) {
+      if (held[1] < 0)
+        held[1] = -1;
+      return port;
+    }
+    assert_int_equal(held[1], -EADDRINUSE); /* ::1 has it: another port */
+    close(held[0]);
+  }
+  fail_msg("no port free on both loopbacks in 100 tries");
+  return -1;
+}
+
+void t_port_release(int held[2])
+{
+  for (int i = 0; i < 2; i++)
+    if (held[i] >= 0)
+      close(held[i]);
+  held[0] = held[1] = -1;
+}
+
 tdl_loop *t_ring_loop(void)
 {
   tdl_loop_options o = {.backend = TDL_BACKEND_URING};

@@ -32,6 +32,18 @@ void t_pipe(int fds[2]);
 /* A TCP connection over loopback: *connected is the end that connected,
  * *accepted the end a listener accepted (both blocking, close-on-exec). */
 void t_tcp_pair(int *connected, int *accepted);
+/* A loopback TCP socket bound to `port` (0: any) of family's loopback
+ * address, not listening and without SO_REUSEADDR: a connect there is
+ * refused, and while it is held no other socket of any process, listener or
+ * source port, can take that address.  Returns the fd, or -errno
+ * (-EADDRINUSE when the port is taken, -EAFNOSUPPORT without IPv6). */
+int t_hold_port(int family, int port);
+/* A port refused on both loopbacks, held as above on 127.0.0.1 and, where
+ * IPv6 is up, on ::1; held[] receives the fds (-1 for none).  Tests run in
+ * parallel: a port merely closed again may be another test's listener by the
+ * time it is dialled.  Returns the port; t_port_release closes held[]. */
+int t_refusing_port(int held[2]);
+void t_port_release(int held[2]);
 /* Number of open fds of this process (from /proc/self/fd). */
 int t_count_fds(void);
 /* Read system calls this process has made (/proc/self/io syscr), or -1

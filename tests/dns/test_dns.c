@@ -81,15 +81,6 @@ static int listen_on(const char *s, tdl_addr *bound)
   return fd;
 }
 
-/* A loopback port nobody listens on. */
-static int closed_port(void)
-{
-  tdl_addr a;
-  int fd = listen_on("127.0.0.1:0", &a);
-  tdl_close(fd);
-  return tdl_addr_port(&a);
-}
-
 /* The first name of /etc/hosts other than localhost, with an address of its
  * line: a name getaddrinfo answers from the file, without DNS.  false when
  * the file has none. */
@@ -604,7 +595,8 @@ static void *dial_body(void *arg)
     tdl_close(lfd);
   }
   /* Nobody there: refused, from a literal, from localhost, from a list. */
-  port = closed_port();
+  int held[2];
+  port = t_refusing_port(held);
   snprintf(to, sizeof to, "127.0.0.1:%d", port);
   assert_int_equal(tdl_dns_dial(to, tdl_after(LONG)), -ECONNREFUSED);
   snprintf(to, sizeof to, "localhost:%d", port);
@@ -613,6 +605,7 @@ static void *dial_body(void *arg)
   assert_int_equal(tdl_dns_resolve("127.0.0.1", NULL, AF_INET, &a, 1, TDL_FOREVER), 1);
   a.u.in4.sin_port = htons((uint16_t)port);
   assert_int_equal(tdl__dns_dial_addrs(&a, 1, 2 * TDL_SEC, tdl_after(LONG)), -ECONNREFUSED);
+  t_port_release(held);
   assert_int_equal(t_count_fds(), fds); /* nothing left open */
   return NULL;
 }
@@ -714,7 +707,8 @@ static void *shares_body(void *arg)
    * share running out, before the whole deadline. */
   tdl_addr closed;
   assert_int_equal(tdl_dns_resolve("127.0.0.1", NULL, AF_INET, &closed, 1, TDL_FOREVER), 1);
-  closed.u.in4.sin_port = htons((uint16_t)closed_port());
+  int held[2];
+  closed.u.in4.sin_port = htons((uint16_t)t_refusing_port(held));
   tdl_addr failing[2] = {hole, closed};
   t0 = now_ns();
   assert_int_equal(tdl__dns_dial_addrs(failing, 2, 50 * TDL_MSEC, tdl_after(600 * TDL_MSEC)), -ETIMEDOUT);
@@ -724,6 +718,7 @@ static void *shares_body(void *arg)
   tdl_addr reversed[2] = {closed, hole};
   assert_int_equal(tdl__dns_dial_addrs(reversed, 2, 50 * TDL_MSEC, tdl_after(200 * TDL_MSEC)), -ETIMEDOUT);
 
+  t_port_release(held);
   tdl_close(lfd);
   close_all(fill, nfill);
   close(hole_fd);

@@ -184,18 +184,6 @@ static void test_rcvtimeo_deadline(void **state)
 
 /* ---- connect on a blocking socket reports the outcome ---- */
 
-static int free_port(void)
-{
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(s >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t al = sizeof a;
-  assert_int_equal(getsockname(s, (struct sockaddr *)&a, &al), 0);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
 static void *connect_main(void *arg)
 {
   int port = *(int *)arg;
@@ -233,8 +221,10 @@ static void *connect_main(void *arg)
 static void test_connect(void **state)
 {
   (void)state;
-  int port = free_port();
+  int held[2];
+  int port = t_refusing_port(held); /* bound, nobody listening */
   run_main(connect_main, &port);
+  t_port_release(held);
 }
 
 /* ---- close of a hooked fd, then the number again ---- */

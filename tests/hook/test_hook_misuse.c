@@ -97,14 +97,14 @@ static int listener(int *port)
 
 static void refused(outcome *o)
 {
-  int port;
-  int l = listener(&port);
-  close(l); /* nobody there now */
+  int held[2];
+  int port = t_refusing_port(held); /* bound, nobody listening */
   int s = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = loopback(port);
   o->r = connect(s, (struct sockaddr *)&a, sizeof a);
   o->err = errno;
   close(s);
+  t_port_release(held);
 }
 
 static void test_errno_refused(void **state)

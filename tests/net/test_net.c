@@ -252,12 +252,11 @@ static void unix_abstract_socket(void **state)
   tdl_close(fd);
 }
 
-/* A free port: bind, read it, close. */
-static tdl_addr closed_port(void)
+/* 127.0.0.1 at a port that refuses, held in held[] (t_refusing_port). */
+static tdl_addr refusing_addr(int held[2])
 {
-  tdl_addr a;
-  int fd = listen_on("127.0.0.1:0", 0, &a);
-  tdl_close(fd);
+  tdl_addr a = parse("127.0.0.1:0");
+  a.u.in4.sin_port = htons((uint16_t)t_refusing_port(held));
   return a;
 }
 
@@ -265,8 +264,10 @@ static void *refused_body(void *arg)
 {
   (void)arg;
   int before = t_count_fds();
-  tdl_addr a = closed_port();
+  int held[2];
+  tdl_addr a = refusing_addr(held);
   assert_int_equal(tdl_net_connect(&a, soon(LONG_WAIT)), -ECONNREFUSED);
+  t_port_release(held);
   /* No such Unix path; a stale socket file; bad addresses. */
   tdl_addr u = parse("unix:/nonexistent/treadle/sock");
   assert_int_equal(tdl_net_connect(&u, soon(LONG_WAIT)), -ENOENT);
@@ -389,9 +390,10 @@ static void *strings_body(void *arg)
   tdl_close(lfd);
 
   /* Nobody there: refused, on both loopbacks. */
-  tdl_addr closed = closed_port();
-  at_port(to, sizeof to, "localhost", tdl_addr_port(&closed));
+  int held[2];
+  at_port(to, sizeof to, "localhost", t_refusing_port(held));
   assert_int_equal(tdl_net_connect_str(to, soon(LONG_WAIT)), -ECONNREFUSED);
+  t_port_release(held);
 
   /* Bad strings: -EINVAL, nothing opened. */
   const char *badstr[] = {"", ":", "host:1", ":99999", "[::1", "1.2.3:80", "1.2.3.4:80 ", "example.com:80"};
@@ -425,16 +427,26 @@ static void *localhost_v6_body(void *arg)
   connect_str_and_accept(lfd, at_port(to, sizeof to, "localhost", tdl_addr_port(&a)), &local);
   assert_int_equal(local.u.sa.sa_family, AF_INET6);
   tdl_close(lfd);
-  /* With V6ONLY the wildcard takes no IPv4 client. */
-  lfd = tdl_net_listen_str("*:0", 0, TDL_NET_V6ONLY);
-  assert_true(lfd >= 0);
+  /* With V6ONLY the wildcard takes no IPv4 client.  Its port stays free on
+   * 127.0.0.1 for anyone: a test running beside this one may listen there,
+   * so hold it refusing (a port taken on IPv4 already: try another). */
+  int v4 = -EADDRINUSE;
+  for (int tries = 0; v4 == -EADDRINUSE && tries < 100; tries++) {
+    lfd = tdl_net_listen_str("*:0", 0, TDL_NET_V6ONLY);
+    assert_true(lfd >= 0);
+    assert_int_equal(tdl_net_local_addr(lfd, &a), 0);
+    v4 = t_hold_port(AF_INET, tdl_addr_port(&a));
+    if (v4 < 0)
+      tdl_close(lfd);
+  }
+  assert_true(v4 >= 0);
   assert_int_equal(getint(lfd, IPPROTO_IPV6, IPV6_V6ONLY), 1);
-  assert_int_equal(tdl_net_local_addr(lfd, &a), 0);
   at_port(to, sizeof to, "127.0.0.1", tdl_addr_port(&a));
   assert_int_equal(tdl_net_connect_str(to, soon(LONG_WAIT)), -ECONNREFUSED);
   at_port(to, sizeof to, "*", tdl_addr_port(&a));
   connect_str_and_accept(lfd, to, &local); /* 127.0.0.1 refused, ::1 taken */
   assert_int_equal(local.u.sa.sa_family, AF_INET6);
+  close(v4);
   tdl_close(lfd);
   return NULL;
 }

@@ -164,6 +164,11 @@ static ssize_t on_ring(call *c, tdl_time_t deadline)
                 .len = (size_t)c->iovcnt,
                 .at = c->off >= 0,
                 .off = (uint64_t)c->off};
+  if (c->iovcnt == 1) { /* one buffer: the kernel need not copy in an iovec array */
+    u.code = c->op == OP_READV ? IORING_OP_READ : IORING_OP_WRITE;
+    u.addr = c->iov[0].iov_base;
+    u.len = c->iov[0].iov_len;
+  }
   bool closed;
   stats.ring++;
   return tdl__ring_io(f, &ops, &u, c->op == OP_READV ? "file read" : "file write", deadline, &closed);

@@ -310,6 +310,17 @@ static void *paths_fiber(void *arg)
     assert_int_equal(tdl_fs_pwrite(fd, "q", 1, 5, d), 1);
     assert_int_equal(tdl_fs_pread(fd, buf, 2, 4, d), 2);
     assert_memory_equal(buf, "pq", 2);
+    /* One buffer goes as a plain read or write, several as one vectored
+     * request: both ways land where they should. */
+    char w1[] = "xy", w2[] = "zw", r1[3], r2[3];
+    struct iovec wv[2] = {{w1, 2}, {w2, 2}}, rv[2] = {{r1, 3}, {r2, 3}};
+    tdl_fs_stats_get(&s0);
+    assert_int_equal(tdl_fs_pwritev(fd, wv, 2, 8, d), 4);
+    assert_int_equal(tdl_fs_preadv(fd, rv, 2, 7, d), 6);
+    tdl_fs_stats_get(&s1);
+    assert_int_equal(s1.ring, s0.ring + 2);
+    assert_memory_equal(r1, "pxy", 3);
+    assert_memory_equal(r2, "zwp", 3);
   } else {
     assert_int_equal(r, -ENOTSUP);
   }

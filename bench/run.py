@@ -107,7 +107,8 @@ IMPLS = {
     "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
     "treadle-direct": ("treadle-bench", ["--mode", "direct"], {}),
     # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
-    "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {}),
+    "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "epoll"}),
+    "treadle-kv-uring": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "uring"}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
     # hiredis: a fresh redis-server per run (bench/hiredis_driver.py), then one client program.
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
@@ -217,7 +218,7 @@ for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
     EXPERIMENTS.append(experiment(
         "kv", f"-c{clients} -P{pipeline}", "kv",
         f"--clients {clients} --pipeline {pipeline} --requests {{kv_requests}}",
-        ["treadle-kv", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"]))
+        ["treadle-kv", "treadle-kv-uring", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"]))
 EXPERIMENTS.append(experiment(
     "hiredis", "F={hiredis_fibers} N={hiredis_commands}", "hiredis",
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
@@ -301,11 +302,13 @@ GROUP_NOTES = {
                   "(~640 ms) and fires only a few times (ticks: a repeating timer skips the periods it "
                   "missed). calls_done counts the calls made. Target: treadle-pool's lateness_p99_us "
                   "≤ 1000; treadle-direct's ratio is what the pool saves.",
-    "kv": "examples/kv (treadle, one loop, a fiber per connection) and redis-server (Debian's 7.0) "
+    "kv": "examples/kv (treadle, one loop, a fiber per connection; treadle-kv on epoll, treadle-kv-uring "
+          "on uring, where it receives ahead and sends behind) and redis-server (Debian's 7.0) "
           "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
           "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
-          "reads_per_req: the server's read() calls per request (/proc/PID/io syscr).",
+          "reads_per_req: the server's read() calls per request (/proc/PID/io syscr; on uring the kernel "
+          "receives, and none are made).",
     "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (Debian's 7.0; "
                "--save '' --appendonly no --maxclients F+100) until N commands are done in all, every "
                "reply checked; the server pinned to CPU 0 and the client to CPU 1 (bench/hiredis_driver.py). "

@@ -312,6 +312,7 @@ int kv_serve(int lfd, const kv_config *cfg)
   int e = store_init(1024);
   if (e < 0)
     return e;
+  (void)tdl_fd_readahead(lfd, true); /* on uring, accept ahead too (-ENOTSUP elsewhere) */
   for (;;) {
     int fd = tdl_net_accept(lfd, NULL, TDL_FOREVER);
     /* Out of fds, of memory or of socket buffers: net.h has shed or backed
@@ -322,6 +323,14 @@ int kv_serve(int lfd, const kv_config *cfg)
     if (fd < 0)
       return fd == -ECANCELED ? 0 : fd;
     tdl_net_nodelay(fd, true);
+    /* On a uring loop ($TDL_BACKEND=uring), receive ahead and send behind
+     * (fiber.h): the kernel receives requests as they come, and the answers
+     * of a whole loop iteration go with its one io_uring_enter, as Redis
+     * writes its clients' replies before it sleeps.  Every read and write of
+     * fd is treadle's, and tdl_close closes it, as both ask.  Elsewhere they
+     * are -ENOTSUP, and nothing changes. */
+    (void)tdl_fd_readahead(fd, true);
+    (void)tdl_fd_writebehind(fd, true);
     conn *c = malloc(sizeof *c);
     if (c) {
       c->fd = fd;

@@ -5,7 +5,8 @@
  *
  * ADDR as treadle reads addresses: "127.0.0.1:6380" (the default),
  * ":6380", "*:6380", "[::1]:6380", "localhost:6380".  SIGINT and SIGTERM
- * stop it.
+ * stop it.  TDL_BACKEND=uring in the environment runs it on io_uring, where
+ * it accepts and receives ahead and sends behind (server.c).
  */
 #include <errno.h>
 #include <signal.h>

@@ -325,7 +325,14 @@ TDL_API int tdl_fd_writebehind(int fd, bool on);
 TDL_API int tdl_fd_flush(int fd, tdl_time_t deadline);
 /* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
  * outside fibers too (it then clears the fd in every loop of the calling
- * thread).  Returns 0 or close()'s error. */
+ * thread).  Returns 0 or close()'s error.
+ * Close never blocks, with one exception that is the kernel's: a socket
+ * whose SO_LINGER is on with a non-zero time makes close(2) wait, even on a
+ * non-blocking socket, until its unsent data is acknowledged or that time
+ * passes, and the whole loop waits with it (measured: 2 s for {1, 2} with a
+ * peer that does not read).  Linger with a time of 0 (a reset) does not
+ * wait; for a bounded graceful close, use tdl_net_shutdown(fd, SHUT_WR) and
+ * read until the end under a deadline, then tdl_close. */
 TDL_API int tdl_close(int fd);
 
 /* ---- fiber-local storage ---- */

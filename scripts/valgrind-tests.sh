@@ -25,15 +25,18 @@ test_net_emfile"
 own=$(ctest --test-dir "$dir" -N 2>/dev/null | sed -n 's/.*Test *#[0-9]*: \(test_[a-z_]*\)$/\1/p')
 for t in "$dir"/tests/test_*; do
   [ -x "$t" ] || continue
+  name=$(basename "$t")
+  picks=no
+  echo "$own" | grep -qx "$name" && picks=yes
   for be in $bes; do
-    if [ "$be" = uring ] && echo "$threads" | grep -qx "$(basename "$t")"; then
+    if [ "$be" = uring ] && echo "$threads" | grep -qx "$name"; then
       continue
     fi
-    if [ "$be" != epoll ] && echo "$own" | grep -qx "$(basename "$t")"; then
-      continue
+    label="$name.$be"
+    if [ $picks = yes ]; then
+      [ "$be" = epoll ] || continue
+      label=$name
     fi
-    label="$(basename "$t").$be"
-    echo "$own" | grep -qx "$(basename "$t")" && label=$(basename "$t")
     log=$(mktemp)
     # --fair-sched=yes: valgrind runs one thread at a time, and by default
     # hands the lock over unfairly: a loop kept busy on purpose (test_remote's

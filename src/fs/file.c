@@ -158,20 +158,18 @@ static ssize_t on_ring(call *c, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   tdl__list ops = {0}; /* this call's only: files have no fiber-I/O state */
-  tdl__uop u = {.code = c->op == OP_READV ? IORING_OP_READV : IORING_OP_WRITEV,
+  bool reading = c->op == OP_READV;
+  bool one = c->iovcnt == 1; /* one buffer: a plain request, no iovec array for the kernel to copy in */
+  tdl__uop u = {.code = one ? (reading ? IORING_OP_READ : IORING_OP_WRITE)
+                            : (reading ? IORING_OP_READV : IORING_OP_WRITEV),
                 .fd = c->fd,
-                .addr = (void *)(uintptr_t)c->iov,
-                .len = (size_t)c->iovcnt,
+                .addr = one ? c->iov[0].iov_base : (void *)(uintptr_t)c->iov,
+                .len = one ? c->iov[0].iov_len : (size_t)c->iovcnt,
                 .at = c->off >= 0,
                 .off = (uint64_t)c->off};
-  if (c->iovcnt == 1) { /* one buffer: the kernel need not copy in an iovec array */
-    u.code = c->op == OP_READV ? IORING_OP_READ : IORING_OP_WRITE;
-    u.addr = c->iov[0].iov_base;
-    u.len = c->iov[0].iov_len;
-  }
   bool closed;
   stats.ring++;
-  return tdl__ring_io(f, &ops, &u, c->op == OP_READV ? "file read" : "file write", deadline, &closed);
+  return tdl__ring_io(f, &ops, &u, reading ? "file read" : "file write", deadline, &closed);
 }
 #endif
 

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: what tdl_process_spawn decides before there is a child
- * (src/proc/path.c): the checks of env_set and env_unset, the child's
+ * (src/process/path.c): the checks of env_set and env_unset, the child's
  * environment, and the program's PATH search.  Nothing is spawned; the
  * file-system probes of the search (faccessat, stat) are answered by this
  * file, so that the search can be checked candidate by candidate.
@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

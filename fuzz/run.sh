@@ -34,7 +34,7 @@ spec() {
   dns_name)    srcs="fuzz/fuzz_dns_name.c src/dns/name.c src/net/addr.c"; maxlen=512; dict=fuzz/addr.dict ;;
   chunked)     srcs="fuzz/fuzz_chunked.c examples/httpd/http_parser.c"; maxlen=4096 ;;
   resp)        srcs="fuzz/fuzz_resp.c examples/kv/resp.c"; maxlen=4096; dict=fuzz/resp.dict ;;
-  spawn_env)   srcs="fuzz/fuzz_spawn_env.c"; maxlen=2048 ;;  # includes src/proc/path.c
+  spawn_env)   srcs="fuzz/fuzz_spawn_env.c"; maxlen=2048 ;;  # includes src/process/path.c
   http_parser) srcs="examples/httpd/fuzz_http_parser.c examples/httpd/http_parser.c"; maxlen=4096
                dict=examples/httpd/http.dict ;;
   *) echo "fuzz/run.sh: no target '$1' (targets: ${all[*]})" >&2; exit 2 ;;

@@ -113,7 +113,7 @@ TDL_API const char *tdl_strerror(int err);
 #include "treadle/loop.h"
 #include "treadle/fiber.h"
 #include "treadle/chan.h"
-#include "treadle/spawn.h"
+#include "treadle/process.h"
 #include "treadle/sync.h"
 #include "treadle/net.h"
 #include "treadle/group.h"

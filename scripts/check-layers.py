@@ -31,14 +31,15 @@ LOWER = {
     "base": set(),
     "loop": {"base"},
     "fiber": {"base", "loop"},
-    "sync": {"base", "loop", "fiber"},
-    "net": {"base", "loop", "fiber"},
-    "proc": {"base", "loop", "fiber"},
-    "mt": {"base", "loop", "fiber", "sync", "net"},
+    "fd": {"base", "loop", "fiber"},
+    "sync": {"base", "loop", "fiber", "fd"},
+    "net": {"base", "loop", "fiber", "fd"},
+    "process": {"base", "loop", "fiber", "fd"},
     "pool": {"base", "loop", "fiber"},
-    "fs": {"base", "loop", "fiber", "pool"},
-    "dns": {"base", "loop", "fiber", "net", "pool"},
-    "hook": {"base", "loop", "fiber", "sync", "net", "proc", "mt", "pool", "fs", "dns"},
+    "group": {"base", "loop", "fiber", "fd", "sync", "net"},
+    "fs": {"base", "loop", "fiber", "fd", "pool"},
+    "dns": {"base", "loop", "fiber", "fd", "net", "pool"},
+    "hook": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

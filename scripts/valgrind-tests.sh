@@ -5,7 +5,7 @@ set -u
 dir=${1:-build/test}
 status=0
 bes="epoll poll"
-# The uring back end where the build has it (fiber_ring.c tells memcheck what
+# The uring back end where the build has it (fd/ring.c tells memcheck what
 # the kernel wrote through the ring).
 grep -q '^LIBURING_FOUND:INTERNAL=1' "$dir/CMakeCache.txt" 2>/dev/null && bes="$bes uring"
 # ...but not for the tests where threads meet (ctest label `threads`): under

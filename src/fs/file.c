@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
+#include "fd/fd_internal.h"
 #include "pool/pool_internal.h"
 
 #ifdef TDL_HAVE_URING

@@ -180,7 +180,7 @@ void tdl__ring_submit(tdl_loop *loop);
  * Receiving ahead: a multishot receive that stays armed on a stream socket
  * and posts a completion each time data comes, the data in one of the
  * loop's provided buffers (a buffer ring registered with the kernel on first
- * use).  Its owner (fiber_ahead.c) queues the buffers and gives each back
+ * use).  Its owner (fd/ahead.c) queues the buffers and gives each back
  * once it is copied out.  Such a request is in the background: it is not in
  * ops_inflight (it neither keeps the loop alive nor counts as a completion
  * to wait for), and whoever arms one must cancel it and see its last

@@ -1,7 +1,7 @@
 /*
  * Sockets for fibers: listen, accept (with the fd-exhaustion reserve),
  * connect, datagrams, shutdown and options.  Everything that blocks goes
- * through the fiber I/O of fiber_io.c; this file adds the socket set-up and
+ * through the fiber I/O of fd/io.c; this file adds the socket set-up and
  * the policies (what to retry, how to back off, what to close on failure).
  */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 #include "net/net_internal.h"
 
 #define SUN_OFF offsetof(struct sockaddr_un, sun_path)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/xchan.h"
+#include "sync/chan_internal.h"
 
 /* End w's wait (it was taken off its queue): the operation happened
  * (result 0) or cannot (-EPIPE). */

@@ -3,7 +3,7 @@
  * it runs, the runner's fiber holds it (one of the fiber's cleanups): a
  * runner that finishes inside fn counts as a failed run.
  */
-#include "sync/waitq.h"
+#include "fiber/waitq.h"
 
 enum { ONCE_NEVER = 0, ONCE_RUNNING = 1, ONCE_DONE = 2 };
 

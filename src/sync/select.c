@@ -16,7 +16,8 @@
 #include <stdlib.h>
 
 #include "base/sys.h"
-#include "sync/xchan.h"
+#include "fd/fd_internal.h"
+#include "sync/chan_internal.h"
 
 enum { ON_STACK = 16 };
 

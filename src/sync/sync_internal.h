@@ -5,7 +5,7 @@
 #ifndef TDL_SYNC_INTERNAL_H
 #define TDL_SYNC_INTERNAL_H
 
-#include "sync/waitq.h"
+#include "fiber/waitq.h"
 
 /* f becomes m's owner (m is unlocked, or handed over). */
 void tdl__mutex_take(tdl_mutex *m, tdl__fiber *f);

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "proc/proc_internal.h" /* tdl__spawn_debug */
+#include "process/process_internal.h" /* tdl__spawn_debug */
 
 #define LONG (20 * TDL_SEC) /* a deadline no call may reach */
 #define DL() tdl_after(LONG)

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fiber/fiber_internal.h" /* tdl__fiber_accept: the naive loop */
+#include "fd/fd_internal.h" /* tdl__fiber_accept: the naive loop */
 #include "helpers.h"
 
 enum { MODE_RESERVE, MODE_NO_RESERVE, MODE_NAIVE };

@@ -178,7 +178,7 @@ static void epoll_report(tdl_loop *loop, tdl__epoll *s, int n)
      * repeat costs the kernel a poll of the file (with a thousand fibers
      * queued, five per message were measured), where edges cost one
      * EPOLL_CTL_MOD for good.  Fiber I/O parks without a read after a short
-     * one on edges too (fiber_io.c). */
+     * one on edges too (fd/io.c). */
     unsigned unwanted = bits & ~rec->kernel;
     if (TDL__UNLIKELY(unwanted) && !(rec->bmode & MODE_ET) && (rec->flags & TDL__FD_REGISTERED))
       to_edge(s, (int)fd, rec);

@@ -21,7 +21,7 @@
  * (level-triggered entries stay on it, and a harvest may leave events behind)
  * can never be missed, where a multishot poll would report only new wake-ups.
  *
- * Receiving ahead (tdl__ring_recv_ahead, for fiber_ahead.c): a multishot
+ * Receiving ahead (tdl__ring_recv_ahead, for fd/ahead.c): a multishot
  * receive stays armed on a socket and takes its data into the loop's
  * provided buffers, a ring of buffer ids registered with the kernel on first
  * use.  Its completions come while it stays armed (IORING_CQE_F_MORE), so it

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 #define DEFAULT_GRACE TDL_SEC
 #define SCRATCH_SIZE (64 * 1024)

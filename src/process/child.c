@@ -17,7 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 #ifndef SYS_close_range
 #define SYS_close_range 436

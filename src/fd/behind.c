@@ -51,7 +51,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 enum {
   CAP = TDL__BEHIND_BYTES,

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)

@@ -1,4 +1,4 @@
-/* tdl_process_run (src/proc/run.c).  Every test checks afterwards that no fd
+/* tdl_process_run (src/process/run.c).  Every test checks afterwards that no fd
  * leaked and that no child, running or zombie, is left. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <treadle.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 #include "test_spawn_helper.h"
 
 static tdl_time_t in_ms(long ms) { return mono_now() + ms * TDL_MSEC; }

@@ -1,5 +1,5 @@
 /* Waiting across threads: see xwait.h. */
-#include "sync/xwait.h"
+#include "fiber/shared_wait.h"
 
 static void arrive(tdl_loop *loop, tdl_post *p)
 {

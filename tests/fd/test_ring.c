@@ -1,5 +1,5 @@
 /*
- * Fiber I/O on the uring back end (src/fiber/fiber_ring.c, src/loop/backend/uring.c):
+ * Fiber I/O on the uring back end (src/fd/ring.c, src/loop/backend/uring.c):
  * operations in flight when their fd is closed, their fiber cancelled, their
  * deadline passed or their loop freed; a full submission queue; a completion
  * queue that overflows; tens of thousands of operations in flight at once;

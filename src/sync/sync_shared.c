@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "sync/sync_internal.h"
-#include "sync/xwait.h"
+#include "fiber/shared_wait.h"
 
 typedef struct tdl__xsync {
   int lock;

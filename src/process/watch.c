@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 static void unwatch(tdl_process *p)
 {

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

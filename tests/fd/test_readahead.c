@@ -1,5 +1,5 @@
 /*
- * Receiving ahead (fiber.h: tdl_fd_readahead; src/fiber/fiber_ahead.c): the
+ * Receiving ahead (fiber.h: tdl_fd_readahead; src/fd/ahead.c): the
  * bytes of a stream come out whole and in order through every read call and
  * flag it honours, across buffers and in bulk; a read that times out loses
  * nothing; a reader that does not read holds at most a few buffers (the

@@ -38,7 +38,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 #include "base/memcheck.h" /* memcheck does not see what the kernel writes through the ring */
 
@@ -218,7 +218,7 @@ static size_t take(tdl__ahead *a, const struct iovec *iov, int iovcnt, size_t sk
   return done;
 }
 
-/* ---- a fiber parked for a background request (also fiber_acceptahead.c) ---- */
+/* ---- a fiber parked for a background request (also fd/acceptahead.c) ---- */
 
 /* A deadline or cancel ended the park: no completion may wake it now. */
 static void abort_bgwait(tdl__fiber *f) { *(tdl__bgwait **)f->abort_ctx = NULL; }

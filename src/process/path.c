@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 extern char **environ;
 

@@ -14,7 +14,7 @@
 #ifndef TDL_SYNC_XWAIT_H
 #define TDL_SYNC_XWAIT_H
 
-#include "sync/waitq.h"
+#include "fiber/waitq.h"
 
 /* What a waker tells a waiting record (its status). */
 enum {

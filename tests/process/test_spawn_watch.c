@@ -11,7 +11,7 @@
 
 #include <poll.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 #include "test_spawn_helper.h"
 
 

@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 #include "test_spawn_helper.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 #include "base/memcheck.h" /* memcheck does not see what the kernel writes through the ring */
 

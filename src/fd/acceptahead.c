@@ -1,7 +1,7 @@
 /*
  * Accepting ahead (fiber.h: tdl_fd_readahead on a listening socket), on
  * loops whose back end is uring: the listener's counterpart of receiving
- * ahead (fiber_ahead.c).
+ * ahead (fd/ahead.c).
  *
  * An accept that finds no connection waiting costs, on uring, a failed
  * accept4 and then an accept request, which the kernel arms and disarms
@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 /* Fds one listener may hold before accepting ahead pauses. */
 enum { HOLD = 32, QUEUE_MIN = 64 };

@@ -1,6 +1,6 @@
 /*
  * Accepting ahead (fiber.h: tdl_fd_readahead on a listening socket;
- * src/fiber/fiber_acceptahead.c): connections come out of tdl_net_accept
+ * src/fd/acceptahead.c): connections come out of tdl_net_accept
  * in arrival order with their peers' addresses; the kernel takes them off
  * the backlog only once an accept has found it empty; a listener nobody
  * accepts from holds a bounded number; tdl_close of the listener wakes the

@@ -1,4 +1,4 @@
-/* tdl_process_run (src/proc/run.c) from fibers: only the calling fiber waits,
+/* tdl_process_run (src/process/run.c) from fibers: only the calling fiber waits,
  * the loop's other fibers run meanwhile; deadlines, limits and SIGPIPE as
  * outside fibers; a cancelled call kills and reaps the child.  Every test
  * checks afterwards that no fd leaked, that no child is left and that the
@@ -7,7 +7,7 @@
 #include <pthread.h>
 
 #include "helpers.h"
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 #include "test_spawn_helper.h"
 
 static tdl_loop *L;

@@ -6,7 +6,7 @@
 #ifndef TDL_SYNC_XCHAN_H
 #define TDL_SYNC_XCHAN_H
 
-#include "sync/xwait.h"
+#include "fiber/shared_wait.h"
 
 int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity);
 void tdl__xchan_free(tdl_chan *ch); /* wakes waiters with -EBADF */

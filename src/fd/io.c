@@ -17,7 +17,7 @@
  * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
  * nothing.)
  *
- * On a uring loop an fd may receive ahead (tdl_fd_readahead, fiber_ahead.c):
+ * On a uring loop an fd may receive ahead (tdl_fd_readahead, fd/ahead.c):
  * its reads then take what a multishot receive already put in the loop's
  * buffers, and never call the kernel themselves while that is armed.
  */
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "fiber/fiber_internal.h"
+#include "fd/fd_internal.h"
 
 #ifdef TDL_HAVE_URING
 #include <liburing.h>
@@ -39,7 +39,7 @@
 typedef struct tdl__ffd {
   tdl_io w;
   tdl__fdwait *reader, *writer;
-  tdl__list ring_ops; /* operations in flight on the loop's ring (fiber_ring.c) */
+  tdl__list ring_ops; /* operations in flight on the loop's ring (fd/ring.c) */
   /* The last read was short: the stream was empty then, and whatever came
    * since is an arrival that the loop reports (a level, or an edge after the
    * read), so the next read waits for it first (on uring: goes to the ring
@@ -462,7 +462,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   return (int)ev;
 }
 
-/* A read of an fd that receives ahead (fiber_ahead.c): out of what the
+/* A read of an fd that receives ahead (fd/ahead.c): out of what the
  * kernel received already, or parked until it receives more.  Flags it
  * cannot honour from a queue (MSG_TRUNC, ...) are refused; MSG_OOB and
  * MSG_ERRQUEUE read queues of their own, so they are made as usual.  A
@@ -502,7 +502,7 @@ static void behind_forget_idle(tdl__ffd *d)
   }
 }
 
-/* A send of an fd that sends behind (fiber_behind.c): copied behind what
+/* A send of an fd that sends behind (fd/behind.c): copied behind what
  * is held, or TDL__AHEAD_PASS to be made as usual. */
 static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t len, int flags,
                            tdl_time_t deadline)
@@ -741,7 +741,7 @@ static int ring_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr
 #endif
 
 #ifdef TDL_HAVE_URING
-/* An accept on a listener that accepts ahead (fiber_acceptahead.c): the
+/* An accept on a listener that accepts ahead (fd/acceptahead.c): the
  * next fd the kernel accepted already, or parked until it accepts one.  A
  * multishot accept gives no address: getpeername() does (a peer that has
  * reset meanwhile leaves *addrlen 0, and the fd is still returned). */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
-#include "proc/proc_internal.h"
+#include "process/process_internal.h"
 
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424

@@ -23,7 +23,7 @@ static void *caller(void *arg)
   while (calls_left > 0) {
     long i = --calls_left;
     void *r = NULL;
-    if (tdl_blocking(trivial, (void *)i, &r, TDL_FOREVER) != 0 || (intptr_t)r != i + 1)
+    if (tdl_pool_call(TDL_LANE_USER, trivial, (void *)i, NULL, &r, TDL_FOREVER) != 0 || (intptr_t)r != i + 1)
       bench_die("blocking: a call failed");
     calls_done++;
   }
@@ -44,7 +44,7 @@ int bench_blocking_main(int argc, char **argv)
   calls_left = fibers;
   for (long i = 0; i < fibers; i++) {
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, caller, NULL, &(tdl_fiber_options){.detached = true}) < 0)
+    if (tdl_fiber_spawn(&h, loop, caller, NULL, &(tdl_fiber_options){.detached = true}) < 0)
       bench_die("blocking: spawn");
   }
   tdl_loop_run(loop, TDL_LOOP_DEFAULT);
@@ -54,7 +54,7 @@ int bench_blocking_main(int argc, char **argv)
   bench_begin(&sp);
   for (long i = 0; i < fibers; i++) {
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, caller, NULL, &(tdl_fiber_options){.detached = true}) < 0)
+    if (tdl_fiber_spawn(&h, loop, caller, NULL, &(tdl_fiber_options){.detached = true}) < 0)
       bench_die("blocking: spawn");
   }
   tdl_loop_run(loop, TDL_LOOP_DEFAULT);

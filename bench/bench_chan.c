@@ -57,7 +57,7 @@ int bench_chan_main(int argc, char **argv)
   if (rc < 0 || (rc = tdl_chan_new(&pp.ch, sizeof(long), 0)) < 0)
     bench_die("setup: %s", tdl_strerror(rc));
   tdl_fiber_t a, b;
-  if ((rc = tdl_fiber_spawn(loop, &a, pong, &pp, NULL)) < 0 || (rc = tdl_fiber_spawn(loop, &b, ping, &pp, NULL)) < 0)
+  if ((rc = tdl_fiber_spawn(&a, loop, pong, &pp, NULL)) < 0 || (rc = tdl_fiber_spawn(&b, loop, ping, &pp, NULL)) < 0)
     bench_die("tdl_fiber_spawn: %s", tdl_strerror(rc));
   tdl_fiber_detach(loop, a);
   tdl_fiber_detach(loop, b);

@@ -133,7 +133,7 @@ static void *accept_conns(void *arg)
     int rc = -ENOMEM;
     if (c) {
       *c = (conn){.s = s, .fd = fd};
-      rc = tdl_fiber_spawn(s->loop, &c->f, serve_conn, c, &(tdl_fiber_options){.detached = true});
+      rc = tdl_fiber_spawn(&c->f, s->loop, serve_conn, c, &(tdl_fiber_options){.detached = true});
     }
     if (rc < 0) {
       fprintf(stderr, "echo-server: cannot serve a connection: %s\n", tdl_strerror(rc));
@@ -194,8 +194,8 @@ int bench_echo_server_main(int argc, char **argv)
   if ((rc = tdl_net_local_addr(s.lfd, &local)) < 0 || (rc = tdl_addr_port(&local)) < 0)
     bench_die("echo-server: the listener's port: %s", tdl_strerror(rc));
   tdl_fiber_t watcher;
-  if ((rc = tdl_fiber_spawn(s.loop, &s.acceptor, accept_conns, &s, NULL)) < 0 ||
-      (rc = tdl_fiber_spawn(s.loop, &watcher, watch_stdin, &s, NULL)) < 0)
+  if ((rc = tdl_fiber_spawn(&s.acceptor, s.loop, accept_conns, &s, NULL)) < 0 ||
+      (rc = tdl_fiber_spawn(&watcher, s.loop, watch_stdin, &s, NULL)) < 0)
     bench_die("echo-server: tdl_fiber_spawn: %s", tdl_strerror(rc));
   printf("PORT %d\n", tdl_addr_port(&local));
   fflush(stdout);
@@ -332,7 +332,7 @@ static void *client_main(void *arg)
   client *c = r->c;
   long spawned = 0;
   for (; spawned < c->conns; spawned++) {
-    int rc = tdl_fiber_spawn(c->loop, &r->f[spawned], client_fiber, &r->w[spawned], NULL);
+    int rc = tdl_fiber_spawn(&r->f[spawned], c->loop, client_fiber, &r->w[spawned], NULL);
     if (rc < 0) {
       fprintf(stderr, "echo: tdl_fiber_spawn: %s\n", tdl_strerror(rc));
       c->failed = true;
@@ -357,7 +357,7 @@ static void *client_main(void *arg)
   for (long i = 0; i < spawned; i++)
     tdl_fiber_unpark(c->loop, r->f[i]);
   for (long i = 0; i < spawned; i++)
-    tdl_fiber_join(r->f[i], TDL_FOREVER, NULL);
+    tdl_fiber_join(r->f[i], NULL, TDL_FOREVER);
   bench_end(&r->span);
   r->rc = c->failed || c->done != c->messages ? 1 : 0;
   if (!c->failed && c->done != c->messages)
@@ -413,7 +413,7 @@ int bench_echo_main(int argc, char **argv)
     for (long k = 0; k < c.size; k++)
       w->out[k] = (unsigned char)bench_rand(&seed);
   }
-  if ((rc = tdl_fiber_spawn(c.loop, &c.main, client_main, &r, NULL)) < 0)
+  if ((rc = tdl_fiber_spawn(&c.main, c.loop, client_main, &r, NULL)) < 0)
     bench_die("echo: tdl_fiber_spawn: %s", tdl_strerror(rc));
   if ((rc = tdl_loop_run(c.loop, TDL_LOOP_DEFAULT)) < 0)
     bench_die("echo: tdl_loop_run: %s", tdl_strerror(rc));

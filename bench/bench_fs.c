@@ -52,7 +52,7 @@ static void run_fibers(tdl_loop *loop, reader *readers, long fibers, long n)
   reads_done = 0;
   for (long i = 0; i < fibers; i++) {
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, read_loop, &readers[i], &(tdl_fiber_options){.detached = true}) < 0)
+    if (tdl_fiber_spawn(&h, loop, read_loop, &readers[i], &(tdl_fiber_options){.detached = true}) < 0)
       bench_die("fs: spawn");
   }
   int rc = tdl_loop_run(loop, TDL_LOOP_DEFAULT);

@@ -44,7 +44,7 @@ int bench_idle_main(int argc, char **argv)
   tdl_fiber_options o = {.stack_size = (size_t)stack};
   for (long i = 0; i < n; i++) {
     tdl_fiber_t h;
-    if ((rc = tdl_fiber_spawn(loop, &h, idler, ch, &o)) < 0)
+    if ((rc = tdl_fiber_spawn(&h, loop, idler, ch, &o)) < 0)
       bench_die("tdl_fiber_spawn (%ld of %ld): %s", i, n, tdl_strerror(rc));
     tdl_fiber_detach(loop, h);
   }

@@ -175,7 +175,7 @@ static void setup_run(pipes_run *r)
 /* Put the first message in every pipe. */
 static void kick_run(pipes_run *r)
 {
-  tdl_loop_now_update(r->loop);
+  tdl_loop_update_time(r->loop);
   for (int i = 0; i < r->npipes; i++)
     pipe_free(r, &r->p[i]);
 }
@@ -291,13 +291,13 @@ static int run_loops(int loops, int npipes, long messages, long delay_us, tdl_ba
   tdl_group_options o = {.loops = (unsigned)loops, .pin = true, .main = loop_main, .loop = &lo,
                          .on_stop = on_group_stop};
   tdl_group *g;
-  int rc = tdl_group_start(&g, &o);
+  int rc = tdl_group_new(&g, &o);
   if (rc == -EINVAL) { /* more loops than CPUs: unpinned */
     o.pin = false;
-    rc = tdl_group_start(&g, &o);
+    rc = tdl_group_new(&g, &o);
   }
   if (rc < 0)
-    bench_die("tdl_group_start: %s", tdl_strerror(rc));
+    bench_die("tdl_group_new: %s", tdl_strerror(rc));
   bench_span s;
   pthread_barrier_wait(&G.ready);
   bench_begin(&s);

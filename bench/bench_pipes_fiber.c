@@ -41,7 +41,7 @@ static void *pipe_fiber(void *arg)
       r->failed = 1;
       break;
     }
-    if (r->delay && tdl_sleep_for(r->delay) < 0) {
+    if (r->delay && tdl_sleep(tdl_after(r->delay)) < 0) {
       r->failed = 1;
       break;
     }
@@ -70,10 +70,10 @@ int bench_pipes_fiber(int pipes, long messages, long delay_us, tdl_backend backe
 
   bench_span s;
   bench_begin(&s);
-  tdl_loop_now_update(loop);
+  tdl_loop_update_time(loop);
   for (int i = 0; i < pipes; i++) {
     tdl_fiber_t h;
-    if ((rc = tdl_fiber_spawn(loop, &h, pipe_fiber, &p[i], NULL)) < 0)
+    if ((rc = tdl_fiber_spawn(&h, loop, pipe_fiber, &p[i], NULL)) < 0)
       bench_die("tdl_fiber_spawn: %s", tdl_strerror(rc));
     tdl_fiber_detach(loop, h);
   }

@@ -112,7 +112,7 @@ int bench_pipes_ops(int pipes, long messages, long delay_us)
 
   bench_span s;
   bench_begin(&s);
-  tdl_loop_now_update(run.loop);
+  tdl_loop_update_time(run.loop);
   for (int i = 0; i < pipes; i++)
     next(&run, &p[i]);
   e = tdl_loop_run(run.loop, TDL_LOOP_DEFAULT);

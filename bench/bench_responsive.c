@@ -61,14 +61,14 @@ static void *caller(void *arg)
   long rounds = (long)(intptr_t)arg; /* > 0: that many calls (the warm round); 0: until stopping */
   for (long i = 0; rounds == 0 ? !stopping : i < rounds; i++) {
     if (via_pool) {
-      int rc = tdl_blocking(blocking_call, NULL, NULL, TDL_FOREVER);
+      int rc = tdl_pool_call(TDL_LANE_USER, blocking_call, NULL, NULL, NULL, TDL_FOREVER);
       if (rc != 0)
         bench_die("responsive: tdl_blocking: %s", tdl_strerror(rc));
     } else {
       blocking_call(NULL);
       /* Parks until the loop's next turn: 1 ns, not 0, since a deadline
        * already past returns at once without parking (fiber.h). */
-      tdl_sleep_for(1);
+      tdl_sleep(tdl_after(1));
     }
     calls_done++;
   }
@@ -77,6 +77,7 @@ static void *caller(void *arg)
 
 static void on_tick(tdl_loop *loop, tdl_timer *t)
 {
+  (void)loop;
   (void)t;
   int64_t late = clock_ns() - tick_due;
   if (late < 0)
@@ -91,7 +92,7 @@ static void on_tick(tdl_loop *loop, tdl_timer *t)
   /* The deadline the loop has re-armed the timer for, by loop.h's rule (the
    * code in src/loop/timer.c): one period after this one, skipping the
    * periods that the loop's cached now has already passed. */
-  tdl_time_t next = tick_due + TICK, now = tdl_loop_now(loop);
+  tdl_time_t next = tick_due + TICK, now = tdl_now();
   if (next <= now)
     next += ((now - next) / TICK + 1) * TICK;
   tick_due = next;
@@ -110,7 +111,7 @@ static void spawn_callers(tdl_loop *loop, long fibers, long rounds)
 {
   for (long i = 0; i < fibers; i++) {
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, caller, (void *)(intptr_t)rounds, &(tdl_fiber_options){.detached = true}) < 0)
+    if (tdl_fiber_spawn(&h, loop, caller, (void *)(intptr_t)rounds, &(tdl_fiber_options){.detached = true}) < 0)
       bench_die("responsive: spawn");
   }
 }
@@ -156,7 +157,8 @@ int bench_responsive_main(int argc, char **argv)
   tdl_timer_init(&stop, on_stop, NULL);
   bench_span sp;
   bench_begin(&sp);
-  tdl_time_t t0 = tdl_loop_now_update(loop);
+  tdl_loop_update_time(loop);
+  tdl_time_t t0 = tdl_now();
   tick_due = t0 + TICK;
   if (tdl_timer_start_at(loop, &tick, tick_due, TICK) < 0 ||
       tdl_timer_start_at(loop, &stop, t0 + seconds * TDL_SEC, 0) < 0)

@@ -96,7 +96,7 @@ int bench_ring_main(int argc, char **argv)
     m[i] = (member){&r, i};
     if (chan && (rc = tdl_chan_new(&r.ch[i], sizeof(long), 0)) < 0)
       bench_die("tdl_chan_new: %s", tdl_strerror(rc));
-    if ((rc = tdl_fiber_spawn(r.loop, &r.h[i], chan ? chan_member : wake_member, &m[i], NULL)) < 0)
+    if ((rc = tdl_fiber_spawn(&r.h[i], r.loop, chan ? chan_member : wake_member, &m[i], NULL)) < 0)
       bench_die("tdl_fiber_spawn: %s", tdl_strerror(rc));
   }
   /* Let every member reach its first wait before timing. */

@@ -39,7 +39,7 @@ static int run_treadle(void)
     fprintf(stderr, "spawn: tdl_process_spawn: %s\n", tdl_strerror(r));
     return -1;
   }
-  r = tdl_process_wait(&p, TDL_FOREVER, &st);
+  r = tdl_process_wait(&p, &st, TDL_FOREVER);
   tdl_process_destroy(&p);
   return r < 0 ? -1 : st;
 }

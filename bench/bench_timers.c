@@ -50,7 +50,7 @@ static int run_add_cancel(tdl_loop *loop, tdl_timer *t, long n)
   }
 
   bench_span all, add, cancel;
-  tdl_loop_now_update(loop);
+  tdl_loop_update_time(loop);
   bench_begin(&all);
   bench_begin(&add);
   for (long i = 0; i < n; i++) {
@@ -89,7 +89,7 @@ static int run_fire(tdl_loop *loop, tdl_timer *t, long n)
 
   bench_span s;
   bench_begin(&s);
-  tdl_loop_now_update(loop);
+  tdl_loop_update_time(loop);
   for (long i = 0; i < n; i++) {
     int rc = tdl_timer_start(loop, &t[i], delay[i], 0);
     if (rc < 0)

@@ -76,13 +76,13 @@ static int run_pair(tdl_fiber_fn main, tdl_time_t spin, bench_span *s, uint64_t 
   tdl_group_options o = {.loops = 2, .pin = true, .main = main, .loop = &lo};
   tdl_group *g;
   bench_begin(s);
-  int rc = tdl_group_start(&g, &o);
+  int rc = tdl_group_new(&g, &o);
   if (rc == -EINVAL) { /* one CPU: unpinned */
     o.pin = false;
-    rc = tdl_group_start(&g, &o);
+    rc = tdl_group_new(&g, &o);
   }
   if (rc < 0)
-    bench_die("tdl_group_start: %s", tdl_strerror(rc));
+    bench_die("tdl_group_new: %s", tdl_strerror(rc));
   tdl_port *ports[2] = {tdl_port_ref(tdl_group_port(g, 0)), tdl_port_ref(tdl_group_port(g, 1))};
   rc = tdl_group_wait(g, TDL_FOREVER);
   bench_end(s);

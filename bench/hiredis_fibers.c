@@ -37,7 +37,7 @@ static struct {
   atomic_int phase; /* 0 connecting, 1 commands, 2 after */
   atomic_long stalls[3];
   _Atomic tdl_time_t stall_max; /* of phases 1 and 2 */
-  tdl_libc_hook_stats h0, h1;
+  tdl_hook_stats h0, h1;
 } g;
 
 static void on_stall(const tdl_watchdog_report *r, void *data)
@@ -68,9 +68,9 @@ static void *main_fiber(void *arg)
   (void)arg;
   tdl_loop *loop = tdl_fiber_loop();
   tdl_watchdog_options wo = {.threshold = STALL_MS * TDL_MSEC, .cb = on_stall, .name = "hiredis"};
-  int e = tdl_loop_watchdog_start(loop, &wo);
+  int e = tdl_watchdog_start(loop, &wo);
   if (e < 0)
-    bench_die("tdl_loop_watchdog_start: %s", strerror(-e));
+    bench_die("tdl_watchdog_start: %s", strerror(-e));
   tdl_waitgroup_init(&g.connected);
   tdl_waitgroup_init(&g.go);
   tdl_waitgroup_init(&g.done);
@@ -79,21 +79,21 @@ static void *main_fiber(void *arg)
   tdl_waitgroup_add(&g.go, 1);
   tdl_fiber_options fo = {.detached = true};
   for (long i = 0; i < g.o.clients; i++) {
-    if ((e = tdl_fiber_spawn(loop, NULL, client_fiber, &g.cls[i], &fo)) < 0)
+    if ((e = tdl_fiber_spawn(NULL, loop, client_fiber, &g.cls[i], &fo)) < 0)
       bench_die("tdl_fiber_spawn: %s", strerror(-e));
   }
   tdl_waitgroup_wait(&g.connected, TDL_FOREVER);
   for (long i = 0; i < g.o.clients; i++)
     g.failed |= g.cls[i].err[0] != 0;
   atomic_store(&g.phase, 1);
-  tdl_libc_hook_stats_get(&g.h0);
+  tdl_hook_stats_get(&g.h0);
   bench_begin(&g.span);
   tdl_waitgroup_done(&g.go);
   tdl_waitgroup_wait(&g.done, TDL_FOREVER);
   bench_end(&g.span);
-  tdl_libc_hook_stats_get(&g.h1);
+  tdl_hook_stats_get(&g.h1);
   atomic_store(&g.phase, 2);
-  tdl_loop_watchdog_stop(loop);
+  tdl_watchdog_stop(loop);
   for (long i = 0; i < g.o.clients; i++)
     redisFree(g.cls[i].c);
   return NULL;
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
     return 2;
   }
   hb_parse(argc - 1, argv + 1, "fibers", &g.o);
-  if (tdl_libc_hook_active() != 1)
+  if (tdl_hook_active() != 1)
     bench_die("libtreadle-hook is not active");
   g.cls = calloc((size_t)g.o.clients, sizeof *g.cls);
   if (!g.cls)

@@ -11,7 +11,7 @@
  * name as o->file rather than argv[0]) are given; byte 1 the size of the
  * path buffer; byte 2 seeds what each probe finds (nothing, no permission,
  * an executable file, a directory).  Checked, beyond "no crash":
- *  - tdl__spawn_check_env refuses exactly what spawn.h says: an env_set
+ *  - tdl__spawn_check_env refuses exactly what process.h says: an env_set
  *    entry without '=' or with an empty name, an env_unset name empty or
  *    holding '=';
  *  - tdl__spawn_env: unedited, the base environment itself and nothing to

@@ -115,7 +115,7 @@ tdl_loop *t_ring_loop(void)
 void t_spawn(tdl_loop *loop, tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(loop, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, loop, fn, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(loop, h), 0);
 }
 

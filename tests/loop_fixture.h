@@ -30,7 +30,7 @@ static int teardown(void **state)
 __attribute__((unused)) static tdl_fiber_t go(tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fn, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
   return h;
 }

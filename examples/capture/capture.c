@@ -24,7 +24,7 @@ static void *run(void *arg)
 {
   capture *c = arg;
   tdl_process_run_result r;
-  int e = tdl_process_run((const char *const *)c->argv, NULL, NULL, 0, 1 << 20, tdl_after(10 * TDL_SEC), &r);
+  int e = tdl_process_run(&r, (const char *const *)c->argv, NULL, NULL, 0, 1 << 20, tdl_after(10 * TDL_SEC));
   if (e < 0 && e != -ETIMEDOUT) {
     /* Exec errors come back here, not as exit status 127: -ENOENT, -EACCES... */
     fprintf(stderr, "capture: %s: %s\n", c->argv[0], tdl_strerror(e));
@@ -34,12 +34,12 @@ static void *run(void *arg)
     printf("stderr (%zu bytes%s):\n%s", r.err_len, r.err_truncated ? ", cut" : "", r.err);
     if (r.timed_out)
       printf("timed out: killed\n");
-    if (tdl_exited(r.status)) {
-      printf("exited with %d\n", tdl_exit_code(r.status));
-      c->exit_code = tdl_exit_code(r.status);
+    if (tdl_process_exited(r.status)) {
+      printf("exited with %d\n", tdl_process_exit_code(r.status));
+      c->exit_code = tdl_process_exit_code(r.status);
     } else {
-      printf("killed by signal %d (%s)\n", tdl_term_signal(r.status), strsignal(tdl_term_signal(r.status)));
-      c->exit_code = 128 + tdl_term_signal(r.status);
+      printf("killed by signal %d (%s)\n", tdl_process_term_signal(r.status), strsignal(tdl_process_term_signal(r.status)));
+      c->exit_code = 128 + tdl_process_term_signal(r.status);
     }
   }
   tdl_process_run_result_destroy(&r); /* after every call, failed or not */

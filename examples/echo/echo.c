@@ -75,7 +75,7 @@ static void *serve(void *where)
       return where;
     }
     tdl_fiber_options detached = {.name = "session", .detached = true};
-    if (tdl_fiber_spawn(tdl_fiber_loop(), NULL, session, (void *)(intptr_t)fd, &detached) < 0)
+    if (tdl_fiber_spawn(NULL, tdl_fiber_loop(), session, (void *)(intptr_t)fd, &detached) < 0)
       tdl_close(fd);
   }
 }

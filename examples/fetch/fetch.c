@@ -74,7 +74,7 @@ static void *fetch_all(void *arg)
 {
   run *r = arg;
   for (int i = 0; i < r->n; i++) {
-    int e = tdl_fiber_spawn(tdl_fiber_loop(), &r->jobs[i].fiber, fetch, &r->jobs[i], NULL);
+    int e = tdl_fiber_spawn(&r->jobs[i].fiber, tdl_fiber_loop(), fetch, &r->jobs[i], NULL);
     if (e < 0)
       r->jobs[i].error = e; /* fiber stays 0: not joined below */
   }
@@ -82,7 +82,7 @@ static void *fetch_all(void *arg)
    * which the deadline bounds. */
   for (int i = 0; i < r->n; i++)
     if (r->jobs[i].fiber)
-      tdl_fiber_join(r->jobs[i].fiber, TDL_FOREVER, NULL);
+      tdl_fiber_join(r->jobs[i].fiber, NULL, TDL_FOREVER);
   return NULL;
 }
 

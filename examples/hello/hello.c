@@ -34,7 +34,7 @@ static void *ping(void *arg)
 {
   table *t = arg;
   tdl_fiber_t other;
-  if (tdl_fiber_spawn(tdl_fiber_loop(), &other, pong, t, &(tdl_fiber_options){.name = "pong"}) < 0)
+  if (tdl_fiber_spawn(&other, tdl_fiber_loop(), pong, t, &(tdl_fiber_options){.name = "pong"}) < 0)
     return "ping: cannot start pong";
   int ball = 1;
   const char *failed = NULL;
@@ -49,7 +49,7 @@ static void *ping(void *arg)
   }
   tdl_chan_close(t->to_pong); /* pong's receive now fails with -EPIPE: it returns */
   void *pong_failed = NULL;
-  tdl_fiber_join(other, TDL_FOREVER, &pong_failed);
+  tdl_fiber_join(other, &pong_failed, TDL_FOREVER);
   return failed ? (void *)failed : pong_failed;
 }
 

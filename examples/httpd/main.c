@@ -87,7 +87,7 @@ static unsigned long long count(const char *opt, const char *v, unsigned long lo
 
 /* The command line into cfg and the loop settings; exits on --help (0) or
  * on anything wrong (2), naming the option and the value. */
-static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *loops, tdl_accept_mode *mode,
+static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *loops, tdl_acceptor_mode *mode,
                           bool *pin)
 {
   for (int i = 1; i < argc; i++) {
@@ -125,9 +125,9 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
       *loops = (unsigned)count(a, v, 1, TDL_GROUP_MAX);
     else if (strcmp(a, "--accept") == 0) {
       if (strcmp(v, "distribute") == 0)
-        *mode = TDL_ACCEPT_DISTRIBUTE;
+        *mode = TDL_ACCEPTOR_DISTRIBUTE;
       else if (strcmp(v, "reuseport") == 0)
-        *mode = TDL_ACCEPT_REUSEPORT;
+        *mode = TDL_ACCEPTOR_REUSEPORT;
       else
         bad(a, v, "wants distribute or reuseport");
     } else if (strcmp(a, "--listen") == 0) {
@@ -226,12 +226,12 @@ static void *loop_main(void *arg)
       fprintf(stderr, "httpd: cannot watch SIGINT/SIGTERM\n");
   }
   tdl_fiber_t acc;
-  int e = tdl_fiber_spawn(loop, &acc, serve_slot, (void *)(intptr_t)i, &(tdl_fiber_options){.name = "accept"});
+  int e = tdl_fiber_spawn(&acc, loop, serve_slot, (void *)(intptr_t)i, &(tdl_fiber_options){.name = "accept"});
   if (e == 0) {
     e = httpd_run(&mt.servers[i]); /* until shut down, every connection closed */
     tdl_acceptor_stop(mt.acceptor); /* (a failed loop stops the others' accepting too) */
     void *r = NULL;
-    tdl_fiber_join(acc, TDL_FOREVER, &r);
+    tdl_fiber_join(acc, &r, TDL_FOREVER);
     if (e == 0 && (intptr_t)r < 0 && (intptr_t)r != -ECANCELED)
       e = (int)(intptr_t)r;
   }
@@ -275,7 +275,7 @@ static void wait_until_serving(tdl_acceptor *a, unsigned loops)
   }
 }
 
-static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mode, bool pin)
+static int run_loops(const httpd_config *cfg, unsigned loops, tdl_acceptor_mode mode, bool pin)
 {
   mt.n = loops;
   mt.servers = calloc(loops, sizeof *mt.servers);
@@ -320,12 +320,13 @@ static int run_loops(const httpd_config *cfg, unsigned loops, tdl_accept_mode mo
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, &old);
-  e = tdl_group_start(&mt.group, &(tdl_group_options){.loops = loops, .pin = pin, .main = loop_main,
+  e = tdl_group_new(&mt.group, &(tdl_group_options){.loops = loops, .pin = pin, .main = loop_main,
                                                       .on_stop = on_group_stop});
   if (e == 0) {
     wait_until_serving(mt.acceptor, loops);
-    fprintf(stderr, "httpd: listening on %s (port %d), %u loops, %s\n", cfg->listen,
-            tdl_acceptor_port(mt.acceptor), loops, mode == TDL_ACCEPT_REUSEPORT ? "reuseport" : "distribute");
+    tdl_addr at;
+    tdl_acceptor_local_addr(mt.acceptor, &at);
+    fprintf(stderr, "httpd: listening on %s (port %d), %u loops, %s\n", cfg->listen, tdl_addr_port(&at), loops, mode == TDL_ACCEPTOR_REUSEPORT ? "reuseport" : "distribute");
     e = tdl_group_wait(mt.group, TDL_FOREVER);
     tdl_group_free(mt.group);
     fprintf(stderr, "httpd: connections per loop:");
@@ -352,7 +353,7 @@ int main(int argc, char **argv)
   httpd_config cfg = httpd_defaults();
   cfg.listen = NULL;
   unsigned loops = 0;
-  tdl_accept_mode mode = TDL_ACCEPT_DISTRIBUTE;
+  tdl_acceptor_mode mode = TDL_ACCEPTOR_DISTRIBUTE;
   bool pin = false;
   parse_options(argc, argv, &cfg, &loops, &mode, &pin);
   /* Sends use MSG_NOSIGNAL; this is for anything else that writes to a socket. */

@@ -158,7 +158,7 @@ static const char hello_body[] = "Hello, World!";
  * clock: one comparison per response otherwise. */
 static void date_refresh(httpd_server *s)
 {
-  tdl_time_t now = tdl_loop_now(s->loop);
+  tdl_time_t now = tdl_now();
   if (now < s->date_next)
     return;
   struct timespec ts;
@@ -474,9 +474,9 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
       continue;
     if (err == EAGAIN || err == EWOULDBLOCK) {
       burst = 0;
-      /* tdl_wait_fd asks the kernel first: right after an EAGAIN from a call
+      /* tdl_fd_wait asks the kernel first: right after an EAGAIN from a call
        * treadle did not make */
-      if (tdl_wait_fd(c->fd, TDL_WRITE, tdl_after(s->cfg.write_timeout)) < 0)
+      if (tdl_fd_wait(c->fd, TDL_WRITE, tdl_after(s->cfg.write_timeout)) < 0)
         return false; /* too slow (write timeout), or cancelled */
       continue;
     }
@@ -857,7 +857,7 @@ static void conn_serve(httpd_server *s, int fd)
   c.in_cap = (size_t)s->cfg.max_head + IN_SPARE;
   c.in = c.in_cap <= IN_LOCAL ? c.in_local : malloc(c.in_cap);
   /* At the cap with every connection busy: not taken (tdl_conns). */
-  if (s->stopping || !c.in || track_ready(s) < 0 || tdl_conn_admit(&s->track, &c.track, c.fiber) < 0) {
+  if (s->stopping || !c.in || track_ready(s) < 0 || tdl_conns_admit(&s->track, &c.track, c.fiber) < 0) {
     if (c.in != c.in_local)
       free(c.in);
     tdl_close(fd);
@@ -909,7 +909,7 @@ static int conn_start(httpd_server *s, int fd)
     return -ENOMEM;
   *a = (conn_start_arg){s, fd};
   tdl_fiber_options opts = {.name = "http-conn", .stack_size = httpd_conn_stack_size(&s->cfg), .detached = true};
-  int e = tdl_fiber_spawn(s->loop, NULL, conn_fiber, a, &opts);
+  int e = tdl_fiber_spawn(NULL, s->loop, conn_fiber, a, &opts);
   if (e < 0)
     free(a);
   else
@@ -1008,7 +1008,7 @@ int httpd_run(httpd_server *s)
   }
   e = 0;
   if (s->lfd >= 0) /* else connections come through httpd_serve_conn */
-    e = tdl_fiber_spawn(s->loop, &s->acceptor, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
+    e = tdl_fiber_spawn(&s->acceptor, s->loop, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
   if (e == 0) {
     while (!s->stopping)
       tdl_fiber_park(TDL_FOREVER);
@@ -1017,7 +1017,7 @@ int httpd_run(httpd_server *s)
      *    connections that still arrive are closed at once). */
     if (s->lfd >= 0) {
       tdl_fiber_cancel(s->loop, s->acceptor);
-      tdl_fiber_join(s->acceptor, TDL_FOREVER, NULL);
+      tdl_fiber_join(s->acceptor, NULL, TDL_FOREVER);
       tdl_close(s->lfd);
       s->lfd = -1;
     }

@@ -336,8 +336,7 @@ int kv_serve(int lfd, const kv_config *cfg)
       c->fd = fd;
       c->cfg = cfg;
     }
-    if (!c || tdl_fiber_spawn(tdl_fiber_loop(), NULL, connection, c,
-                              &(tdl_fiber_options){.name = "conn", .detached = true}) < 0) {
+    if (!c || tdl_fiber_spawn(NULL, tdl_fiber_loop(), connection, c, &(tdl_fiber_options){.name = "conn", .detached = true}) < 0) {
       free(c);
       tdl_close(fd);
     }

@@ -113,7 +113,7 @@ TDL_API int tdl_dns_resolve(const char *host, const char *service, int family, t
  * From a fiber: connect to "host:port" and return the connected fd
  * (non-blocking, close-on-exec), like Go's net.Dial.
  *
- * hostport: whatever tdl_net_connect_str() takes ("127.0.0.1:80",
+ * hostport: whatever tdl_dns_dial() takes ("127.0.0.1:80",
  *   "[::1]:80", "localhost:80", "unix:/run/app.sock"...), which goes
  *   straight to it with the same meaning; or "NAME:PORT", "[IPV6%ifname]:PORT"
  *   and "HOST:SERVICE" with host and port as tdl_dns_resolve takes them
@@ -140,7 +140,7 @@ TDL_API int tdl_dns_resolve(const char *host, const char *service, int family, t
  *   unless that one only says its family is missing here (-EAFNOSUPPORT,
  *   -EADDRNOTAVAIL, -ENETUNREACH): then the first error that says more
  *   (-ECONNREFUSED, -EHOSTUNREACH, -ETIMEDOUT for an attempt whose share ran
- *   out...).  Literal forms: the errors of tdl_net_connect_str.
+ *   out...).  Literal forms: the errors of tdl_dns_dial.
  * Cost: tdl_dns_resolve's, then tdl_net_connect's per address tried.
  * Thread: the fiber's loop's thread.
  */

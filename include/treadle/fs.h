@@ -36,7 +36,7 @@
  * returned).  A deadline already past returns -ETIMEDOUT without a call.
  *
  * Files are opened close-on-exec (O_CLOEXEC is added), as every fd treadle
- * makes.  tdl_fs_close is close(2) that never asks for a retry: Linux
+ * makes.  tdl_close is close(2) that never asks for a retry: Linux
  * releases the fd even when close fails, so -EINTR is reported as 0.
  *
  * Results and errors are those of the system call, negated: a count, or
@@ -66,9 +66,6 @@ extern "C" {
  * -EACCES, -EISDIR, -EMFILE...; -EFAULT for a NULL path; and the errors
  * common to these calls (above: -EPERM, -ETIMEDOUT, -ECANCELED, -EAGAIN). */
 TDL_API int tdl_fs_open(const char *path, int flags, mode_t mode, tdl_time_t deadline);
-/* close(2), on the calling thread, in fibers or not; -EINTR is reported as
- * 0 (the fd is released all the same).  Errors: -EBADF, -EIO. */
-TDL_API int tdl_fs_close(int fd);
 
 /* read(2), pread(2), preadv(2): an RWF_NOWAIT attempt answered from the
  * page cache, else the pool.  Returns the bytes read (fewer than asked when

@@ -68,7 +68,7 @@ typedef struct tdl_group_options {
  * cannot be spawned is not among these: tdl_group_wait reports it.)
  * On error nothing is left running.
  */
-TDL_API int tdl_group_start(tdl_group **out, const tdl_group_options *opts);
+TDL_API int tdl_group_new(tdl_group **out, const tdl_group_options *opts);
 
 /* The number of loops.  THREAD-SAFE. */
 TDL_API unsigned tdl_group_size(const tdl_group *g);
@@ -142,46 +142,46 @@ TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl
  *     return (void *)(intptr_t)tdl_acceptor_serve(arg, (unsigned)tdl_group_index());
  *   }
  *   tdl_acceptor_new(&a, &(tdl_acceptor_options){.listen = "*:8080", .loops = n,
- *                    .mode = TDL_ACCEPT_DISTRIBUTE, .handler = handle});
- *   tdl_group_start(&g, &(tdl_group_options){.loops = n, .main = loop_main, .arg = a, ...});
+ *                    .mode = TDL_ACCEPTOR_DISTRIBUTE, .handler = handle});
+ *   tdl_group_new(&g, &(tdl_group_options){.loops = n, .main = loop_main, .arg = a, ...});
  *
  * Two ways to spread them:
- *   TDL_ACCEPT_REUSEPORT   a listener per slot, bound with SO_REUSEPORT; the
+ *   TDL_ACCEPTOR_REUSEPORT   a listener per slot, bound with SO_REUSEPORT; the
  *       kernel hashes each connection (its addresses and ports) to one.
  *       Nothing is shared between loops, but the hash knows nothing of
  *       load: with few clients it can leave a loop idle.
- *   TDL_ACCEPT_DISTRIBUTE  one listener; slot 0 accepts every connection
+ *   TDL_ACCEPTOR_DISTRIBUTE  one listener; slot 0 accepts every connection
  *       and hands it to the serving slot with the fewest open connections
  *       (ties in turn), through that slot's inbox (a shared channel);
  *       slot 0 takes its own share directly.  A connection costs slot 0 one
  *       accept and the other loop a wake-up if it sleeps.
  * Each slot's counts are visible to any thread (tdl_acceptor_stats_get).
  */
-typedef enum tdl_accept_mode {
-  TDL_ACCEPT_REUSEPORT = 1,
-  TDL_ACCEPT_DISTRIBUTE = 2,
-} tdl_accept_mode;
+typedef enum tdl_acceptor_mode {
+  TDL_ACCEPTOR_REUSEPORT = 1,
+  TDL_ACCEPTOR_DISTRIBUTE = 2,
+} tdl_acceptor_mode;
 
 typedef struct tdl_acceptor tdl_acceptor;
 
 /* Runs in a detached fiber of the loop that serves the connection; owns fd
  * (tdl_close it).  tdl_group_index() tells a group's loops apart, for
  * per-loop state. */
-typedef void (*tdl_conn_fn)(int fd, void *arg);
+typedef void (*tdl_acceptor_fn)(int fd, void *arg);
 
 typedef struct tdl_acceptor_options {
   const char *listen;    /* an address as tdl_net_listen_str reads it ("*:8080") */
   unsigned loops;        /* slots: 1..TDL_GROUP_MAX */
-  tdl_accept_mode mode;
+  tdl_acceptor_mode mode;
   int backlog;           /* per listener; <= 0: SOMAXCONN */
-  tdl_conn_fn handler;
+  tdl_acceptor_fn handler;
   void *arg;             /* handler's second argument */
   size_t stack_size;     /* of the handlers' fibers; 0: TDL_STACK_DEFAULT */
   size_t inbox;          /* distribute: connections queued per slot at most
                             (0: 1024); a full inbox's connection is taken
                             by slot 0 instead */
   unsigned max_conns;    /* 0: no limit.  Else a slot is given no more than
-                            max_conns / loops + TDL_ACCEPT_SLACK connections
+                            max_conns / loops + TDL_ACCEPTOR_SLACK connections
                             open at once (handed over, handler not returned):
                             while every slot it may give one to has that
                             many, accepting backs off (1 ms doubling to
@@ -190,14 +190,14 @@ typedef struct tdl_acceptor_options {
                             max_conns / loops on each loop (net.h), whose
                             handlers evict idle connections to make room:
                             the slack is for the connections between the
-                            accept and the handler's tdl_conn_admit, and for
+                            accept and the handler's tdl_conns_admit, and for
                             the evicted ones not yet closed, so that a burst
                             of accepts cannot run the process out of fds
                             (they stay within max_conns + loops x slack). */
 } tdl_acceptor_options;
 
 /* See tdl_acceptor_options.max_conns. */
-#define TDL_ACCEPT_SLACK 32u
+#define TDL_ACCEPTOR_SLACK 32u
 
 /*
  * Make an acceptor and its listener(s), in any thread.  With reuseport and
@@ -209,9 +209,10 @@ typedef struct tdl_acceptor_options {
  */
 TDL_API int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *opts);
 
-/* The port the listeners are bound to (IP), 0 for a Unix address, -EINVAL
- * for NULL.  THREAD-SAFE. */
-TDL_API int tdl_acceptor_port(const tdl_acceptor *a);
+/* The address the listeners are bound to (with the port the kernel picked
+ * for port 0) into *out.  Returns 0, or -EINVAL for a NULL argument.
+ * THREAD-SAFE. */
+TDL_API int tdl_acceptor_local_addr(const tdl_acceptor *a, tdl_addr *out);
 
 /*
  * Serve slot `index` from a fiber of the loop that is to run its

@@ -15,7 +15,7 @@
  *   read, write, readv, writev, recv, recvfrom, recvmsg, send, sendto,
  *   sendmsg, accept, accept4, connect   on a socket or pipe that the user
  *     left blocking: the call is tried; on EAGAIN the fiber parks until the
- *     fd is ready (tdl_wait_fd) and tries again.  After a read, readv or
+ *     fd is ready (tdl_fd_wait) and tries again.  After a read, readv or
  *     recv that returned less than it asked of a pipe or stream socket, the
  *     next one parks first (no read that would hear EAGAIN): it returns as
  *     soon as data is there, as a blocking read does.  recv and recvfrom
@@ -168,15 +168,15 @@ extern "C" {
 /* Whether the hooks are in place: 1 when libtreadle-hook is loaded and its
  * libc functions resolved, else -ENOSYS.  (Calling it is also how a
  * program linked with -Wl,--as-needed keeps the library.) */
-TDL_API int tdl_libc_hook_active(void);
+TDL_API int tdl_hook_active(void);
 
-typedef struct tdl_libc_hook_stats {
+typedef struct tdl_hook_stats {
   uint64_t parked;     /* waits that parked a fiber on an fd */
   uint64_t slept;      /* sleeps and poll naps turned into tdl_sleep */
   uint64_t fds_made_nonblocking; /* fds set O_NONBLOCK underneath */
-} tdl_libc_hook_stats;
+} tdl_hook_stats;
 /* Process-wide counts since start (relaxed: approximate under threads). */
-TDL_API void tdl_libc_hook_stats_get(tdl_libc_hook_stats *out);
+TDL_API void tdl_hook_stats_get(tdl_hook_stats *out);
 
 #ifdef __cplusplus
 }

@@ -72,7 +72,7 @@ TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
  * callback is still started on it (stop them first: the caller owns their
  * memory), or any fiber is not released yet: a fiber is released when it has
  * been joined, or has finished after being detached.  Hooks do not count, nor
- * does a watchdog: freeing stops it (see tdl_loop_watchdog_stop). */
+ * does a watchdog: freeing stops it (see tdl_watchdog_stop). */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
 /* The back end's name: "epoll", "poll" or "uring". */
@@ -130,13 +130,10 @@ TDL_API tdl_time_t tdl_now(void);
  * TDL_TIME_MAX; a negative delay gives now.  Usable anywhere. */
 TDL_API tdl_time_t tdl_after(tdl_time_t delay);
 
-/* A given loop's cached time (also before it runs, or from another of the
- * thread's loops). */
-TDL_API tdl_time_t tdl_loop_now(const tdl_loop *loop);
-
-/* Refresh a loop's cached time from the clock and return it (~20 ns).
- * Useful after a long computation inside a callback. */
-TDL_API tdl_time_t tdl_loop_now_update(tdl_loop *loop);
+/* Refresh loop's cached time from the clock, so that tdl_now(), tdl_after()
+ * and the timers armed next in its callbacks and fibers count from the real
+ * time: after a long computation in a callback.  Cost: one clock reading. */
+TDL_API void tdl_loop_update_time(tdl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
 /* I/O watchers                                                              */
@@ -347,7 +344,7 @@ TDL_API void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data);
 
 /* A new reference to loop's port, made on first use (loop thread only).
  * Errors: -ENOMEM; -EMFILE/-ENFILE (the loop's eventfd). */
-TDL_API int tdl_loop_port(tdl_loop *loop, tdl_port **out);
+TDL_API int tdl_loop_port(tdl_port **out, tdl_loop *loop);
 
 /* THREAD-SAFE.  Another reference to the same port. */
 TDL_API tdl_port *tdl_port_ref(tdl_port *port);
@@ -424,28 +421,28 @@ TDL_API int tdl_defer_cancel(tdl_loop *loop, tdl_defer *d);
 /* Whether d is queued. */
 static inline bool tdl_defer_active(const tdl_defer *d) { return d->link.next != NULL; }
 
-typedef enum tdl_hook_kind {
-  TDL_HOOK_BEFORE_POLL, /* just before the loop may sleep */
-  TDL_HOOK_AFTER_POLL,  /* just after it woke, before callbacks run */
-} tdl_hook_kind;
+typedef enum tdl_observer_kind {
+  TDL_OBSERVER_BEFORE_POLL, /* just before the loop may sleep */
+  TDL_OBSERVER_AFTER_POLL,  /* just after it woke, before callbacks run */
+} tdl_observer_kind;
 
-typedef struct tdl_hook tdl_hook;
-typedef void (*tdl_hook_cb)(tdl_loop *loop, tdl_hook *h);
+typedef struct tdl_observer tdl_observer;
+typedef void (*tdl_observer_cb)(tdl_loop *loop, tdl_observer *h);
 
-struct tdl_hook {
+struct tdl_observer {
   void *data;
-  tdl_hook_cb cb;
+  tdl_observer_cb cb;
   tdl__list link; /* linked while started */
   int kind;
 };
 
 /* Prepare h to call cb(loop, h).  Never fails. */
-TDL_API void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data);
+TDL_API void tdl_observer_init(tdl_observer *h, tdl_observer_cb cb, void *data);
 /* Call h on every iteration at the given point.  Hooks do not keep the loop
  * alive.  Errors: -EINVAL for an unknown kind. */
-TDL_API int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind);
-TDL_API int tdl_hook_stop(tdl_loop *loop, tdl_hook *h);
-static inline bool tdl_hook_active(const tdl_hook *h) { return h->link.next != NULL; }
+TDL_API int tdl_observer_start(tdl_loop *loop, tdl_observer *h, tdl_observer_kind kind);
+TDL_API int tdl_observer_stop(tdl_loop *loop, tdl_observer *h);
+static inline bool tdl_observer_active(const tdl_observer *h) { return h->link.next != NULL; }
 
 /* ------------------------------------------------------------------------ */
 /* Watchdog: finding the call that blocks a loop                             */
@@ -505,7 +502,7 @@ typedef struct tdl_watchdog_report {
  * thread: stopping the watchdog or freeing the loop waits for the callback to
  * return.  Callbacks of all loops run one at a time on that one thread: a
  * slow one delays the watching of every loop.  It may not call
- * tdl_loop_watchdog_start or _stop (-EDEADLK). */
+ * tdl_watchdog_start or _stop (-EDEADLK). */
 typedef void (*tdl_watchdog_cb)(const tdl_watchdog_report *r, void *data);
 
 typedef struct tdl_watchdog_options {
@@ -531,7 +528,7 @@ typedef struct tdl_watchdog_options {
  * nothing changed.
  * Cost: one allocation; the first watchdog of the process starts the watchdog
  * thread; may wait for a report in progress. */
-TDL_API int tdl_loop_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts);
+TDL_API int tdl_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts);
 
 /* Stop watching loop.  Once it returns, the callback is not running and will
  * not be called again for this loop (so its data may be freed); if a report
@@ -540,7 +537,7 @@ TDL_API int tdl_loop_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *
  * Loop thread only.
  * Errors: -EINVAL (loop NULL); -EDEADLK (called from a watchdog callback);
  * -EPERM (another thread, with TDL_DEBUG_CHECKS). */
-TDL_API int tdl_loop_watchdog_stop(tdl_loop *loop);
+TDL_API int tdl_watchdog_stop(tdl_loop *loop);
 
 /* ------------------------------------------------------------------------ */
 /* Operations: reads and writes the kernel completes (uring back end)       */
@@ -572,12 +569,12 @@ typedef struct tdl_op tdl_op;
 typedef void (*tdl_op_cb)(tdl_loop *loop, tdl_op *op, ssize_t result);
 
 /* The part of a tdl_op the loop's back end sees (private). */
-struct tdl_op_base_ {
-  void (*done)(struct tdl_op_base_ *op, int result);
+struct tdl__op_base {
+  void (*done)(struct tdl__op_base *op, int result);
 };
 
 struct tdl_op {
-  struct tdl_op_base_ base_; /* private, first */
+  struct tdl__op_base base_; /* private, first */
   tdl__list link_;           /* private: completed, waiting for its callback */
   tdl_op_cb cb;
   void *data;                /* the caller's */

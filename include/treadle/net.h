@@ -87,7 +87,7 @@ typedef struct tdl_addr {
  *
  * "localhost" needs no resolver: RFC 6761 (section 6.3) lets name APIs map
  * it to the loopback without asking DNS, and treadle does, without reading
- * /etc/hosts either.  tdl_addr_parse() gives 127.0.0.1; tdl_net_connect_str()
+ * /etc/hosts either.  tdl_addr_parse() gives 127.0.0.1; tdl_dns_dial()
  * tries 127.0.0.1 and then ::1.  Other host names are refused for now (name
  * resolution blocks, and comes with a pool for blocking work).
  *
@@ -274,21 +274,6 @@ TDL_API void tdl_net_stats_get(tdl_net_stats *out);
  * Unix sockets) + one getsockname() for the self-connect check (TCP).
  */
 TDL_API int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline);
-
-/*
- * tdl_net_connect() to an address string (tdl_addr_parse's forms).
- * "localhost:P" tries 127.0.0.1:P and, if that fails (refused, unreachable),
- * [::1]:P, both under the one deadline.  A wildcard host ("*:P", ":P") means
- * this host, as the kernel reads a connect to 0.0.0.0, and is tried the same
- * way.  Returns the fd of the first connection made.
- * Errors: -EPERM (outside a fiber) and -ECANCELED, checked before parsing;
- * -EINVAL (s NULL or not an address: tdl_addr_parse_error(s, ...) says why);
- * -ETIMEDOUT and -ECANCELED end the call at once (no further address is
- * tried); otherwise the error of the first address, unless that one's family
- * is missing (-EAFNOSUPPORT, -EADDRNOTAVAIL, -ENETUNREACH): then the second's.
- * Nothing is left open on error.  Cost: tdl_net_connect's, once or twice.
- */
-TDL_API int tdl_net_connect_str(const char *s, tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
 /* Whole-buffer transfers on stream sockets                                  */
@@ -636,7 +621,7 @@ TDL_API int tdl_net_keepalive(int fd, bool on, int idle_s, int interval_s, int c
  * request and when one began:
  *
  *   tdl_conn c;                                  // in the handler fiber
- *   if (tdl_conn_admit(&set, &c, tdl_fiber_self()) < 0) { tdl_close(fd); return; }
+ *   if (tdl_conns_admit(&set, &c, tdl_fiber_self()) < 0) { tdl_close(fd); return; }
  *   for (;;) {
  *     tdl_time_t dl = tdl_conn_idle(&c);         // waiting: evictable
  *     n = tdl_recv(fd, buf, cap, 0, dl);         // -ETIMEDOUT: first byte or idle
@@ -681,9 +666,9 @@ typedef struct tdl_conn {
 } tdl_conn;
 
 /* Told to close c (an `evict` callback): on the loop's thread, from inside
- * tdl_conn_admit or tdl_conns_evict_idle.  c is out of the idle list and
+ * tdl_conns_admit or tdl_conns_evict_idle.  c is out of the idle list and
  * tdl_conn_evicted(c) is true; it stays counted until tdl_conn_release(c). */
-typedef void (*tdl_conn_evict_fn)(tdl_conn *c, void *arg);
+typedef void (*tdl_conn_evict_cb)(tdl_conn *c, void *arg);
 
 typedef struct tdl_conns_options {
   unsigned max;            /* most connections at once; see tdl_conns_init */
@@ -691,7 +676,7 @@ typedef struct tdl_conns_options {
                               0: 10 s; TDL_FOREVER: no limit */
   tdl_time_t idle;         /* between requests on a kept-alive connection:
                               0: 60 s; TDL_FOREVER: no limit */
-  tdl_conn_evict_fn evict; /* NULL: cancel the connection's fiber */
+  tdl_conn_evict_cb evict; /* NULL: cancel the connection's fiber */
   void *arg;               /* evict's second argument */
 } tdl_conns_options;
 
@@ -702,7 +687,7 @@ struct tdl_conns {
   unsigned max;
   size_t open, idle_n, evicting;
   tdl_time_t first_byte, idle_delay;
-  tdl_conn_evict_fn evict;
+  tdl_conn_evict_cb evict;
   void *arg;
   uint64_t admitted, evicted, refused;
 };
@@ -745,7 +730,7 @@ TDL_API int tdl_conns_destroy(tdl_conns *cs);
  * -EINVAL (cs or c NULL, fiber 0 without an evict callback).
  * Cost: O(1) (and one tdl_fiber_cancel or evict call when evicting).
  */
-TDL_API int tdl_conn_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber);
+TDL_API int tdl_conns_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber);
 
 /*
  * c waits for a request (its first, or the next one on a kept-alive

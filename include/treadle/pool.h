@@ -10,7 +10,7 @@
  *
  *   static void *slow(void *arg) { return (void *)(intptr_t)compress(arg); }
  *   void *r;
- *   int e = tdl_blocking(slow, buf, &r, tdl_after(5 * TDL_SEC));
+ *   int e = tdl_pool_call(TDL_LANE_USER, slow, buf, NULL, &r, tdl_after(5 * TDL_SEC));
  *
  * The pool is elastic: a thread is started when work arrives and no thread
  * is idle, up to a cap (default 256), and a thread idle for a few seconds
@@ -25,7 +25,7 @@
  * cannot be stopped (it is a plain call on another thread): it finishes in
  * the background and its result is dropped.  Until then fn owns its
  * argument: do not pass pointers into the fiber's stack to work that may be
- * abandoned.  The `drop` function of tdl_blocking_call, if given, frees the
+ * abandoned.  The `drop` function of tdl_pool_call, if given, frees the
  * argument: it is called exactly once for every call that does not return
  * 0 — at once when the call failed before handing the work over, after fn
  * has run (or been skipped) when the fiber left early (then on the caller's
@@ -82,14 +82,8 @@ TDL_API int tdl_pool_configure(const tdl_pool_options *opts);
  * Cost: one allocation; a lock and, when a thread sleeps, a futex wake; the
  * way back is a post to the fiber's loop.
  */
-TDL_API int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg),
+TDL_API int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg),
                               void **result, tdl_time_t deadline);
-
-/* tdl_blocking_call in TDL_LANE_USER without a drop function. */
-static inline int tdl_blocking(void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
-{
-  return tdl_blocking_call(TDL_LANE_USER, fn, arg, (void (*)(void *))0, result, deadline);
-}
 
 typedef struct tdl_pool_stats {
   unsigned threads;            /* started and not exited */

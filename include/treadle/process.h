@@ -138,6 +138,7 @@ struct tdl_process {
   /* private */
   int tdl__state;
   int tdl__status;
+  int tdl__waiting; /* fibers inside tdl_process_wait on it */
   tdl_process_cb tdl__cb;
   tdl_loop *tdl__loop;
   void (*tdl__unwatch)(tdl_process *p);
@@ -195,11 +196,11 @@ TDL_API int tdl_process_spawn(tdl_process *p, const tdl_process_options *o);
  * <sys/wait.h> work on it too): the child either exited with a code or was
  * terminated by a signal.
  */
-static inline bool tdl_exited(int status) { return (status & 0x7f) == 0; }
-static inline int tdl_exit_code(int status) { return (status >> 8) & 0xff; }
-static inline bool tdl_signaled(int status) { return (status & 0x7f) != 0; }
-static inline int tdl_term_signal(int status) { return status & 0x7f; }
-static inline bool tdl_core_dumped(int status) { return (status & 0x80) != 0; }
+static inline bool tdl_process_exited(int status) { return (status & 0x7f) == 0; }
+static inline int tdl_process_exit_code(int status) { return (status >> 8) & 0xff; }
+static inline bool tdl_process_signaled(int status) { return (status & 0x7f) != 0; }
+static inline int tdl_process_term_signal(int status) { return status & 0x7f; }
+static inline bool tdl_process_core_dumped(int status) { return (status & 0x80) != 0; }
 
 /*
  * Wait until the child has exited or the deadline (absolute, CLOCK_MONOTONIC
@@ -218,7 +219,7 @@ static inline bool tdl_core_dumped(int status) { return (status & 0x80) != 0; }
  * -EINVAL (p NULL or holds no child); -EBUSY (a watcher is started on p);
  * -ECHILD (someone else reaped the child: see WHO REAPS).
  */
-TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status);
+TDL_API int tdl_process_wait(tdl_process *p, int *status, tdl_time_t deadline);
 
 /*
  * Send a signal (0 only checks).  Uses pidfd_send_signal when there is a
@@ -248,12 +249,13 @@ TDL_API int tdl_process_watch(tdl_loop *loop, tdl_process *p, tdl_process_cb cb)
 TDL_API void tdl_process_unwatch(tdl_process *p);
 
 /*
- * Forget p: stop its watcher, close its pidfd and the pipe ends still held in
- * stdin_fd/stdout_fd/stderr_fd, and, if the child has not been reaped, kill it
- * (SIGKILL) and reap it.  Afterwards p holds no child.  Never fails; harmless
- * on a released or never-spawned (zeroed) p, or NULL.
+ * Give back what p holds: stop its watcher, close its pidfd and the pipe
+ * ends still held in stdin_fd/stdout_fd/stderr_fd, and, if the child has not
+ * been reaped, kill it (SIGKILL) and reap it.  Afterwards p holds no child.
+ * Returns 0 (also for a released or never-spawned, zeroed, p, or NULL), or
+ * -EBUSY, changing nothing, while a fiber waits in tdl_process_wait on p.
  */
-TDL_API void tdl_process_destroy(tdl_process *p);
+TDL_API int tdl_process_destroy(tdl_process *p);
 
 /* ------------------------------------------------------------------------ */
 /* Run and capture: the popen replacement that cannot be injected or hang    */
@@ -281,7 +283,7 @@ typedef struct tdl_process_run_options {
 } tdl_process_run_options;
 
 typedef struct tdl_process_run_result {
-  int status;         /* how the child ended (tdl_exited() ...) */
+  int status;         /* how the child ended (tdl_process_exited() ...) */
   char *out, *err;    /* captured stdout/stderr, NUL-terminated (malloc'd;
                          "" when empty; NULL when that stream was not
                          captured or the call failed) */
@@ -325,8 +327,8 @@ typedef struct tdl_process_run_result {
  * -ECHILD (someone else reaped the child: see WHO REAPS), -ENOMEM, and,
  * outside a fiber, tdl_loop_new's errors.
  */
-TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
-                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_process_run_result *result);
+TDL_API int tdl_process_run(tdl_process_run_result *result, const char *const *argv, const tdl_process_run_options *opts,
+                            const void *input, size_t input_len, size_t limit, tdl_time_t deadline);
 
 /* Free what a tdl_process_run_result holds and zero it.  NULL is accepted. */
 TDL_API void tdl_process_run_result_destroy(tdl_process_run_result *result);

@@ -12,13 +12,14 @@
 
 #include "base/clock.h"
 #include "dns/dns_internal.h"
+#include "net/net_internal.h"
 
 #define ATTEMPT_FLOOR (2 * TDL_SEC)
 #define PORT_MAX_LEN 32 /* a service name's longest; a port is shorter */
 
 /* Errors that only say this family is not here (no IPv6 route, no such
  * local address): the next address may still work, and its error says more.
- * The same rule as tdl_net_connect_str's. */
+ * The same rule as tdl_dns_dial's. */
 static bool family_missing(int e)
 {
   return e == -EAFNOSUPPORT || e == -EADDRNOTAVAIL || e == -ENETUNREACH;
@@ -104,7 +105,7 @@ int tdl_dns_dial(const char *hostport, tdl_time_t deadline)
     return -EINVAL;
   tdl_addr literal;
   if (tdl_addr_parse(&literal, hostport) == 0)
-    return tdl_net_connect_str(hostport, deadline); /* no name: net's own rules */
+    return tdl__net_dial_literal(hostport, deadline); /* no name to look up */
   /* Room for the longest valid host (a name with its trailing dot, or an
    * IPv6 literal with a named scope) and service; longer is refused. */
   char host[TDL_DNS_NAME_MAX + 2], port[PORT_MAX_LEN + 1];

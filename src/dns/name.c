@@ -152,7 +152,7 @@ static bool is_localhost(const char *h)
   return strcasecmp(h, "localhost") == 0 || strcasecmp(h, "localhost.") == 0;
 }
 
-/* 127.0.0.1 then ::1, as tdl_net_connect_str tries them. */
+/* 127.0.0.1 then ::1, as tdl_dns_dial tries them. */
 static int localhost(int family, tdl_addr lit[2])
 {
   int n = 0;

@@ -149,7 +149,7 @@ static int answer_port(const struct addrinfo *ai)
  * waited, once the lookup has finished. */
 static int lookup_wait(lookup *q, tdl_time_t deadline)
 {
-  return tdl_blocking_call(TDL_LANE_NAME, lookup_run, q, lookup_free, NULL, deadline);
+  return tdl_pool_call(TDL_LANE_NAME, lookup_run, q, lookup_free, NULL, deadline);
 }
 
 /* The lookup of host (NULL: of the service alone), on a pool thread. */

@@ -33,7 +33,7 @@ typedef struct tdl__fdwait {
  * tdl_io_start error.  Every successful begin needs an end (after the park),
  * which does nothing if the wait already ended. */
 int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec);
-/* Before a wait on fd after a foreign EAGAIN (tdl_wait_fd, a select's FD
+/* Before a wait on fd after a foreign EAGAIN (tdl_fd_wait, a select's FD
  * clause): the events the loop knows to be ready (> 0), or 0 after dropping
  * what it cached as stale, or an error (-EBADF, -ENOMEM).  No system call
  * but on an fd's first use. */
@@ -44,8 +44,8 @@ void tdl__fd_wait_end(tdl__fdwait *rec);
  * accept: the new fd is non-blocking and close-on-exec.  connect: a
  * non-blocking connect, then a wait for writability and SO_ERROR; after
  * -ETIMEDOUT or -ECANCELED the socket is left mid-handshake. */
-int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
-int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
+int tdl__fd_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline);
+int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline);
 
 /* ---- fiber I/O as ring operations (ring.c; loops whose back end is uring) ---- */
 
@@ -63,7 +63,7 @@ typedef struct tdl__uop {
 
 /* Submit u on f's loop's ring and park until it completes; the fd's list
  * `on_fd` holds the operation meanwhile, so that closing the fd can end it
- * (tdl__ring_fd_closed).  A deadline or cancel asks the kernel to end it and
+ * (tdl__fd_ring_closed).  A deadline or cancel asks the kernel to end it and
  * still waits for its completion (the buffer may be on the fiber's stack):
  * if it completed first, its result is returned, so no data is lost.
  * Returns the kernel's result (>= 0), -ETIMEDOUT, -ECANCELED, -EBUSY
@@ -73,16 +73,16 @@ typedef struct tdl__uop {
  * errno.  *closed says whether tdl_close took the fd meanwhile (then its
  * fiber-I/O state, which holds on_fd, is gone).  Every successful call
  * spends the fiber's I/O budget. */
-ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
+ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
                      bool *closed);
 /* Whether an operation moving data in one of `events`' directions
  * (TDL_READ, TDL_WRITE) is in flight on the fd whose list is on_fd: one
  * reader and one writer fiber per fd at a time, whether they wait for
  * readiness or for an operation. */
-bool tdl__ring_busy(const tdl__list *on_fd, unsigned events);
+bool tdl__fd_ring_busy(const tdl__list *on_fd, unsigned events);
 /* The fd whose operations are on `on_fd` is being closed: end them, with
  * -EBADF for their fibers, before the close. */
-void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
+void tdl__fd_ring_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
 
 /* ---- receiving ahead (ahead.c; uring loops, tdl_fd_readahead) ---- */
 
@@ -142,7 +142,7 @@ void tdl__ahead_close(tdl__ahead *a);
  * TDL__AHEAD_LATER. */
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
                         bool empty, tdl_time_t deadline, bool *closed);
-/* tdl_wait_fd for reading: TDL_READ once data or an end is queued (arming
+/* tdl_fd_wait for reading: TDL_READ once data or an end is queued (arming
  * the request and parking until then), a negative errno as for a read, or
  * TDL__AHEAD_PASS (as an int) when the data would be in the socket (off,
  * out of buffers): then poll it. */
@@ -176,7 +176,7 @@ void tdl__acc_close(tdl__acc *a);
  * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
  * TDL__AHEAD_LATER (as ints). */
 int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed);
-/* tdl_wait_fd for reading on the listener: TDL_READ once a connection or
+/* tdl_fd_wait for reading on the listener: TDL_READ once a connection or
  * an error is queued, a negative errno, or TDL__AHEAD_PASS when off. */
 int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed);
 

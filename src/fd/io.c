@@ -62,7 +62,7 @@ static bool taken(const tdl__ffd *d, unsigned events)
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return true;
 #ifdef TDL_HAVE_URING
-  if (tdl__ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
+  if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
       ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)) ||
       ((events & TDL_WRITE) && d->behind && tdl__behind_busy(d->behind)))
     return true;
@@ -72,7 +72,7 @@ static bool taken(const tdl__ffd *d, unsigned events)
 
 /* A scheduler's fiber I/O state (its `io`): per-fd state by fd number. */
 typedef struct fio {
-  tdl__sched_hook hook; /* frees it with the scheduler */
+  tdl__sched_client hook; /* frees it with the scheduler */
   tdl__ffd **ffds;
   uint32_t nffds;
   tdl__ahead_links *links; /* made with the first fd that receives ahead */
@@ -155,9 +155,9 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, readable);
 }
 
-static void fio_trim(tdl__sched *s, tdl__sched_hook *h);
+static void fio_trim(tdl__sched *s, tdl__sched_client *h);
 
-static void fio_destroy(tdl__sched *s, tdl__sched_hook *h)
+static void fio_destroy(tdl__sched *s, tdl__sched_client *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
   for (uint32_t i = 0; i < io->nffds; i++) {
@@ -196,7 +196,7 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
       return -ENOMEM;
     io->hook.destroy = fio_destroy;
     io->hook.trim = fio_trim;
-    tdl__sched_hook_add(s, &io->hook);
+    tdl__sched_client_add(s, &io->hook);
     s->io = io;
   }
   if ((uint32_t)fd < io->nffds)
@@ -362,7 +362,7 @@ int tdl_fd_blocked(int fd, unsigned events)
   return 0;
 }
 
-int tdl_wait_fd(int fd, unsigned events, tdl_time_t deadline)
+int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
@@ -412,7 +412,7 @@ static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned d
     return -EBUSY;
   for (;;) {
     bool closed = false;
-    ssize_t r = tdl__ring_io(f, &d->ring_ops, u, what, deadline, &closed);
+    ssize_t r = tdl__fd_ring_io(f, &d->ring_ops, u, what, deadline, &closed);
     if (closed)
       return r; /* tdl_close freed d meanwhile */
     if (len)
@@ -425,7 +425,7 @@ static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned d
       return e;
   }
 }
-/* tdl_wait_fd on a uring loop: a one-shot poll on the ring, not the loop's
+/* tdl_fd_wait on a uring loop: a one-shot poll on the ring, not the loop's
  * epoll set.  An fd that fibers read with ring operations is then never
  * registered with epoll, whose events for it nobody would want (each would
  * wake the ring and cost an epoll_wait).  The poll answers at once when the
@@ -768,7 +768,7 @@ static int acc_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr,
 }
 #endif
 
-int tdl__fiber_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
+int tdl__fd_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
 #ifdef TDL_HAVE_URING
 #define RING_ACCEPT                                                   \
@@ -804,7 +804,7 @@ static int connect_result(tdl__fiber *f, int fd, tdl_time_t deadline)
   return soerr ? -soerr : 0;
 }
 
-int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
+int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
@@ -819,7 +819,7 @@ int tdl__fiber_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, t
   if (tdl__loop_ring(f->sched->loop)) {
     tdl__uop u = {.code = IORING_OP_CONNECT, .fd = fd, .addr = (void *)addr, .len = addrlen};
     bool closed;
-    e = (int)tdl__ring_io(f, &d->ring_ops, &u, "connect", deadline, &closed);
+    e = (int)tdl__fd_ring_io(f, &d->ring_ops, &u, "connect", deadline, &closed);
     /* A kernel that honours O_NONBLOCK here leaves the handshake going.
      * (-EAGAIN is a Unix listener's full backlog, as on epoll.) */
     return e == -EINPROGRESS && !closed ? connect_result(f, fd, deadline) : e;
@@ -849,7 +849,7 @@ static void forget_fd(tdl__sched *s, int fd)
     if (d->behind)
       tdl__behind_close(d->behind); /* before the cancel by fd below: it keeps the file */
     if (tdl__loop_ring(s->loop))
-      tdl__ring_fd_closed(s->loop, fd, &d->ring_ops);
+      tdl__fd_ring_closed(s->loop, fd, &d->ring_ops);
 #endif
     if (d->reader)
       fdwait_end(d->reader, -EBADF);
@@ -873,7 +873,10 @@ int tdl_close(int fd)
     TDL__LIST_FOREACH(n, &tdl__thread_scheds)
       forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd);
   }
-  return tdl__sys_close(fd) < 0 ? -errno : 0;
+  /* Linux releases the fd even when close fails (EINTR, or EIO from a
+   * deferred write error): report the error once, never ask for a retry that
+   * could close a stranger's fd. */
+  return tdl__sys_close(fd) < 0 && errno != EINTR ? -errno : 0;
 }
 
 #ifdef TDL_HAVE_URING
@@ -1011,31 +1014,12 @@ int tdl_fd_flush(int fd, tdl_time_t deadline)
   return 0;
 }
 
-/* ---- sleeping ---- */
-
-int tdl_sleep(tdl_time_t deadline)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  int e = tdl__park(f, "sleep", -1, deadline == TDL_FOREVER ? TDL_FOREVER : deadline);
-  return e == -ETIMEDOUT ? 0 : e;
-}
-
-int tdl_sleep_for(tdl_time_t delay)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  return tdl_sleep(tdl_after(delay));
-}
-
 /* ---- giving a peak's table back ---- */
 
 /* The scheduler's trim (its hook): shrink the per-fd table when the fds in
  * use need a quarter of it or less.  Cost: a scan down from the top to the
  * highest fd known, a realloc when it shrinks. */
-static void fio_trim(tdl__sched *s, tdl__sched_hook *h)
+static void fio_trim(tdl__sched *s, tdl__sched_client *h)
 {
   fio *io = TDL__CONTAINER_OF(h, fio, hook);
   (void)s;

@@ -12,7 +12,7 @@
  *
  * An operation holds its file open, so close() alone would never end it:
  * each fd's operations are listed on its fiber-I/O state, and tdl_close
- * cancels them by fd (tdl__ring_fd_closed) before it closes; their fibers
+ * cancels them by fd (tdl__fd_ring_closed) before it closes; their fibers
  * get -EBADF, as fibers waiting for readiness do.
  */
 #include <liburing.h>
@@ -110,7 +110,7 @@ static unsigned direction(const tdl__uop *u)
   }
 }
 
-bool tdl__ring_busy(const tdl__list *on_fd, unsigned events)
+bool tdl__fd_ring_busy(const tdl__list *on_fd, unsigned events)
 {
   /* An operation whose cancel was asked for no longer counts: its fd is
    * free for the canceller at once (fiber.h), as on epoll. */
@@ -154,13 +154,13 @@ static void kernel_wrote(const tdl__uop *u, int res)
   }
 }
 
-ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
+ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const char *what, tdl_time_t deadline,
                      bool *closed)
 {
   *closed = false;
   tdl_loop *loop = f->sched->loop;
   ring_wait w = {.op.done = ring_done, .f = f, .dir = direction(u)};
-  if (tdl__ring_busy(on_fd, w.dir))
+  if (tdl__fd_ring_busy(on_fd, w.dir))
     return -EBUSY;
   for (;;) {
     int e;
@@ -211,7 +211,7 @@ ssize_t tdl__ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, const c
   }
 }
 
-void tdl__ring_fd_closed(tdl_loop *loop, int fd, tdl__list *on_fd)
+void tdl__fd_ring_closed(tdl_loop *loop, int fd, tdl__list *on_fd)
 {
   /* Unlink them all: the list's owner is about to be freed, and a closed
    * wait no longer touches it. */

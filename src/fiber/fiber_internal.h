@@ -6,7 +6,7 @@
  *
  * The scheduler knows nothing of its clients.  What they need at its edges,
  * they hang on it: a fiber's cleanups (tdl__cleanup, fiber.h) run when it
- * finishes; a scheduler's teardown hooks (tdl__sched_hook) run when it is
+ * finishes; a scheduler's teardown hooks (tdl__sched_client) run when it is
  * destroyed.
  *
  * The one operation to follow: a fiber that must wait calls tdl__park(),
@@ -104,16 +104,16 @@ typedef struct tdl__slot {
   uint32_t next_free;
 } tdl__slot;
 
-typedef struct tdl__sched_hook tdl__sched_hook;
+typedef struct tdl__sched_client tdl__sched_client;
 
 /* Something a client of the scheduler hung on it, run when it is destroyed
  * (fd/io.c's per-fd state). */
-struct tdl__sched_hook {
+struct tdl__sched_client {
   tdl__list link;
-  void (*destroy)(tdl__sched *s, tdl__sched_hook *h);
+  void (*destroy)(tdl__sched *s, tdl__sched_client *h);
   /* Optional (NULL: none): give back what a peak grew, once a second while
    * the scheduler trims its stack cache (fiber I/O's per-fd table). */
-  void (*trim)(tdl__sched *s, tdl__sched_hook *h);
+  void (*trim)(tdl__sched *s, tdl__sched_client *h);
 };
 
 struct tdl__sched {
@@ -133,7 +133,7 @@ struct tdl__sched {
   tdl_timer trim;        /* trims the pool while it caches stacks (internal:
                             it does not keep the loop alive) */
   tdl__list on_thread;   /* in tdl__thread_scheds */
-  tdl__list hooks;       /* tdl__sched_hook, run at destruction */
+  tdl__list hooks;       /* tdl__sched_client, run at destruction */
   void *io;              /* fd/io.c's state, opaque here */
   int overflow_ready;
 };
@@ -198,7 +198,7 @@ static inline void tdl__cleanup_del(tdl__cleanup *c)
 }
 
 /* Run h->destroy(s, h) when s is destroyed. */
-static inline void tdl__sched_hook_add(tdl__sched *s, tdl__sched_hook *h) { tdl__list_push(&s->hooks, &h->link); }
+static inline void tdl__sched_client_add(tdl__sched *s, tdl__sched_client *h) { tdl__list_push(&s->hooks, &h->link); }
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

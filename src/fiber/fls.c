@@ -14,7 +14,7 @@ enum { FLS_ROUNDS = 4 };
 static void (*fls_dtor[TDL_FLS_KEYS])(void *);
 static unsigned fls_keys; /* keys handed out (atomic) */
 
-int tdl_fls_key_create(tdl_fls_key *key, void (*dtor)(void *))
+int tdl_fls_key_new(tdl_fls_key_t *key, void (*dtor)(void *))
 {
   /* Rare, and the destructor must be in place before the key is visible to
    * other threads' fibers: a lock, and publication with release order. */
@@ -45,7 +45,7 @@ static void run_dtors(tdl__cleanup *c)
   }
 }
 
-int tdl_fls_set(tdl_fls_key key, void *value)
+int tdl_fls_set(tdl_fls_key_t key, void *value)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
@@ -60,7 +60,7 @@ int tdl_fls_set(tdl_fls_key key, void *value)
   return 0;
 }
 
-void *tdl_fls_get(tdl_fls_key key)
+void *tdl_fls_get(tdl_fls_key_t key)
 {
   tdl__fiber *f = tdl__self();
   return f && key < TDL_FLS_KEYS ? f->fls[key] : NULL;

@@ -33,7 +33,7 @@ int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result)
     return e;
   main_box box = {fn, arg, NULL};
   tdl_fiber_t h;
-  e = tdl_fiber_spawn(loop, &h, main_trampoline, &box, &(tdl_fiber_options){.name = "main"});
+  e = tdl_fiber_spawn(&h, loop, main_trampoline, &box, &(tdl_fiber_options){.name = "main"});
   if (e < 0) {
     tdl_loop_free(loop);
     return e;

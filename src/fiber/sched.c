@@ -97,7 +97,7 @@ static void trim_cb(tdl_loop *loop, tdl_timer *t)
 {
   tdl__sched *s = t->data;
   TDL__LIST_FOREACH(n, &s->hooks) {
-    tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
+    tdl__sched_client *h = TDL__CONTAINER_OF(n, tdl__sched_client, link);
     if (h->trim)
       h->trim(s, h);
   }
@@ -285,7 +285,7 @@ static int sched_destroy(tdl_loop *loop)
   tdl__list_remove(&s->on_thread);
   tdl__list *n;
   while ((n = tdl__list_pop(&s->hooks)) != NULL) {
-    tdl__sched_hook *h = TDL__CONTAINER_OF(n, tdl__sched_hook, link);
+    tdl__sched_client *h = TDL__CONTAINER_OF(n, tdl__sched_client, link);
     h->destroy(s, h);
   }
   trim_stop(s);
@@ -445,7 +445,7 @@ void tdl__io_budget_spend(tdl__fiber *f)
 
 /* ---- the public API ---- */
 
-int tdl_fiber_spawn(tdl_loop *loop, tdl_fiber_t *out, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts)
+int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts)
 {
   TDL__CHECK_THREAD(loop);
   if (out)
@@ -549,6 +549,15 @@ int tdl_fiber_park(tdl_time_t deadline)
   return tdl__park(f, park_reason, -1, deadline);
 }
 
+int tdl_sleep(tdl_time_t deadline)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  int e = tdl__park(f, "sleep", -1, deadline);
+  return e == -ETIMEDOUT ? 0 : e;
+}
+
 int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
 {
   TDL__CHECK_THREAD(loop);
@@ -576,7 +585,7 @@ bool tdl_fiber_cancelled(void)
   return f && f->cancelled;
 }
 
-int tdl_fiber_join(tdl_fiber_t h, tdl_time_t deadline, void **result)
+int tdl_fiber_join(tdl_fiber_t h, void **result, tdl_time_t deadline)
 {
   tdl__fiber *self = tdl__self();
   if (!self)

@@ -1,5 +1,5 @@
 /*
- * Waiting across threads (xwait.c): what shared channels, semaphores and
+ * Waiting across threads (shared_wait.c): what shared channels, semaphores and
  * wait groups have in common.  A fiber that must wait puts a record on its
  * own stack into the object's queue (under the object's spinlock) and
  * parks; whoever ends its wait, from any thread, takes the record's claim
@@ -18,12 +18,12 @@
 
 /* What a waker tells a waiting record (its status). */
 enum {
-  TDL__X_RETRY = 1, /* something may be there now: try again */
-  TDL__X_MOVED = 0, /* done for it: a value moved, a permit was granted */
-  /* or -EPIPE (closed), -EBADF (destroyed) */
+  TDL__SHARED_RETRY = 1, /* something may be there now: try again */
+  TDL__SHARED_MOVED = 0, /* done for it: a value moved, a permit was granted */
+  /* or -EPIPE (closed) */
 };
 
-typedef struct tdl__xwait {
+typedef struct tdl__shared_wait {
   tdl__list link;
   tdl__fiber *f;
   tdl_loop *loop;
@@ -34,8 +34,9 @@ typedef struct tdl__xwait {
   int status;         /* set by the waker */
   int delivered;      /* the wake has arrived (the waiter's thread only) */
   int expecting;      /* counted in its loop (tdl__remote_expect) */
+  int using;          /* counted among its object's users (the object's own count) */
   tdl_post post;
-} tdl__xwait;
+} tdl__shared_wait;
 
 /* A spinlock: the sections it guards are a few dozen instructions. */
 static inline void tdl__spin_lock(int *l)
@@ -53,27 +54,27 @@ static inline void tdl__spin_unlock(int *l) { __atomic_store_n(l, 0, __ATOMIC_RE
 /* Set w up for the running fiber f (claim: w's own unless the caller set a
  * select's); counts it in its loop.  0, or the errors of making the loop's
  * port. */
-int tdl__xwait_prepare(tdl__xwait *w, tdl__fiber *f);
+int tdl__shared_wait_prepare(tdl__shared_wait *w, tdl__fiber *f);
 /* The wait is over for good (after the last touch of the object). */
-void tdl__xwait_done(tdl__xwait *w);
+void tdl__shared_wait_done(tdl__shared_wait *w);
 
 /* Under the object's lock: take the oldest record of q whose claim can be
  * taken (dropping the others: their own wait ended them), with status;
  * *count (may be NULL) counts the records of q. */
-tdl__xwait *tdl__xwait_take(tdl__list *q, uint32_t *count, int status);
+tdl__shared_wait *tdl__shared_wait_take(tdl__list *q, uint32_t *count, int status);
 /* Every record of q into out, each with status. */
-void tdl__xwait_take_all(tdl__list *q, uint32_t *count, int status, tdl__list *out);
+void tdl__shared_wait_take_all(tdl__list *q, uint32_t *count, int status, tdl__list *out);
 
 /* Hand w its wake (outside the lock), or each record of a list. */
-void tdl__xwait_deliver(tdl__xwait *w);
-void tdl__xwait_deliver_all(tdl__list *l);
+void tdl__shared_wait_deliver(tdl__shared_wait *w);
+void tdl__shared_wait_deliver_all(tdl__list *l);
 
 /* After the park: close the claim.  Returns -1 when nobody took it (the
  * caller unhangs and reports the park's error), else waits for the
  * delivery and returns 0: w->status says what came. */
-int tdl__xwait_settle(tdl__xwait *w);
+int tdl__shared_wait_settle(tdl__shared_wait *w);
 
 /* For a record whose claim was taken: wait until its wake has arrived. */
-void tdl__xwait_await(tdl__xwait *w);
+void tdl__shared_wait_await(tdl__shared_wait *w);
 
 #endif /* TDL_SYNC_XWAIT_H */

@@ -170,7 +170,7 @@ static ssize_t on_ring(call *c, tdl_time_t deadline)
                 .off = (uint64_t)c->off};
   bool closed;
   stats.ring++;
-  return tdl__ring_io(f, &ops, &u, reading ? "file read" : "file write", deadline, &closed);
+  return tdl__fd_ring_io(f, &ops, &u, reading ? "file read" : "file write", deadline, &closed);
 }
 #endif
 
@@ -302,18 +302,6 @@ int tdl_fs_fstat(int fd, struct stat *st)
   errno = saved;
   stats.direct++;
   return r;
-}
-
-/* Linux releases the fd even when close fails (EINTR, or EIO from a
- * deferred write error): report the error once, never ask for a retry that
- * could close a stranger's fd. */
-int tdl_fs_close(int fd)
-{
-  int saved = errno;
-  int r = tdl__sys_close(fd) < 0 ? -errno : 0;
-  errno = saved;
-  stats.direct++;
-  return r == -EINTR ? 0 : r;
 }
 
 int tdl_fs_set_engine(tdl_fs_engine e)

@@ -71,7 +71,7 @@ struct tdl_acceptor {
    * of it when its slot returns: shutdown must never reach a reused fd. */
   pthread_mutex_t lock;
   unsigned n;
-  int port;
+  tdl_addr addr; /* where the listeners are bound */
   int stopping;  /* atomic */
   unsigned next; /* distribute: where the search for the least loaded starts */
   slot s[];
@@ -116,7 +116,7 @@ static void start_handler(slot *sl, tdl_loop *loop, int fd)
   t->fd = fd;
   tdl_fiber_t h;
   tdl_fiber_options fo = {.name = "conn", .stack_size = sl->a->o.stack_size, .detached = true};
-  if (tdl_fiber_spawn(loop, &h, handler_fiber, t, &fo) == 0)
+  if (tdl_fiber_spawn(&h, loop, handler_fiber, t, &fo) == 0)
     return;
   ticket_put(sl, t);
 fail:
@@ -154,7 +154,7 @@ static slot *least_loaded(tdl_acceptor *a)
 static int wait_for_room(slot *sl, bool distribute)
 {
   tdl_acceptor *a = sl->a;
-  uint64_t most = (uint64_t)a->o.max_conns / a->n + TDL_ACCEPT_SLACK;
+  uint64_t most = (uint64_t)a->o.max_conns / a->n + TDL_ACCEPTOR_SLACK;
   tdl__backoff b = {TDL_MSEC, 16 * TDL_MSEC};
   while (!LOAD(&a->stopping)) { /* (stopping: the accept fails at once) */
     for (unsigned k = 0; k < a->n; k++) {
@@ -164,7 +164,7 @@ static int wait_for_room(slot *sl, bool distribute)
       if (!distribute)
         break;
     }
-    int e = tdl_sleep_for(tdl__backoff_step(&b));
+    int e = tdl_sleep(tdl_after(tdl__backoff_step(&b)));
     if (e < 0)
       return e;
   }
@@ -174,7 +174,7 @@ static int wait_for_room(slot *sl, bool distribute)
 static int accept_loop(slot *sl, tdl_loop *loop)
 {
   tdl_acceptor *a = sl->a;
-  bool distribute = a->o.mode == TDL_ACCEPT_DISTRIBUTE;
+  bool distribute = a->o.mode == TDL_ACCEPTOR_DISTRIBUTE;
   for (;;) {
     if (a->o.max_conns) {
       int e = wait_for_room(sl, distribute);
@@ -236,7 +236,7 @@ int tdl_acceptor_serve(tdl_acceptor *a, unsigned index)
   int e;
   if (sl->lfd >= 0) {
     e = accept_loop(sl, loop);
-    if (a->o.mode == TDL_ACCEPT_DISTRIBUTE)
+    if (a->o.mode == TDL_ACCEPTOR_DISTRIBUTE)
       close_inboxes(a); /* nothing more comes: the other slots drain and return */
     pthread_mutex_lock(&a->lock);
     tdl_close(sl->lfd);
@@ -276,7 +276,13 @@ int tdl_acceptor_stats_get(const tdl_acceptor *a, unsigned index, tdl_acceptor_s
   return 0;
 }
 
-int tdl_acceptor_port(const tdl_acceptor *a) { return a ? a->port : -EINVAL; }
+int tdl_acceptor_local_addr(const tdl_acceptor *a, tdl_addr *out)
+{
+  if (!a || !out)
+    return -EINVAL;
+  *out = a->addr;
+  return 0;
+}
 
 static void release(tdl_acceptor *a)
 {
@@ -325,7 +331,7 @@ int tdl_acceptor_free(tdl_acceptor *a)
 static int open_listeners(tdl_acceptor *a)
 {
   const tdl_acceptor_options *o = &a->o;
-  bool reuse = o->mode == TDL_ACCEPT_REUSEPORT;
+  bool reuse = o->mode == TDL_ACCEPTOR_REUSEPORT;
   int lfd = tdl_net_listen_str(o->listen, o->backlog, reuse ? TDL_NET_REUSEPORT : 0);
   if (lfd < 0)
     return lfd;
@@ -334,8 +340,7 @@ static int open_listeners(tdl_acceptor *a)
   int e = tdl_net_local_addr(lfd, &at);
   if (e < 0)
     return e;
-  int port = tdl_addr_port(&at);
-  a->port = port > 0 ? port : 0;
+  a->addr = at;
   if (!reuse)
     return 0;
   for (unsigned i = 1; i < a->n; i++) {
@@ -358,7 +363,7 @@ int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *o)
     return -EINVAL;
   *out = NULL;
   if (!o || !o->listen || !o->handler || o->loops == 0 || o->loops > TDL_GROUP_MAX ||
-      (o->mode != TDL_ACCEPT_REUSEPORT && o->mode != TDL_ACCEPT_DISTRIBUTE))
+      (o->mode != TDL_ACCEPTOR_REUSEPORT && o->mode != TDL_ACCEPTOR_DISTRIBUTE))
     return -EINVAL;
   tdl_acceptor *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a + o->loops * sizeof(slot)));
   if (!a)
@@ -373,7 +378,7 @@ int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *o)
   }
   int e = open_listeners(a);
   size_t cap = o->inbox ? o->inbox : INBOX_DEFAULT;
-  for (unsigned i = 1; e == 0 && i < a->n && o->mode == TDL_ACCEPT_DISTRIBUTE; i++)
+  for (unsigned i = 1; e == 0 && i < a->n && o->mode == TDL_ACCEPTOR_DISTRIBUTE; i++)
     e = tdl_chan_new_shared(&a->s[i].inbox, sizeof(int), cap);
   if (e < 0) {
     release(a);

@@ -77,7 +77,7 @@ static int call_with(tdl_port *port, void *(*fn)(tdl_loop *, void *), void *arg,
   call *c = TDL__FAULT_ALLOC(calloc(1, sizeof *c));
   if (!c)
     return -ENOMEM;
-  int e = tdl_loop_port(f->sched->loop, &c->home);
+  int e = tdl_loop_port(&c->home, f->sched->loop);
   if (e < 0) {
     free(c);
     return e;
@@ -128,7 +128,7 @@ static void *spawn_there(tdl_loop *loop, void *arg)
   spawn_req *r = arg;
   r->opts.detached = true;
   r->opts.name = r->name[0] ? r->name : NULL;
-  return (void *)(intptr_t)tdl_fiber_spawn(loop, NULL, r->fn, r->arg, &r->opts);
+  return (void *)(intptr_t)tdl_fiber_spawn(NULL, loop, r->fn, r->arg, &r->opts);
 }
 
 int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts,

@@ -7,7 +7,7 @@
  * runs.  The stop comes as a post to the port (posts, unlike wakeups, are
  * safe to send to a loop that may be ending).  The starting thread waits
  * until every loop exists; if one could not be made, the others are
- * stopped and joined before tdl_group_start fails.
+ * stopped and joined before tdl_group_new fails.
  *
  * Stopping runs on each loop's own thread (the post's callback): the user's
  * on_stop, then a cancel of every fiber, then the wakeup stops, so the loop
@@ -126,7 +126,7 @@ static int setup(member *m, tdl_loop **out)
   tdl_post_init(&m->stop, on_stop, m);
   for (int k = 0; k < 2; k++)
     tdl_signal_init(&m->sig[k], on_signal, g);
-  if ((e = tdl_loop_port(loop, &m->port)) == 0 && (e = tdl_wakeup_start(loop, &m->alive)) == 0 &&
+  if ((e = tdl_loop_port(&m->port, loop)) == 0 && (e = tdl_wakeup_start(loop, &m->alive)) == 0 &&
       m->index == 0 && g->opts.stop_on_signals && (e = tdl_signal_start(loop, &m->sig[0], SIGINT)) == 0)
     e = tdl_signal_start(loop, &m->sig[1], SIGTERM);
   if (e < 0) {
@@ -172,8 +172,7 @@ static int run(member *m, tdl_loop *loop)
   tdl_group *g = m->g;
   int e = 0;
   if (g->opts.main) {
-    e = tdl_fiber_spawn(loop, NULL, g->opts.main, g->opts.arg,
-                        &(tdl_fiber_options){.name = "group main", .detached = true});
+    e = tdl_fiber_spawn(NULL, loop, g->opts.main, g->opts.arg, &(tdl_fiber_options){.name = "group main", .detached = true});
     if (e < 0)
       tdl_group_stop(g); /* the others started theirs: this stop ends us too */
   }
@@ -300,7 +299,7 @@ static void destroy(tdl_group *g)
   free(g);
 }
 
-int tdl_group_start(tdl_group **out, const tdl_group_options *opts)
+int tdl_group_new(tdl_group **out, const tdl_group_options *opts)
 {
   if (!out)
     return -EINVAL;

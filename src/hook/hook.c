@@ -209,13 +209,13 @@ static __attribute__((constructor)) void hook_init(void)
 static _Atomic uint64_t st_parked, st_slept, st_nonblocking;
 #define COUNT(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
 
-int tdl_libc_hook_active(void)
+int tdl_hook_active(void)
 {
   READY();
   return real.read && real.close && real.fcntl ? 1 : -ENOSYS;
 }
 
-void tdl_libc_hook_stats_get(tdl_libc_hook_stats *out)
+void tdl_hook_stats_get(tdl_hook_stats *out)
 {
   if (!out)
     return;
@@ -373,7 +373,7 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
   if (fiber) {
     h->in_fio = 1;
     COUNT(st_parked);
-    int e = tdl_wait_fd(fd, dir, *dl);
+    int e = tdl_fd_wait(fd, dir, *dl);
     if (e > 0)
       return 0;
     if (e == -EBUSY) {
@@ -382,7 +382,7 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
         errno = EAGAIN;
         return -1;
       }
-      e = tdl_sleep_for(TDL_MSEC);
+      e = tdl_sleep(tdl_after(TDL_MSEC));
       if (e == 0)
         return 0;
     }
@@ -419,7 +419,7 @@ static int wait_ready(int fd, hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
  * returns less has emptied the pipe or stream socket, so the next read
  * waits for the loop to report data before it reads, instead of first
  * hearing EAGAIN: one system call less per reply in a request-reply
- * protocol.  The wait ends at once when data is there (tdl_wait_fd misses
+ * protocol.  The wait ends at once when data is there (tdl_fd_wait misses
  * no arrival), and at worst a read hears EAGAIN and waits as usual. */
 #define HOOK_CALL(type, fd, call, dir, reads, len)                            \
   READY();                                                                    \
@@ -1201,7 +1201,7 @@ HOOK unsigned sleep(unsigned s)
 
 /* ---- host names ---- */
 
-/* A lookup goes to the pool's name lane (tdl_blocking_call) and parks only
+/* A lookup goes to the pool's name lane (tdl_pool_call) and parks only
  * the fiber.  The pool thread calls libc's function (real.*, never the hook
  * again) on a record of its own on the heap, never the caller's buffers: a
  * cancelled fiber leaves while the lookup runs on, and the pool frees the
@@ -1285,7 +1285,7 @@ HOOK int getaddrinfo(const char *node, const char *service, const struct addrinf
     gai_drop(c);
     return EAI_MEMORY;
   }
-  int e = tdl_blocking_call(TDL_LANE_NAME, gai_run, c, gai_drop, NULL, TDL_FOREVER);
+  int e = tdl_pool_call(TDL_LANE_NAME, gai_run, c, gai_drop, NULL, TDL_FOREVER);
   if (e < 0) { /* c is the pool's now */
     if (e == -ENOMEM)
       return EAI_MEMORY;
@@ -1337,7 +1337,7 @@ HOOK int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, soc
   c->hostlen = (socklen_t)hl;
   c->serv = serv ? c->buf + hl : NULL;
   c->servlen = (socklen_t)sl;
-  int e = tdl_blocking_call(TDL_LANE_NAME, gni_run, c, free, NULL, TDL_FOREVER);
+  int e = tdl_pool_call(TDL_LANE_NAME, gni_run, c, free, NULL, TDL_FOREVER);
   if (e < 0) {
     if (e == -ENOMEM)
       return EAI_MEMORY;
@@ -1395,7 +1395,7 @@ static int ghb_call_pool(const char *name, int af, size_t buflen, ghb_call **out
     free(c);
     return -ENOMEM;
   }
-  int e = tdl_blocking_call(TDL_LANE_NAME, ghb_run, c, ghb_free, NULL, TDL_FOREVER);
+  int e = tdl_pool_call(TDL_LANE_NAME, ghb_run, c, ghb_free, NULL, TDL_FOREVER);
   if (e == 0)
     *out = c;
   return e;
@@ -1475,10 +1475,10 @@ HOOK int gethostbyname_r(const char *name, struct hostent *ret, char *buf, size_
  * the answer by another fiber's: each fiber has its own (fiber-local
  * storage, freed when the fiber ends), valid until that fiber's next
  * gethostbyname or gethostbyname2.  No key left: libc's, blocking. */
-static tdl_fls_key ghb_key;
+static tdl_fls_key_t ghb_key;
 static int ghb_key_ok;
 static pthread_once_t ghb_once = PTHREAD_ONCE_INIT;
-static void ghb_key_make(void) { ghb_key_ok = tdl_fls_key_create(&ghb_key, ghb_free) == 0; }
+static void ghb_key_make(void) { ghb_key_ok = tdl_fls_key_new(&ghb_key, ghb_free) == 0; }
 
 static struct hostent *ghb_static(const char *name, int af)
 {

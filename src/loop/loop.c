@@ -165,7 +165,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
     tdl__defer_run(loop);
     if (loop->sched_run)
       loop->sched_run(loop);
-    tdl__hooks_run(loop, TDL_HOOK_BEFORE_POLL);
+    tdl__observers_run(loop, TDL_OBSERVER_BEFORE_POLL);
 
     bool alive = tdl_loop_alive(loop);
     if (mode == TDL_LOOP_DEFAULT && (loop->stop_flag || !alive))
@@ -199,7 +199,7 @@ int tdl_loop_run(tdl_loop *loop, tdl_loop_mode mode)
       tdl__remote_busy(loop, true);
     loop->now = tdl__clock_now();
     tdl__heartbeat_away(loop);
-    tdl__hooks_run(loop, TDL_HOOK_AFTER_POLL);
+    tdl__observers_run(loop, TDL_OBSERVER_AFTER_POLL);
     if (err < 0)
       break;
     tdl__io_run_pending(loop);

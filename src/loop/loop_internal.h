@@ -150,7 +150,7 @@ int tdl__epoll_harvest(tdl_loop *loop, tdl__epoll *s);
  * loop never touches op again.  Like a report of readiness, done() must only
  * record and queue (wake a fiber), never run user code.
  */
-typedef struct tdl_op_base_ tdl__op; /* loop.h: { void (*done)(tdl__op *op, int res); } */
+typedef struct tdl__op_base tdl__op; /* loop.h: { void (*done)(tdl__op *op, int res); } */
 
 struct io_uring;
 struct io_uring_sqe;
@@ -316,7 +316,7 @@ struct tdl_loop {
   uint32_t timers_internal;
 
   tdl__list defers;   /* queued tdl_defer, oldest first */
-  tdl__list hooks[2]; /* started tdl_hook, by tdl_hook_kind */
+  tdl__list hooks[2]; /* started tdl_observer, by tdl_observer_kind */
 
   uint32_t active;   /* started handles that keep tdl_loop_run going (not timers) */
   uint32_t io_started; /* started watchers, internal ones included */
@@ -454,7 +454,7 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w);
 
 /* defer.c, hook.c: run what is queued / started. */
 void tdl__defer_run(tdl_loop *loop);
-void tdl__hooks_run(tdl_loop *loop, int kind);
+void tdl__observers_run(tdl_loop *loop, int kind);
 
 /* remote.c: what other threads left for the loop.  may_sleep says the loop
  * is about to sleep (false: work came, do not); busy(true) that it runs and

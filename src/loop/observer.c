@@ -3,17 +3,17 @@
 
 #include "loop/loop_internal.h"
 
-void tdl_hook_init(tdl_hook *h, tdl_hook_cb cb, void *data)
+void tdl_observer_init(tdl_observer *h, tdl_observer_cb cb, void *data)
 {
   memset(h, 0, sizeof *h);
   h->cb = cb;
   h->data = data;
 }
 
-int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind)
+int tdl_observer_start(tdl_loop *loop, tdl_observer *h, tdl_observer_kind kind)
 {
   TDL__CHECK_THREAD(loop);
-  if (kind != TDL_HOOK_BEFORE_POLL && kind != TDL_HOOK_AFTER_POLL)
+  if (kind != TDL_OBSERVER_BEFORE_POLL && kind != TDL_OBSERVER_AFTER_POLL)
     return -EINVAL;
   if (tdl__list_linked(&h->link))
     tdl__list_remove(&h->link);
@@ -22,7 +22,7 @@ int tdl_hook_start(tdl_loop *loop, tdl_hook *h, tdl_hook_kind kind)
   return 0;
 }
 
-int tdl_hook_stop(tdl_loop *loop, tdl_hook *h)
+int tdl_observer_stop(tdl_loop *loop, tdl_observer *h)
 {
   TDL__CHECK_THREAD(loop);
   if (tdl__list_linked(&h->link))
@@ -32,11 +32,11 @@ int tdl_hook_stop(tdl_loop *loop, tdl_hook *h)
 
 static void call_hook(tdl__list *n, void *loop)
 {
-  tdl_hook *h = TDL__CONTAINER_OF(n, tdl_hook, link);
+  tdl_observer *h = TDL__CONTAINER_OF(n, tdl_observer, link);
   h->cb(loop, h);
 }
 
-void tdl__hooks_run(tdl_loop *loop, int kind)
+void tdl__observers_run(tdl_loop *loop, int kind)
 {
   /* A hook may stop itself or any other. */
   tdl__list_walk(&loop->hooks[kind], call_hook, loop);

@@ -269,7 +269,7 @@ void tdl_post_init(tdl_post *p, tdl_post_cb cb, void *data)
   p->data = data;
 }
 
-int tdl_loop_port(tdl_loop *loop, tdl_port **out)
+int tdl_loop_port(tdl_port **out, tdl_loop *loop)
 {
   TDL__CHECK_THREAD(loop);
   *out = NULL;

@@ -12,10 +12,4 @@ tdl_time_t tdl_now(void)
 
 tdl_time_t tdl_after(tdl_time_t delay) { return tdl__time_add(tdl_now(), delay); }
 
-tdl_time_t tdl_loop_now(const tdl_loop *loop) { return loop->now; }
-
-tdl_time_t tdl_loop_now_update(tdl_loop *loop)
-{
-  loop->now = tdl__clock_now();
-  return loop->now;
-}
+void tdl_loop_update_time(tdl_loop *loop) { loop->now = tdl__clock_now(); }

@@ -362,7 +362,7 @@ static int watch_new(tdl_loop *loop, const tdl_watchdog_options *opts)
   return e;
 }
 
-int tdl_loop_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts)
+int tdl_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts)
 {
   int e = check_caller(loop);
   if (e < 0)
@@ -398,7 +398,7 @@ void tdl__watchdog_close(tdl_loop *loop)
   free(w);
 }
 
-int tdl_loop_watchdog_stop(tdl_loop *loop)
+int tdl_watchdog_stop(tdl_loop *loop)
 {
   int e = check_caller(loop);
   if (e < 0)

@@ -96,7 +96,7 @@ static void evict_oldest(tdl_conns *cs)
     tdl_fiber_cancel(cs->loop, c->fiber); /* -ESRCH: its fiber is gone already */
 }
 
-int tdl_conn_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber)
+int tdl_conns_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber)
 {
   if (!cs || !c || (!fiber && !cs->evict))
     return -EINVAL;
@@ -111,7 +111,7 @@ int tdl_conn_admit(tdl_conns *cs, tdl_conn *c, tdl_fiber_t fiber)
   cs->open++;
   cs->admitted++;
   idle_link(c, cs->first_byte == TDL_FOREVER ? TDL_FOREVER
-                                               : tdl__time_add(tdl_loop_now(cs->loop), cs->first_byte));
+                                               : tdl__time_add(tdl_now(), cs->first_byte));
   return 0;
 }
 
@@ -123,7 +123,7 @@ tdl_time_t tdl_conn_idle(tdl_conn *c)
     return c->deadline;
   tdl_conns *cs = c->set;
   idle_link(c, cs->idle_delay == TDL_FOREVER ? TDL_FOREVER
-                                             : tdl__time_add(tdl_loop_now(cs->loop), cs->idle_delay));
+                                             : tdl__time_add(tdl_now(), cs->idle_delay));
   return c->deadline;
 }
 

@@ -245,7 +245,7 @@ int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline)
   reserve_ensure();
   for (;;) {
     socklen_t len = sizeof peer->u;
-    int fd = tdl__fiber_accept(lfd, peer ? &peer->u.sa : NULL, peer ? &len : NULL, deadline);
+    int fd = tdl__fd_accept(lfd, peer ? &peer->u.sa : NULL, peer ? &len : NULL, deadline);
     if (fd >= 0) {
       if (peer)
         peer->len = len;
@@ -303,12 +303,12 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
     return -errno;
   tdl__backoff pause = {TDL_MSEC, 50 * TDL_MSEC};
   for (;;) {
-    e = tdl__fiber_connect(fd, &a->u.sa, a->len, deadline);
+    e = tdl__fd_connect(fd, &a->u.sa, a->len, deadline);
     if (e != -EAGAIN || fam != AF_UNIX)
       break;
     /* A Unix listener with a full backlog: the kernel will not queue a
      * non-blocking connect, and nothing signals room; poll with back-off. */
-    if (deadline != TDL_FOREVER && tdl_loop_now(loop) >= deadline) {
+    if (deadline != TDL_FOREVER && loop->now >= deadline) {
       e = -ETIMEDOUT;
       break;
     }
@@ -359,7 +359,7 @@ int tdl_net_listen_str(const char *s, int backlog, unsigned flags)
   return fd;
 }
 
-int tdl_net_connect_str(const char *s, tdl_time_t deadline)
+int tdl__net_dial_literal(const char *s, tdl_time_t deadline)
 {
   if (!tdl_fiber_self())
     return -EPERM;

@@ -1,5 +1,5 @@
 /*
- * tdl_blocking_call: the fiber's side of the pool.
+ * tdl_pool_call: the fiber's side of the pool.
  *
  * The work item is allocated (it may outlive the fiber's wait), handed to
  * the pool, and comes back as a post to the caller's loop.  It belongs to
@@ -53,7 +53,7 @@ static int refuse(int e, void (*drop)(void *arg), void *arg)
   return e;
 }
 
-int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg), void **result,
+int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg), void **result,
                       tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
@@ -75,7 +75,7 @@ int tdl_blocking_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*d
   w->done = send_home;
   w->f = f;
   tdl_post_init(&w->back, arrived, w);
-  int e = tdl_loop_port(f->sched->loop, &w->home);
+  int e = tdl_loop_port(&w->home, f->sched->loop);
   if (e == 0 && (e = tdl__pool_submit(w)) < 0)
     tdl_port_release(w->home);
   if (e < 0) {
@@ -123,7 +123,7 @@ int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **r
     return -ETIMEDOUT;
   tdl__work w = {.fn = fn, .arg = arg, .lane = (unsigned)lane, .done = send_home_here, .f = f};
   tdl_post_init(&w.back, arrived_here, &w);
-  int e = tdl_loop_port(f->sched->loop, &w.home);
+  int e = tdl_loop_port(&w.home, f->sched->loop);
   if (e == 0 && (e = tdl__pool_submit(&w)) < 0)
     tdl_port_release(w.home);
   if (e < 0)

@@ -42,12 +42,12 @@ bool tdl__pool_withdraw(tdl__work *w);
 
 /*
  * From a fiber: run fn(arg) on a pool thread in `lane` and park until it has
- * run; its return value goes to *result.  Unlike tdl_blocking_call, nothing
+ * run; its return value goes to *result.  Unlike tdl_pool_call, nothing
  * is allocated and the call cannot be abandoned once a thread has taken it:
  * a deadline or a cancel that comes first withdraws it if it has not started
  * (-ETIMEDOUT, -ECANCELED; fn never runs), and otherwise waits for it.  For
  * work that writes into the caller's memory (file reads).  Errors as
- * tdl_blocking_call's.
+ * tdl_pool_call's.
  */
 int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline);
 

@@ -284,7 +284,7 @@ static void on_clock(tdl_loop *loop, tdl_timer *t)
     if (x->grace > 0) {
       signal_child(x, SIGTERM);
       x->phase = TERM_SENT;
-      int r = tdl_timer_start_at(loop, t, tdl__time_add(tdl_loop_now(loop), x->grace), 0);
+      int r = tdl_timer_start(loop, t, x->grace, 0);
       if (r < 0)
         finish(x, r);
       return;
@@ -452,8 +452,8 @@ static void release(run *x)
     tdl_loop_free(x->loop);
 }
 
-TDL_API int tdl_process_run(const char *const *argv, const tdl_process_run_options *opts, const void *input,
-                            size_t input_len, size_t limit, tdl_time_t deadline, tdl_process_run_result *result)
+TDL_API int tdl_process_run(tdl_process_run_result *result, const char *const *argv, const tdl_process_run_options *opts,
+                            const void *input, size_t input_len, size_t limit, tdl_time_t deadline)
 {
   if (!result)
     return -EINVAL;

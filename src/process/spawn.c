@@ -82,6 +82,7 @@ static void no_child(tdl_process *p)
   p->tdl__cb = NULL;
   p->tdl__loop = NULL;
   p->tdl__unwatch = NULL;
+  p->tdl__waiting = 0;
 }
 
 static int check_options(const tdl_process_options *o)

@@ -67,7 +67,7 @@ static int nap_fiber(tdl_time_t until) { return tdl_sleep(until); }
 
 static int wait_in_fiber(tdl_process *p, tdl_time_t deadline);
 
-TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
+TDL_API int tdl_process_wait(tdl_process *p, int *status, tdl_time_t deadline)
 {
   if (!p || p->tdl__state == TDL__PROC_NONE)
     return -EINVAL;
@@ -75,7 +75,9 @@ TDL_API int tdl_process_wait(tdl_process *p, tdl_time_t deadline, int *status)
     return -EBUSY;
   int r;
   if (tdl_fiber_self() != 0) {
+    p->tdl__waiting++;
     r = wait_in_fiber(p, deadline);
+    p->tdl__waiting--;
   } else if (deadline == TDL_FOREVER) {
     r = tdl__process_reap(p, 1);
   } else if (p->pidfd >= 0) {
@@ -144,18 +146,20 @@ static int wait_in_fiber(tdl_process *p, tdl_time_t deadline)
     return reap_polling(p, deadline, nap_fiber);
   int r;
   while ((r = tdl__process_reap(p, 0)) == 0) {
-    int e = tdl_wait_fd(p->pidfd, TDL_READ, deadline);
+    int e = tdl_fd_wait(p->pidfd, TDL_READ, deadline);
     if (e < 0)
       return e;
   }
   return r;
 }
 
-TDL_API void tdl_process_destroy(tdl_process *p)
+TDL_API int tdl_process_destroy(tdl_process *p)
 {
   /* No child means no fds either; and a zeroed handle's fds read 0: stdin. */
   if (!p || p->tdl__state == TDL__PROC_NONE)
-    return;
+    return 0;
+  if (p->tdl__waiting)
+    return -EBUSY; /* it would wake to a handle gone under it */
   tdl_process_unwatch(p);
   if (p->tdl__state == TDL__PROC_RUNNING && tdl__process_reap(p, 0) == 0) {
     tdl_process_kill(p, SIGKILL);
@@ -167,4 +171,5 @@ TDL_API void tdl_process_destroy(tdl_process *p)
   tdl__proc_close(&p->stderr_fd);
   p->pid = 0;
   p->tdl__state = TDL__PROC_NONE;
+  return 0;
 }

@@ -34,7 +34,7 @@ static int check_size(size_t elem_size, size_t capacity)
   return 0;
 }
 
-int tdl_chan_init_mem(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len)
+int tdl_chan_init(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len)
 {
   int e = check_size(elem_size, capacity);
   if (e < 0)
@@ -58,7 +58,7 @@ int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity)
   tdl_chan *ch = TDL__FAULT_ALLOC(malloc(sizeof *ch + elem_size * capacity));
   if (!ch)
     return -ENOMEM;
-  tdl_chan_init_mem(ch, elem_size, capacity, capacity ? (unsigned char *)(ch + 1) : NULL,
+  tdl_chan_init(ch, elem_size, capacity, capacity ? (unsigned char *)(ch + 1) : NULL,
                     elem_size * capacity);
   ch->owned = 1;
   *out = ch;
@@ -74,7 +74,7 @@ int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacity)
   tdl_chan *ch = TDL__FAULT_ALLOC(calloc(1, sizeof *ch));
   if (!ch)
     return -ENOMEM;
-  if ((e = tdl__xchan_new(ch, elem_size, capacity)) < 0) {
+  if ((e = tdl__chan_shared_new(ch, elem_size, capacity)) < 0) {
     free(ch);
     return e;
   }
@@ -85,28 +85,21 @@ int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacity)
   return 0;
 }
 
-size_t tdl_chan_len(const tdl_chan *ch) { return ch->x ? tdl__xchan_len(ch) : ch->len; }
+size_t tdl_chan_len(const tdl_chan *ch) { return ch->shared ? tdl__chan_shared_len(ch) : ch->len; }
 
-static void evict_all(tdl__list *q)
-{
-  tdl__waiter *w;
-  while ((w = tdl__waitq_take(q)) != NULL)
-    tdl__wake(w->f, -EBADF);
-}
-
-static void destroy(tdl_chan *ch)
-{
-  evict_all(&ch->recvq);
-  evict_all(&ch->sendq);
-  ch->closed = 1;
-  ch->len = 0;
-}
+/* A fiber's record stays queued until that fiber has run again, also after
+ * its deadline or a cancel ended its wait: until then it will touch the
+ * queue, so the channel is in use. */
+static bool in_use(const tdl_chan *ch) { return !tdl__list_empty(&ch->recvq) || !tdl__list_empty(&ch->sendq); }
 
 int tdl_chan_destroy(tdl_chan *ch)
 {
   if (!ch || ch->owned)
     return -EINVAL;
-  destroy(ch);
+  if (in_use(ch))
+    return -EBUSY;
+  ch->closed = 1;
+  ch->len = 0;
   return 0;
 }
 
@@ -116,18 +109,16 @@ int tdl_chan_free(tdl_chan *ch)
     return 0;
   if (!ch->owned)
     return -EINVAL;
-  if (ch->x)
-    tdl__xchan_free(ch);
-  else
-    destroy(ch);
-  free(ch);
-  return 0;
+  int e = ch->shared ? tdl__chan_shared_free(ch) : in_use(ch) ? -EBUSY : 0;
+  if (e == 0)
+    free(ch);
+  return e;
 }
 
 int tdl_chan_close(tdl_chan *ch)
 {
-  if (ch->x)
-    return tdl__xchan_close(ch);
+  if (ch->shared)
+    return tdl__chan_shared_close(ch);
   if (ch->closed)
     return -EPIPE;
   ch->closed = 1;
@@ -194,12 +185,12 @@ static inline int try_recv(tdl_chan *ch, void *val)
 
 int tdl_chan_try_send(tdl_chan *ch, const void *val)
 {
-  return TDL__UNLIKELY(ch->x != NULL) ? tdl__xchan_try_send(ch, val) : try_send(ch, val);
+  return TDL__UNLIKELY(ch->shared != NULL) ? tdl__chan_shared_try_send(ch, val) : try_send(ch, val);
 }
 
 int tdl_chan_try_recv(tdl_chan *ch, void *val)
 {
-  return TDL__UNLIKELY(ch->x != NULL) ? tdl__xchan_try_recv(ch, val) : try_recv(ch, val);
+  return TDL__UNLIKELY(ch->shared != NULL) ? tdl__chan_shared_try_recv(ch, val) : try_recv(ch, val);
 }
 
 /* ---- blocking send and receive ---- */
@@ -214,8 +205,8 @@ static int wait_on(tdl__list *q, tdl__fiber *f, void *val, const char *what, tdl
 
 int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 {
-  if (TDL__UNLIKELY(ch->x != NULL))
-    return tdl__xchan_send(ch, val, deadline);
+  if (TDL__UNLIKELY(ch->shared != NULL))
+    return tdl__chan_shared_send(ch, val, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -229,8 +220,8 @@ int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 
 int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
 {
-  if (TDL__UNLIKELY(ch->x != NULL))
-    return tdl__xchan_recv(ch, val, deadline);
+  if (TDL__UNLIKELY(ch->shared != NULL))
+    return tdl__chan_shared_recv(ch, val, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;

@@ -26,7 +26,7 @@
  * through the spinlock, and the side that finds a waiter of the other
  * direction moves the value straight between the two fibers' buffers.
  *
- * Waking across threads is xwait.h's: records, claims, deliveries.
+ * Waking across threads is shared_wait.h's: records, claims, deliveries.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -41,31 +41,51 @@
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 
-typedef struct tdl__xchan {
+typedef struct tdl__chan_shared {
   _Alignas(64) uint64_t tail; /* senders' position (atomic) */
   _Alignas(64) uint64_t head; /* receivers' position (atomic) */
   _Alignas(64) int lock;      /* a spinlock over the queues */
   uint32_t nrecv, nsend;      /* records queued (atomic: read without the lock) */
+  /* Calls that have waited, or may wait, and may still touch the channel:
+   * hung records until their fibers let go of them, and buffered calls
+   * from their first wait to their return (a wake makes them try again).
+   * tdl_chan_free refuses while there are any.  Atomic. */
+  uint32_t users;
   int closed;                 /* atomic */
-  tdl__list recvq, sendq;     /* tdl__xwait, under the lock */
+  tdl__list recvq, sendq;     /* tdl__shared_wait, under the lock */
   size_t cap, elem, cell;     /* cell: 8 bytes of sequence, then the value */
   size_t cells_n;             /* cap, but at least 2 (the ring's rule) */
   size_t mask;                /* cells_n - 1 when a power of two, else 0 */
   unsigned char *cells;
-} tdl__xchan;
+} tdl__chan_shared;
 
-static inline void lock(tdl__xchan *x) { tdl__spin_lock(&x->lock); }
-static inline void unlock(tdl__xchan *x) { tdl__spin_unlock(&x->lock); }
+static inline void lock(tdl__chan_shared *x) { tdl__spin_lock(&x->lock); }
+static inline void unlock(tdl__chan_shared *x) { tdl__spin_unlock(&x->lock); }
+
+/* w, hung on x, counts among its users until its fiber lets go of it; the
+ * uncount is that fiber's last touch of x. */
+static inline void use(tdl__chan_shared *x, tdl__shared_wait *w)
+{
+  ADD(&x->users, 1);
+  w->using = 1;
+}
+static inline void unuse(tdl__chan_shared *x, tdl__shared_wait *w)
+{
+  if (w->using) {
+    w->using = 0;
+    ADD(&x->users, -1);
+  }
+}
 
 /* ---- the ring ---- */
 
-static inline uint64_t *seq_at(tdl__xchan *x, uint64_t pos)
+static inline uint64_t *seq_at(tdl__chan_shared *x, uint64_t pos)
 {
   size_t i = x->mask ? (size_t)(pos & x->mask) : (size_t)(pos % x->cells_n);
   return (uint64_t *)(void *)(x->cells + i * x->cell);
 }
 
-static bool ring_put(tdl__xchan *x, const void *val)
+static bool ring_put(tdl__chan_shared *x, const void *val)
 {
   uint64_t pos = __atomic_load_n(&x->tail, __ATOMIC_RELAXED);
   for (;;) {
@@ -89,7 +109,7 @@ static bool ring_put(tdl__xchan *x, const void *val)
   }
 }
 
-static bool ring_get(tdl__xchan *x, void *val)
+static bool ring_get(tdl__chan_shared *x, void *val)
 {
   uint64_t pos = __atomic_load_n(&x->head, __ATOMIC_RELAXED);
   for (;;) {
@@ -147,7 +167,7 @@ static void heavy_fence(void)
 /* ---- waking ---- */
 
 /* A value or room came: wake one waiter of q, if any waits. */
-static void notify_one(tdl__xchan *x, tdl__list *q, uint32_t *count)
+static void notify_one(tdl__chan_shared *x, tdl__list *q, uint32_t *count)
 {
   /* The ring's change, then the count (see the top).  ThreadSanitizer
    * models no fences: its build reads the count with a read-modify-write,
@@ -164,21 +184,21 @@ static void notify_one(tdl__xchan *x, tdl__list *q, uint32_t *count)
     return;
 #endif
   lock(x);
-  tdl__xwait *w = tdl__xwait_take(q, count, TDL__X_RETRY);
+  tdl__shared_wait *w = tdl__shared_wait_take(q, count, TDL__SHARED_RETRY);
   unlock(x);
   if (w)
-    tdl__xwait_deliver(w);
+    tdl__shared_wait_deliver(w);
 }
 
 /* ---- waiting ---- */
 
-static bool hand_off(tdl__xchan *x, int op, void *val);
+static bool hand_off(tdl__chan_shared *x, int op, void *val);
 
 /* Unbuffered, a select's clause: a partner already waiting completes it
  * now (the lock keeps partners from both hanging and missing each other).
  * Returns 1 when it did (w's claim taken, status set), 0 otherwise; the lock
  * is held on return. */
-static int hang_rendezvous(tdl__xchan *x, int op, tdl__xwait *w)
+static int hang_rendezvous(tdl__chan_shared *x, int op, tdl__shared_wait *w)
 {
   if (LOAD(&x->closed)) {
     if (!tdl__claim_take(w->claim, w->clause))
@@ -192,29 +212,30 @@ static int hang_rendezvous(tdl__xchan *x, int op, tdl__xwait *w)
     return 0;
   if (hand_off(x, op, w->val)) { /* it unlocked */
     lock(x);
-    w->status = TDL__X_MOVED;
+    w->status = TDL__SHARED_MOVED;
     w->delivered = 1;
     return 1;
   }
   /* Every record there had gone: we hold our own claim, so finish as an
    * unbuffered retry: the select tries again. */
-  w->status = TDL__X_RETRY;
+  w->status = TDL__SHARED_RETRY;
   w->delivered = 1;
   return 1;
 }
 
-int tdl__xchan_hang(tdl_chan *ch, int op, tdl__xwait *w, tdl__fiber *f)
+int tdl__chan_shared_hang(tdl_chan *ch, int op, tdl__shared_wait *w, tdl__fiber *f)
 {
-  tdl__xchan *x = ch->x;
-  int e = tdl__xwait_prepare(w, f);
+  tdl__chan_shared *x = ch->shared;
+  int e = tdl__shared_wait_prepare(w, f);
   if (e < 0)
     return e;
   lock(x);
   if (!ch->cap && hang_rendezvous(x, op, w)) {
     unlock(x);
-    tdl__xwait_done(w);
+    tdl__shared_wait_done(w);
     return 1;
   }
+  use(x, w);
   if (op == TDL_SELECT_RECV) {
     tdl__list_push(&x->recvq, &w->link);
     ADD(&x->nrecv, 1);
@@ -228,37 +249,39 @@ int tdl__xchan_hang(tdl_chan *ch, int op, tdl__xwait *w, tdl__fiber *f)
   return 0;
 }
 
-void tdl__xchan_unhang(tdl_chan *ch, int op, tdl__xwait *w)
+void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   lock(x);
   if (tdl__list_linked(&w->link)) {
     tdl__list_remove(&w->link);
     ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
   }
   unlock(x);
-  tdl__xwait_done(w);
+  tdl__shared_wait_done(w);
+  unuse(x, w);
 }
 
 /* Wait on ch for op: park until woken, the deadline, or a cancel.  Returns
- * the waker's status (TDL__X_RETRY, TDL__X_MOVED, -EPIPE, -EBADF), or the
+ * the waker's status (TDL__SHARED_RETRY, TDL__SHARED_MOVED, -EPIPE), or the
  * park's error when nothing woke it.  The record is hung already. */
-static int wait_for(tdl_chan *ch, int op, tdl__xwait *w, const char *what, tdl_time_t deadline)
+static int wait_for(tdl_chan *ch, int op, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
   int r = tdl__park(w->f, what, -1, deadline);
-  if (tdl__xwait_settle(w) < 0) {
-    tdl__xchan_unhang(ch, op, w);
+  if (tdl__shared_wait_settle(w) < 0) {
+    tdl__chan_shared_unhang(ch, op, w);
     return r < 0 ? r : -ECANCELED;
   }
-  tdl__xwait_done(w);
+  tdl__shared_wait_done(w);
+  unuse(ch->shared, w);
   return w->status;
 }
 
 /* ---- buffered ---- */
 
-static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_t deadline)
+static int buffered_send_waiting(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_t deadline)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   for (;;) {
     if (LOAD(&x->closed))
       return -EPIPE;
@@ -268,17 +291,17 @@ static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_
     }
     if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
       return -ETIMEDOUT;
-    tdl__xwait w = {.clause = 0};
+    tdl__shared_wait w = {.clause = 0};
     w.claim = &w.own;
-    int e = tdl__xchan_hang(ch, TDL_SELECT_SEND, &w, f);
+    int e = tdl__chan_shared_hang(ch, TDL_SELECT_SEND, &w, f);
     if (e < 0)
       return e;
     /* Counted in: look once more (a receiver may have made room between
      * our try and the count); else park. */
     if (!LOAD(&x->closed) && ring_put(x, val)) {
       if (tdl__claim_close(w.claim) >= 0)
-        tdl__xwait_await(&w); /* a wake was on its way: absorb it */
-      tdl__xchan_unhang(ch, TDL_SELECT_SEND, &w);
+        tdl__shared_wait_await(&w); /* a wake was on its way: absorb it */
+      tdl__chan_shared_unhang(ch, TDL_SELECT_SEND, &w);
       notify_one(x, &x->recvq, &x->nrecv);
       return 0;
     }
@@ -288,9 +311,9 @@ static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_
   }
 }
 
-static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t deadline)
+static int buffered_recv_waiting(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t deadline)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   for (;;) {
     if (ring_get(x, val)) {
       notify_one(x, &x->sendq, &x->nsend);
@@ -300,9 +323,9 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
       return ring_get(x, val) ? 0 : -EPIPE; /* sent before the close: still received */
     if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
       return -ETIMEDOUT;
-    tdl__xwait w = {.clause = 0};
+    tdl__shared_wait w = {.clause = 0};
     w.claim = &w.own;
-    int e = tdl__xchan_hang(ch, TDL_SELECT_RECV, &w, f);
+    int e = tdl__chan_shared_hang(ch, TDL_SELECT_RECV, &w, f);
     if (e < 0)
       return e;
     bool got = ring_get(x, val);
@@ -310,8 +333,8 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
       if (!got)
         got = ring_get(x, val); /* sent before the close: still received */
       if (tdl__claim_close(w.claim) >= 0)
-        tdl__xwait_await(&w); /* a wake was on its way: absorb it */
-      tdl__xchan_unhang(ch, TDL_SELECT_RECV, &w);
+        tdl__shared_wait_await(&w); /* a wake was on its way: absorb it */
+      tdl__chan_shared_unhang(ch, TDL_SELECT_RECV, &w);
       if (!got)
         return -EPIPE;
       notify_one(x, &x->sendq, &x->nsend);
@@ -323,13 +346,45 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
   }
 }
 
+void tdl__chan_shared_use(tdl_chan *ch, bool on) { ADD(&ch->shared->users, on ? 1 : -1); }
+
+/* A buffered call that cannot complete at once counts among the channel's
+ * users until it returns: a wake sends it back to the ring. */
+static int buffered_send(tdl_chan *ch, tdl__fiber *f, const void *val, tdl_time_t deadline)
+{
+  tdl__chan_shared *x = ch->shared;
+  if (LOAD(&x->closed))
+    return -EPIPE;
+  if (ring_put(x, val)) {
+    notify_one(x, &x->recvq, &x->nrecv);
+    return 0;
+  }
+  tdl__chan_shared_use(ch, true);
+  int r = buffered_send_waiting(ch, f, val, deadline);
+  tdl__chan_shared_use(ch, false);
+  return r;
+}
+
+static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t deadline)
+{
+  tdl__chan_shared *x = ch->shared;
+  if (ring_get(x, val)) {
+    notify_one(x, &x->sendq, &x->nsend);
+    return 0;
+  }
+  tdl__chan_shared_use(ch, true);
+  int r = buffered_recv_waiting(ch, f, val, deadline);
+  tdl__chan_shared_use(ch, false);
+  return r;
+}
+
 /* ---- unbuffered: hand-off under the lock ---- */
 
 /* Move a value to or from a waiter of the other direction, if one waits. */
-static bool hand_off(tdl__xchan *x, int op, void *val)
+static bool hand_off(tdl__chan_shared *x, int op, void *val)
 {
-  tdl__xwait *peer = op == TDL_SELECT_SEND ? tdl__xwait_take(&x->recvq, &x->nrecv, TDL__X_MOVED)
-                                           : tdl__xwait_take(&x->sendq, &x->nsend, TDL__X_MOVED);
+  tdl__shared_wait *peer = op == TDL_SELECT_SEND ? tdl__shared_wait_take(&x->recvq, &x->nrecv, TDL__SHARED_MOVED)
+                                           : tdl__shared_wait_take(&x->sendq, &x->nsend, TDL__SHARED_MOVED);
   if (!peer)
     return false;
   if (op == TDL_SELECT_SEND)
@@ -337,33 +392,34 @@ static bool hand_off(tdl__xchan *x, int op, void *val)
   else
     memcpy(val, peer->val, x->elem);
   unlock(x);
-  tdl__xwait_deliver(peer);
+  tdl__shared_wait_deliver(peer);
   return true;
 }
 
 static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t deadline)
 {
-  tdl__xchan *x = ch->x;
-  tdl__xwait w = {.clause = 0, .val = val};
+  tdl__chan_shared *x = ch->shared;
+  tdl__shared_wait w = {.clause = 0, .val = val};
   w.claim = &w.own;
-  int e = tdl__xwait_prepare(&w, f);
+  int e = tdl__shared_wait_prepare(&w, f);
   if (e < 0)
     return e;
   lock(x);
   if (LOAD(&x->closed)) {
     unlock(x);
-    tdl__xwait_done(&w);
+    tdl__shared_wait_done(&w);
     return -EPIPE;
   }
   if (hand_off(x, op, val)) {
-    tdl__xwait_done(&w);
+    tdl__shared_wait_done(&w);
     return 0;
   }
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
     unlock(x);
-    tdl__xwait_done(&w);
+    tdl__shared_wait_done(&w);
     return -ETIMEDOUT;
   }
+  use(x, &w);
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
   ADD(op == TDL_SELECT_SEND ? &x->nsend : &x->nrecv, 1);
   unlock(x);
@@ -381,7 +437,7 @@ static int may_block(tdl__fiber **out)
   return f->cancelled ? -ECANCELED : 0;
 }
 
-int tdl__xchan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
+int tdl__chan_shared_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 {
   tdl__fiber *f;
   int e = may_block(&f);
@@ -392,7 +448,7 @@ int tdl__xchan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
   return rendezvous(ch, f, TDL_SELECT_SEND, (void *)val, deadline);
 }
 
-int tdl__xchan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
+int tdl__chan_shared_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
 {
   tdl__fiber *f;
   int e = may_block(&f);
@@ -404,9 +460,9 @@ int tdl__xchan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
   return e;
 }
 
-int tdl__xchan_try_send(tdl_chan *ch, const void *val)
+int tdl__chan_shared_try_send(tdl_chan *ch, const void *val)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   if (LOAD(&x->closed))
     return -EPIPE;
   if (ch->cap) {
@@ -422,9 +478,9 @@ int tdl__xchan_try_send(tdl_chan *ch, const void *val)
   return -EAGAIN;
 }
 
-int tdl__xchan_try_recv(tdl_chan *ch, void *val)
+int tdl__chan_shared_try_recv(tdl_chan *ch, void *val)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   if (ch->cap) {
     if (ring_get(x, val)) {
       notify_one(x, &x->sendq, &x->nsend);
@@ -440,43 +496,44 @@ int tdl__xchan_try_recv(tdl_chan *ch, void *val)
   return closed ? -EPIPE : -EAGAIN;
 }
 
-/* End every wait with status: closing (-EPIPE; buffered waiters try again
- * and find it closed) or destroying (-EBADF). */
-static void end_waits(tdl__xchan *x, bool buffered, int status)
+/* Closing ends every wait: unbuffered waiters with -EPIPE, buffered ones
+ * try again and find it closed. */
+static void end_waits(tdl__chan_shared *x, bool buffered)
 {
+  int status = buffered ? TDL__SHARED_RETRY : -EPIPE;
   tdl__list woken = {NULL, NULL};
   lock(x);
-  tdl__xwait_take_all(&x->recvq, &x->nrecv, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
-  tdl__xwait_take_all(&x->sendq, &x->nsend, buffered && status == -EPIPE ? TDL__X_RETRY : status, &woken);
+  tdl__shared_wait_take_all(&x->recvq, &x->nrecv, status, &woken);
+  tdl__shared_wait_take_all(&x->sendq, &x->nsend, status, &woken);
   unlock(x);
-  tdl__xwait_deliver_all(&woken);
+  tdl__shared_wait_deliver_all(&woken);
 }
 
-int tdl__xchan_close(tdl_chan *ch)
+int tdl__chan_shared_close(tdl_chan *ch)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   if (__atomic_exchange_n(&x->closed, 1, __ATOMIC_SEQ_CST))
     return -EPIPE;
-  end_waits(x, ch->cap > 0, -EPIPE);
+  end_waits(x, ch->cap > 0);
   return 0;
 }
 
-size_t tdl__xchan_len(const tdl_chan *ch)
+size_t tdl__chan_shared_len(const tdl_chan *ch)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   if (!ch->cap)
     return 0;
   uint64_t t = __atomic_load_n(&x->tail, __ATOMIC_ACQUIRE), h = __atomic_load_n(&x->head, __ATOMIC_ACQUIRE);
   return t > h ? (size_t)(t - h) : 0; /* a moment's view, as any length of a shared queue */
 }
 
-int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity)
+int tdl__chan_shared_new(tdl_chan *ch, size_t elem_size, size_t capacity)
 {
   size_t cell = 8 + ((elem_size + 7) & ~(size_t)7);
   if (capacity && cell > TDL_CHAN_MAX_BYTES / capacity)
     return -EINVAL;
   (void)pthread_once(&asym_once, asym_init);
-  tdl__xchan *x = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *x + 63) & ~(size_t)63));
+  tdl__chan_shared *x = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *x + 63) & ~(size_t)63));
   if (!x)
     return -ENOMEM;
   memset(x, 0, sizeof *x);
@@ -494,23 +551,24 @@ int tdl__xchan_new(tdl_chan *ch, size_t elem_size, size_t capacity)
     for (size_t i = 0; i < x->cells_n; i++)
       *(uint64_t *)(void *)(x->cells + i * cell) = i;
   }
-  ch->x = x;
+  ch->shared = x;
   return 0;
 }
 
-void tdl__xchan_free(tdl_chan *ch)
+int tdl__chan_shared_free(tdl_chan *ch)
 {
-  tdl__xchan *x = ch->x;
-  STORE(&x->closed, 1);
-  end_waits(x, false, -EBADF);
+  tdl__chan_shared *x = ch->shared;
+  if (LOAD(&x->users))
+    return -EBUSY;
   free(x->cells);
   free(x);
-  ch->x = NULL;
+  ch->shared = NULL;
+  return 0;
 }
 
-bool tdl__xchan_ready(tdl_chan *ch, int op)
+bool tdl__chan_shared_ready(tdl_chan *ch, int op)
 {
-  tdl__xchan *x = ch->x;
+  tdl__chan_shared *x = ch->shared;
   if (!ch->cap || LOAD(&x->closed))
     return LOAD(&x->closed) != 0;
   if (op == TDL_SELECT_RECV) {

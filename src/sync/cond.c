@@ -7,11 +7,7 @@
 
 #include "sync/sync_internal.h"
 
-int tdl_cond_init(tdl_cond *c)
-{
-  *c = (tdl_cond)TDL_COND_INIT;
-  return 0;
-}
+void tdl_cond_init(tdl_cond *c) { *c = (tdl_cond)TDL_COND_INIT; }
 
 /* Park until w is granted, whatever happens meanwhile: no deadline, and a
  * cancel is held off until the next park.  Only condition waiters taking back

@@ -7,11 +7,7 @@
 
 enum { MUTEX_OWNER_DEAD = 1u };
 
-int tdl_mutex_init(tdl_mutex *m)
-{
-  *m = (tdl_mutex)TDL_MUTEX_INIT;
-  return 0;
-}
+void tdl_mutex_init(tdl_mutex *m) { *m = (tdl_mutex)TDL_MUTEX_INIT; }
 
 int tdl__mutex_acquired(tdl_mutex *m)
 {
@@ -84,7 +80,7 @@ int tdl_mutex_lock(tdl_mutex *m, tdl_time_t deadline)
   return tdl__mutex_acquired(m);
 }
 
-int tdl_mutex_trylock(tdl_mutex *m)
+int tdl_mutex_try_lock(tdl_mutex *m)
 {
   tdl__fiber *f = tdl__self();
   if (!f)

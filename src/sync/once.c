@@ -7,11 +7,7 @@
 
 enum { ONCE_NEVER = 0, ONCE_RUNNING = 1, ONCE_DONE = 2 };
 
-int tdl_once_init(tdl_once *o)
-{
-  *o = (tdl_once)TDL_ONCE_INIT;
-  return 0;
-}
+void tdl_once_init(tdl_once *o) { *o = (tdl_once)TDL_ONCE_INIT; }
 
 /* The run failed (or its fiber finished inside fn): make the oldest live
  * waiter the next runner, or let the next caller try. */

@@ -24,7 +24,7 @@ enum { ON_STACK = 16 };
 /* One clause's wait record, whichever its kind. */
 typedef union clause {
   tdl__waiter chan;
-  tdl__xwait x; /* a shared channel's */
+  tdl__shared_wait shared; /* a shared channel's */
   tdl__fdwait fd;
 } clause;
 
@@ -33,7 +33,16 @@ enum { RETRY = -1000 };
 
 static bool shared(const tdl_select_op *op)
 {
-  return (op->kind == TDL_SELECT_RECV || op->kind == TDL_SELECT_SEND) && op->ch && op->ch->x;
+  return (op->kind == TDL_SELECT_RECV || op->kind == TDL_SELECT_SEND) && op->ch && op->ch->shared;
+}
+
+/* Count the select among the users of its shared channels (on), from its
+ * first wait to its return, or stop counting it (off). */
+static void shared_enter(const tdl_select_op *ops, size_t n, bool on)
+{
+  for (size_t i = 0; i < n; i++)
+    if (shared(&ops[i]))
+      tdl__chan_shared_use(ops[i].ch, on);
 }
 
 static uint32_t pick(uint32_t n)
@@ -140,7 +149,7 @@ int tdl_try_select(tdl_select_op *ops, size_t n)
 }
 
 /* An FD clause the loop knows to be ready (its index, result set), an
- * error, or -EAGAIN.  As in tdl_wait_fd, readiness cached but stale is
+ * error, or -EAGAIN.  As in tdl_fd_wait, readiness cached but stale is
  * dropped on the way, so that those clauses wait. */
 static int fds_ready(tdl__fiber *f, tdl_select_op *ops, size_t n)
 {
@@ -164,8 +173,8 @@ static int fds_ready(tdl__fiber *f, tdl_select_op *ops, size_t n)
 static int hang(tdl__fiber *f, tdl_select_op *op, int i, clause *c, tdl__select *sel)
 {
   if (shared(op)) {
-    c->x = (tdl__xwait){.clause = i, .claim = &sel->claim, .val = op->val};
-    return tdl__xchan_hang(op->ch, op->kind, &c->x, f);
+    c->shared = (tdl__shared_wait){.clause = i, .claim = &sel->claim, .val = op->val};
+    return tdl__chan_shared_hang(op->ch, op->kind, &c->shared, f);
   }
   switch (op->kind) {
   case TDL_SELECT_RECV:
@@ -186,7 +195,7 @@ static int hang(tdl__fiber *f, tdl_select_op *op, int i, clause *c, tdl__select 
 static void unhang(tdl__fiber *f, const tdl_select_op *op, clause *c)
 {
   if (shared(op)) {
-    tdl__xchan_unhang(op->ch, op->kind, &c->x);
+    tdl__chan_shared_unhang(op->ch, op->kind, &c->shared);
     return;
   }
   switch (op->kind) {
@@ -221,7 +230,7 @@ static void abort_select(tdl__fiber *f) { unhang_all(f, f->abort_ctx); }
 static bool shared_ready(const tdl_select_op *ops, size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    if (shared(&ops[i]) && ops[i].ch->cap && tdl__xchan_ready(ops[i].ch, ops[i].kind))
+    if (shared(&ops[i]) && ops[i].ch->cap && tdl__chan_shared_ready(ops[i].ch, ops[i].kind))
       return true;
   return false;
 }
@@ -230,12 +239,10 @@ static bool shared_ready(const tdl_select_op *ops, size_t n)
  * from another thread (it lives in our record); then say what it means. */
 static int shared_outcome(tdl_select_op *ops, clause *c, int r)
 {
-  tdl__xwait_await(&c[r].x);
-  int st = c[r].x.status;
-  if (st == TDL__X_RETRY)
+  tdl__shared_wait_await(&c[r].shared);
+  int st = c[r].shared.status;
+  if (st == TDL__SHARED_RETRY)
     return RETRY;
-  if (st == -EBADF)
-    return -EBADF;
   ops[r].result = st; /* 0 (the value moved) or -EPIPE */
   return r;
 }
@@ -293,6 +300,7 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
     return -ECANCELED;
   clause local[ON_STACK], *c = local;
   int r;
+  bool entered = false;
   do {
     if ((r = try_any(f, ops, n, false)) != -EAGAIN)
       break;
@@ -307,8 +315,12 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
       r = -ENOMEM;
       break;
     }
+    if (!entered) /* a wake from a shared channel may send us back to it */
+      shared_enter(ops, n, entered = true);
     r = wait_all(f, ops, n, c, deadline);
   } while (r == RETRY);
+  if (entered)
+    shared_enter(ops, n, false);
   if (c != local)
     free(c);
   return r;

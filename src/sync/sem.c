@@ -28,8 +28,8 @@ static int give(tdl_sem *s)
 
 int tdl_sem_acquire(tdl_sem *s, tdl_time_t deadline)
 {
-  if (s->x)
-    return tdl__xsem_acquire(s, deadline);
+  if (s->shared)
+    return tdl__sem_shared_acquire(s, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -56,22 +56,22 @@ int tdl_sem_acquire(tdl_sem *s, tdl_time_t deadline)
 
 int tdl_sem_try_acquire(tdl_sem *s)
 {
-  if (s->x)
-    return tdl__xsem_try_acquire(s);
+  if (s->shared)
+    return tdl__sem_shared_try_acquire(s);
   if (s->value == 0)
     return -EAGAIN;
   s->value--;
   return 0;
 }
 
-int tdl_sem_release(tdl_sem *s) { return s->x ? tdl__xsem_release(s) : give(s); }
+int tdl_sem_release(tdl_sem *s) { return s->shared ? tdl__sem_shared_release(s) : give(s); }
 
-uint32_t tdl_sem_value(const tdl_sem *s) { return s->x ? tdl__xsem_value(s) : s->value; }
+uint32_t tdl_sem_value(const tdl_sem *s) { return s->shared ? tdl__sem_shared_value(s) : s->value; }
 
 int tdl_sem_destroy(tdl_sem *s)
 {
-  if (s->x)
-    return tdl__xsem_destroy(s);
+  if (s->shared)
+    return tdl__sem_shared_destroy(s);
   if (!tdl__list_empty(&s->waiters) || s->inside)
     return -EBUSY;
   uint32_t max = s->max;

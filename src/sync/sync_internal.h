@@ -14,15 +14,15 @@ void tdl__mutex_release(tdl_mutex *m);
 /* The caller has just come to own m: 0, or -EOWNERDEAD (reported once). */
 int tdl__mutex_acquired(tdl_mutex *m);
 
-/* xsync.c: the shared semaphore and wait group (s->x, wg->x). */
-int tdl__xsem_acquire(tdl_sem *s, tdl_time_t deadline);
-int tdl__xsem_try_acquire(tdl_sem *s);
-int tdl__xsem_release(tdl_sem *s);
-uint32_t tdl__xsem_value(const tdl_sem *s);
-int tdl__xsem_destroy(tdl_sem *s);
-int tdl__xwg_add(tdl_waitgroup *wg, int64_t delta);
-int tdl__xwg_wait(tdl_waitgroup *wg, tdl_time_t deadline);
-int64_t tdl__xwg_count(const tdl_waitgroup *wg);
-int tdl__xwg_destroy(tdl_waitgroup *wg);
+/* sync_shared.c: the shared semaphore and wait group (s->shared, wg->shared). */
+int tdl__sem_shared_acquire(tdl_sem *s, tdl_time_t deadline);
+int tdl__sem_shared_try_acquire(tdl_sem *s);
+int tdl__sem_shared_release(tdl_sem *s);
+uint32_t tdl__sem_shared_value(const tdl_sem *s);
+int tdl__sem_shared_destroy(tdl_sem *s);
+int tdl__waitgroup_shared_add(tdl_waitgroup *wg, int64_t delta);
+int tdl__waitgroup_shared_wait(tdl_waitgroup *wg, tdl_time_t deadline);
+int64_t tdl__waitgroup_shared_count(const tdl_waitgroup *wg);
+int tdl__waitgroup_shared_destroy(tdl_waitgroup *wg);
 
 #endif /* TDL_SYNC_INTERNAL_H */

@@ -1,6 +1,6 @@
 /*
  * The semaphore and the wait group shared between loops (THREAD-SAFE), on
- * the cross-thread waiting of xwait.h.  Each is a spinlock, a number and a
+ * the cross-thread waiting of fiber/shared_wait.h.  Each is a spinlock, a number and a
  * queue of waiters: every change is a few instructions under the lock, and
  * a permit or the zero count is handed to its waiters there, so that a
  * waiter woken from another thread never has to try again.
@@ -17,16 +17,16 @@
 #include "sync/sync_internal.h"
 #include "fiber/shared_wait.h"
 
-typedef struct tdl__xsync {
+typedef struct tdl__sync_shared {
   int lock;
   uint32_t max;       /* semaphore */
   uint64_t value;     /* permits, or the wait group's count (atomic) */
-  tdl__list waiters;  /* tdl__xwait */
-} tdl__xsync;
+  tdl__list waiters;  /* tdl__shared_wait */
+} tdl__sync_shared;
 
-static tdl__xsync *make(uint64_t value, uint32_t max)
+static tdl__sync_shared *make(uint64_t value, uint32_t max)
 {
-  tdl__xsync *x = TDL__FAULT_ALLOC(calloc(1, sizeof *x));
+  tdl__sync_shared *x = TDL__FAULT_ALLOC(calloc(1, sizeof *x));
   if (x) {
     x->value = value;
     x->max = max;
@@ -36,20 +36,20 @@ static tdl__xsync *make(uint64_t value, uint32_t max)
 
 /* Park as w until granted, the deadline or a cancel.  Called with the lock
  * held and w prepared; returns 0 (granted) or the park's error. */
-static int wait_granted(tdl__xsync *x, tdl__xwait *w, const char *what, tdl_time_t deadline)
+static int wait_granted(tdl__sync_shared *x, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
   tdl__list_push(&x->waiters, &w->link);
   tdl__spin_unlock(&x->lock);
   int r = tdl__park(w->f, what, -1, deadline);
-  if (tdl__xwait_settle(w) < 0) {
+  if (tdl__shared_wait_settle(w) < 0) {
     tdl__spin_lock(&x->lock);
     if (tdl__list_linked(&w->link))
       tdl__list_remove(&w->link);
     tdl__spin_unlock(&x->lock);
-    tdl__xwait_done(w);
+    tdl__shared_wait_done(w);
     return r < 0 ? r : -ECANCELED;
   }
-  tdl__xwait_done(w);
+  tdl__shared_wait_done(w);
   return 0;
 }
 
@@ -69,17 +69,17 @@ int tdl_sem_init_shared(tdl_sem *s, uint32_t value, uint32_t max)
     max = TDL_SEM_VALUE_MAX;
   if (value > max)
     return -EINVAL;
-  tdl__xsync *x = make(value, max);
+  tdl__sync_shared *x = make(value, max);
   if (!x)
     return -ENOMEM;
   *s = (tdl_sem)TDL_SEM_INIT(0, max);
-  s->x = x;
+  s->shared = x;
   return 0;
 }
 
-int tdl__xsem_acquire(tdl_sem *s, tdl_time_t deadline)
+int tdl__sem_shared_acquire(tdl_sem *s, tdl_time_t deadline)
 {
-  tdl__xsync *x = s->x;
+  tdl__sync_shared *x = s->shared;
   tdl__fiber *f;
   int e = may_block(&f);
   if (e < 0)
@@ -94,23 +94,23 @@ int tdl__xsem_acquire(tdl_sem *s, tdl_time_t deadline)
     tdl__spin_unlock(&x->lock);
     return -ETIMEDOUT;
   }
-  tdl__xwait w = {.clause = 0};
-  if ((e = tdl__xwait_prepare(&w, f)) < 0) {
+  tdl__shared_wait w = {.clause = 0};
+  if ((e = tdl__shared_wait_prepare(&w, f)) < 0) {
     tdl__spin_unlock(&x->lock);
     return e;
   }
   if ((e = wait_granted(x, &w, "sem", deadline)) < 0)
     return e;
   if (f->cancelled) { /* granted, then cancelled: the permit goes on */
-    tdl__xsem_release(s);
+    tdl__sem_shared_release(s);
     return -ECANCELED;
   }
   return 0;
 }
 
-int tdl__xsem_try_acquire(tdl_sem *s)
+int tdl__sem_shared_try_acquire(tdl_sem *s)
 {
-  tdl__xsync *x = s->x;
+  tdl__sync_shared *x = s->shared;
   tdl__spin_lock(&x->lock);
   int e = x->value > 0 ? 0 : -EAGAIN;
   if (e == 0)
@@ -119,11 +119,11 @@ int tdl__xsem_try_acquire(tdl_sem *s)
   return e;
 }
 
-int tdl__xsem_release(tdl_sem *s)
+int tdl__sem_shared_release(tdl_sem *s)
 {
-  tdl__xsync *x = s->x;
+  tdl__sync_shared *x = s->shared;
   tdl__spin_lock(&x->lock);
-  tdl__xwait *w = tdl__xwait_take(&x->waiters, NULL, TDL__X_MOVED);
+  tdl__shared_wait *w = tdl__shared_wait_take(&x->waiters, NULL, TDL__SHARED_MOVED);
   int e = 0;
   if (!w) {
     if (x->value >= x->max)
@@ -133,15 +133,15 @@ int tdl__xsem_release(tdl_sem *s)
   }
   tdl__spin_unlock(&x->lock);
   if (w)
-    tdl__xwait_deliver(w);
+    tdl__shared_wait_deliver(w);
   return e;
 }
 
-uint32_t tdl__xsem_value(const tdl_sem *s) { return (uint32_t)__atomic_load_n(&s->x->value, __ATOMIC_RELAXED); }
+uint32_t tdl__sem_shared_value(const tdl_sem *s) { return (uint32_t)__atomic_load_n(&s->shared->value, __ATOMIC_RELAXED); }
 
-int tdl__xsem_destroy(tdl_sem *s)
+int tdl__sem_shared_destroy(tdl_sem *s)
 {
-  tdl__xsync *x = s->x;
+  tdl__sync_shared *x = s->shared;
   tdl__spin_lock(&x->lock);
   bool busy = !tdl__list_empty(&x->waiters);
   tdl__spin_unlock(&x->lock);
@@ -157,17 +157,17 @@ int tdl__xsem_destroy(tdl_sem *s)
 
 int tdl_waitgroup_init_shared(tdl_waitgroup *wg)
 {
-  tdl__xsync *x = make(0, 0);
+  tdl__sync_shared *x = make(0, 0);
   if (!x)
     return -ENOMEM;
   *wg = (tdl_waitgroup)TDL_WAITGROUP_INIT;
-  wg->x = x;
+  wg->shared = x;
   return 0;
 }
 
-int tdl__xwg_add(tdl_waitgroup *wg, int64_t delta)
+int tdl__waitgroup_shared_add(tdl_waitgroup *wg, int64_t delta)
 {
-  tdl__xsync *x = wg->x;
+  tdl__sync_shared *x = wg->shared;
   tdl__list woken = {NULL, NULL};
   int e = 0;
   tdl__spin_lock(&x->lock);
@@ -179,16 +179,16 @@ int tdl__xwg_add(tdl_waitgroup *wg, int64_t delta)
   else {
     __atomic_store_n(&x->value, (uint64_t)n, __ATOMIC_RELAXED);
     if (n == 0)
-      tdl__xwait_take_all(&x->waiters, NULL, TDL__X_MOVED, &woken);
+      tdl__shared_wait_take_all(&x->waiters, NULL, TDL__SHARED_MOVED, &woken);
   }
   tdl__spin_unlock(&x->lock);
-  tdl__xwait_deliver_all(&woken);
+  tdl__shared_wait_deliver_all(&woken);
   return e;
 }
 
-int tdl__xwg_wait(tdl_waitgroup *wg, tdl_time_t deadline)
+int tdl__waitgroup_shared_wait(tdl_waitgroup *wg, tdl_time_t deadline)
 {
-  tdl__xsync *x = wg->x;
+  tdl__sync_shared *x = wg->shared;
   tdl__fiber *f;
   int e = may_block(&f);
   if (e < 0)
@@ -198,8 +198,8 @@ int tdl__xwg_wait(tdl_waitgroup *wg, tdl_time_t deadline)
     tdl__spin_unlock(&x->lock);
     return 0;
   }
-  tdl__xwait w = {.clause = 0};
-  if ((e = tdl__xwait_prepare(&w, f)) < 0) {
+  tdl__shared_wait w = {.clause = 0};
+  if ((e = tdl__shared_wait_prepare(&w, f)) < 0) {
     tdl__spin_unlock(&x->lock);
     return e;
   }
@@ -208,11 +208,11 @@ int tdl__xwg_wait(tdl_waitgroup *wg, tdl_time_t deadline)
   return f->cancelled ? -ECANCELED : 0;
 }
 
-int64_t tdl__xwg_count(const tdl_waitgroup *wg) { return (int64_t)__atomic_load_n(&wg->x->value, __ATOMIC_RELAXED); }
+int64_t tdl__waitgroup_shared_count(const tdl_waitgroup *wg) { return (int64_t)__atomic_load_n(&wg->shared->value, __ATOMIC_RELAXED); }
 
-int tdl__xwg_destroy(tdl_waitgroup *wg)
+int tdl__waitgroup_shared_destroy(tdl_waitgroup *wg)
 {
-  tdl__xsync *x = wg->x;
+  tdl__sync_shared *x = wg->shared;
   tdl__spin_lock(&x->lock);
   bool busy = !tdl__list_empty(&x->waiters);
   tdl__spin_unlock(&x->lock);

@@ -1,16 +1,12 @@
 /* The wait group: a count of outstanding tasks; waiters wake at zero. */
 #include "sync/sync_internal.h"
 
-int tdl_waitgroup_init(tdl_waitgroup *wg)
-{
-  *wg = (tdl_waitgroup)TDL_WAITGROUP_INIT;
-  return 0;
-}
+void tdl_waitgroup_init(tdl_waitgroup *wg) { *wg = (tdl_waitgroup)TDL_WAITGROUP_INIT; }
 
 int tdl_waitgroup_add(tdl_waitgroup *wg, int64_t delta)
 {
-  if (wg->x)
-    return tdl__xwg_add(wg, delta);
+  if (wg->shared)
+    return tdl__waitgroup_shared_add(wg, delta);
   int64_t n;
   if (__builtin_add_overflow(wg->count, delta, &n))
     return delta > 0 ? -EOVERFLOW : -EINVAL;
@@ -29,8 +25,8 @@ int tdl_waitgroup_done(tdl_waitgroup *wg) { return tdl_waitgroup_add(wg, -1); }
 
 int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline)
 {
-  if (wg->x)
-    return tdl__xwg_wait(wg, deadline);
+  if (wg->shared)
+    return tdl__waitgroup_shared_wait(wg, deadline);
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -47,12 +43,12 @@ int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline)
   return f->cancelled ? -ECANCELED : 0;
 }
 
-int64_t tdl_waitgroup_count(const tdl_waitgroup *wg) { return wg->x ? tdl__xwg_count(wg) : wg->count; }
+int64_t tdl_waitgroup_count(const tdl_waitgroup *wg) { return wg->shared ? tdl__waitgroup_shared_count(wg) : wg->count; }
 
 int tdl_waitgroup_destroy(tdl_waitgroup *wg)
 {
-  if (wg->x)
-    return tdl__xwg_destroy(wg);
+  if (wg->shared)
+    return tdl__waitgroup_shared_destroy(wg);
   if (!tdl__list_empty(&wg->waiters))
     return -EBUSY;
   *wg = (tdl_waitgroup)TDL_WAITGROUP_INIT;

@@ -89,7 +89,7 @@ static void still_usable_then_free(tdl_loop *loop)
   tdl_timer_init(&t, on_tick, &ticked);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
   tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(loop, &f, tiny_fiber, &ran, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&f, loop, tiny_fiber, &ran, NULL), 0);
   assert_int_equal(tdl_fiber_detach(loop, f), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(ran, 1);
@@ -362,7 +362,7 @@ static void *f_root(void *arg)
   for (; n < 2 * NPAIRS; n++) {
     args[n] = (warg){c, n};
     tdl_waitgroup_add(&c->wg, 1);
-    if ((e = tdl_fiber_spawn(tdl_fiber_loop(), &c->w[n], n % 2 ? f_consumer : f_producer, &args[n], NULL)) < 0) {
+    if ((e = tdl_fiber_spawn(&c->w[n], tdl_fiber_loop(), n % 2 ? f_consumer : f_producer, &args[n], NULL)) < 0) {
       tdl_waitgroup_add(&c->wg, -1);
       break;
     }
@@ -375,7 +375,7 @@ static void *f_root(void *arg)
   int we = tdl_waitgroup_wait(&c->wg, TDL_FOREVER);
   assert_int_equal(we, 0);
   for (int i = 0; i < n; i++)
-    assert_int_equal(tdl_fiber_join(c->w[i], TDL_FOREVER, NULL), 0);
+    assert_int_equal(tdl_fiber_join(c->w[i], NULL, TDL_FOREVER), 0);
   if (first_err == 0) {
     /* everything went through: every value arrived twice, exactly */
     long want = 0, got = 0, v;
@@ -411,7 +411,7 @@ static int sc_fibers(void)
   fctx *c = calloc(1, sizeof *c);
   assert_non_null(c);
   tdl_fiber_t root;
-  if ((e = tdl_fiber_spawn(loop, &root, f_root, c, NULL)) == 0) {
+  if ((e = tdl_fiber_spawn(&root, loop, f_root, c, NULL)) == 0) {
     assert_int_equal(tdl_fiber_detach(loop, root), 0);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     e = first_err;
@@ -434,10 +434,10 @@ static const char *const run_argv[] = {"/bin/sh", "-c", "cat; echo oops >&2; exi
 static int run_once(void)
 {
   tdl_process_run_result res;
-  int e = tdl_process_run(run_argv, NULL, "hello", 5, 1 << 20, tdl_after(IO_DEADLINE), &res);
+  int e = tdl_process_run(&res, run_argv, NULL, "hello", 5, 1 << 20, tdl_after(IO_DEADLINE));
   if (e == 0) {
-    assert_true(tdl_exited(res.status));
-    assert_int_equal(tdl_exit_code(res.status), 3);
+    assert_true(tdl_process_exited(res.status));
+    assert_int_equal(tdl_process_exit_code(res.status), 3);
     assert_int_equal(res.out_len, 5);
     assert_memory_equal(res.out, "hello", 5);
     assert_string_equal(res.err, "oops\n");
@@ -488,7 +488,7 @@ static void *spawn_fiber(void *arg)
   int status;
   if (n < 0) {
     note((int)n);
-  } else if ((e = tdl_process_wait(&p, tdl_after(IO_DEADLINE), &status)) < 0) {
+  } else if ((e = tdl_process_wait(&p, &status, tdl_after(IO_DEADLINE))) < 0) {
     note(e);
   } else {
     assert_int_equal(status, 0);
@@ -511,7 +511,7 @@ static void *spawn_fiber(void *arg)
     return NULL;
   }
   while (!done)
-    if ((e = tdl_sleep_for(TDL_MSEC)) < 0) { /* no timer: the watcher still calls back */
+    if ((e = tdl_sleep(tdl_after(TDL_MSEC))) < 0) { /* no timer: the watcher still calls back */
       note(e);
       tdl_fiber_yield();
     }
@@ -530,12 +530,12 @@ static int sc_spawn(void)
   if ((e = tdl_loop_new(&loop, NULL)) < 0)
     return e;
   tdl_fiber_t f;
-  if ((e = tdl_fiber_spawn(loop, &f, run_fiber, NULL, NULL)) == 0) {
+  if ((e = tdl_fiber_spawn(&f, loop, run_fiber, NULL, NULL)) == 0) {
     assert_int_equal(tdl_fiber_detach(loop, f), 0);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     e = first_err;
   }
-  if (e == 0 && (e = tdl_fiber_spawn(loop, &f, spawn_fiber, NULL, NULL)) == 0) {
+  if (e == 0 && (e = tdl_fiber_spawn(&f, loop, spawn_fiber, NULL, NULL)) == 0) {
     assert_int_equal(tdl_fiber_detach(loop, f), 0);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     e = first_err;
@@ -645,7 +645,7 @@ static int n_client_talk(nctx *c)
 static void *n_root(void *arg)
 {
   nctx *c = arg;
-  int e = tdl_fiber_spawn(tdl_fiber_loop(), &c->server, n_server, c, NULL);
+  int e = tdl_fiber_spawn(&c->server, tdl_fiber_loop(), n_server, c, NULL);
   if (e < 0) {
     note(e);
     return NULL;
@@ -653,7 +653,7 @@ static void *n_root(void *arg)
   note(n_client_talk(c));
   /* a server still in accept (the client never got through) stops now */
   tdl_fiber_cancel(tdl_fiber_loop(), c->server);
-  assert_int_equal(tdl_fiber_join(c->server, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(c->server, NULL, TDL_FOREVER), 0);
   return NULL;
 }
 
@@ -669,7 +669,7 @@ static int sc_net(void)
   } else {
     assert_int_equal(tdl_net_local_addr(c.lfd, &c.addr), 0);
     tdl_fiber_t f;
-    if ((e = tdl_fiber_spawn(loop, &f, n_root, &c, NULL)) == 0) {
+    if ((e = tdl_fiber_spawn(&f, loop, n_root, &c, NULL)) == 0) {
       assert_int_equal(tdl_fiber_detach(loop, f), 0);
       assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
       e = first_err;
@@ -713,7 +713,7 @@ static void *h_client(void *arg)
   hctx *c = arg;
   char text[32], buf[1024];
   snprintf(text, sizeof text, "127.0.0.1:%d", c->s.port);
-  int fd = tdl_net_connect_str(text, tdl_after(IO_DEADLINE));
+  int fd = tdl_dns_dial(text, tdl_after(IO_DEADLINE));
   if (fd < 0) {
     note(fd);
     return NULL;
@@ -752,19 +752,19 @@ static void *h_root(void *arg)
 {
   hctx *c = arg;
   tdl_loop *loop = tdl_fiber_loop();
-  int e = tdl_fiber_spawn(loop, &c->server, h_server, c, NULL);
+  int e = tdl_fiber_spawn(&c->server, loop, h_server, c, NULL);
   if (e < 0) {
     note(e);
     return NULL;
   }
-  if ((e = tdl_fiber_spawn(loop, &c->client, h_client, c, NULL)) < 0)
+  if ((e = tdl_fiber_spawn(&c->client, loop, h_client, c, NULL)) < 0)
     note(e);
   else
-    assert_int_equal(tdl_fiber_join(c->client, TDL_FOREVER, NULL), 0);
+    assert_int_equal(tdl_fiber_join(c->client, NULL, TDL_FOREVER), 0);
   httpd_shutdown(&c->s);
   if (c->s.loop == NULL) /* httpd_run has not run yet: it must see the shutdown */
     c->s.stopping = true;
-  assert_int_equal(tdl_fiber_join(c->server, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(c->server, NULL, TDL_FOREVER), 0);
   return NULL;
 }
 
@@ -783,7 +783,7 @@ static int sc_httpd(void)
   cfg.handle_signals = false;
   if ((e = httpd_init(&c->s, &cfg)) == 0) {
     tdl_fiber_t f;
-    if ((e = tdl_fiber_spawn(loop, &f, h_root, c, NULL)) == 0) {
+    if ((e = tdl_fiber_spawn(&f, loop, h_root, c, NULL)) == 0) {
       assert_int_equal(tdl_fiber_detach(loop, f), 0);
       assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
       e = first_err;
@@ -875,7 +875,7 @@ static void *g_root(void *arg)
   spawned = 0;
   e = tdl_port_spawn(tdl_group_port(c->g, 1), g_spawned, &spawned, NULL, tdl_after(IO_DEADLINE));
   note(e);
-  if ((e = tdl_blocking(g_sum, (void *)100, &r, tdl_after(IO_DEADLINE))) == 0)
+  if ((e = tdl_pool_call(TDL_LANE_USER, g_sum, (void *)100, NULL, &r, tdl_after(IO_DEADLINE))) == 0)
     assert_int_equal((uintptr_t)r, 5050);
   note(e);
   return NULL;
@@ -888,15 +888,15 @@ static int sc_group(void)
   int e = tdl_loop_new(&loop, NULL);
   if (e < 0)
     return e;
-  if ((e = tdl_loop_watchdog_start(loop, NULL)) < 0)
+  if ((e = tdl_watchdog_start(loop, NULL)) < 0)
     note(e);
   if ((e = tdl_chan_new_shared(&c.x, sizeof(long), 1)) < 0)
     note(e);
-  else if ((e = tdl_group_start(&c.g, &(tdl_group_options){.loops = 2, .main = g_member, .arg = &c})) < 0)
+  else if ((e = tdl_group_new(&c.g, &(tdl_group_options){.loops = 2, .main = g_member, .arg = &c})) < 0)
     note(e);
   if (e == 0) {
     tdl_fiber_t f;
-    if ((e = tdl_fiber_spawn(loop, &f, g_root, &c, NULL)) < 0) {
+    if ((e = tdl_fiber_spawn(&f, loop, g_root, &c, NULL)) < 0) {
       note(e);
     } else {
       assert_int_equal(tdl_fiber_detach(loop, f), 0);
@@ -1014,19 +1014,21 @@ static int sc_acceptor(void)
   if (e < 0)
     return e;
   e = tdl_acceptor_new(&c.a, &(tdl_acceptor_options){.listen = "127.0.0.1:0", .loops = 2,
-                                                      .mode = TDL_ACCEPT_DISTRIBUTE, .handler = a_handler,
+                                                      .mode = TDL_ACCEPTOR_DISTRIBUTE, .handler = a_handler,
                                                       .stack_size = TDL_STACK_MIN});
   if (e < 0)
     note(e);
-  else if ((e = tdl_group_start(&c.g, &(tdl_group_options){.loops = 2, .main = a_member, .arg = &c})) < 0)
+  else if ((e = tdl_group_new(&c.g, &(tdl_group_options){.loops = 2, .main = a_member, .arg = &c})) < 0)
     note(e);
   if (e == 0) {
     aclient ac = {.c = &c};
+    tdl_addr at;
+    assert_int_equal(tdl_acceptor_local_addr(c.a, &at), 0);
     char text[32];
-    snprintf(text, sizeof text, "127.0.0.1:%d", tdl_acceptor_port(c.a));
+    snprintf(text, sizeof text, "127.0.0.1:%d", tdl_addr_port(&at));
     assert_int_equal(tdl_addr_parse(&ac.addr, text), 0);
     tdl_fiber_t f;
-    if ((e = tdl_fiber_spawn(loop, &f, a_client, &ac, NULL)) < 0) {
+    if ((e = tdl_fiber_spawn(&f, loop, a_client, &ac, NULL)) < 0) {
       note(e);
     } else {
       assert_int_equal(tdl_fiber_detach(loop, f), 0);
@@ -1091,7 +1093,7 @@ static void *f_files(void *arg)
   }
   note(e);
   bool written = e == 0;
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
   struct stat st;
   if ((e = tdl_fs_rename(path, path2, tdl_after(IO_DEADLINE))) == 0 &&
       (e = tdl_fs_stat(path2, &st, tdl_after(IO_DEADLINE))) == 0 && written)
@@ -1109,7 +1111,7 @@ static int sc_files(void)
   if (e < 0)
     return e;
   tdl_fiber_t f;
-  if ((e = tdl_fiber_spawn(loop, &f, f_files, NULL, NULL)) == 0) {
+  if ((e = tdl_fiber_spawn(&f, loop, f_files, NULL, NULL)) == 0) {
     assert_int_equal(tdl_fiber_detach(loop, f), 0);
     assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
     e = first_err;

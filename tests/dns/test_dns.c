@@ -25,7 +25,11 @@
 #define LONG (5 * TDL_SEC) /* a bound, not a delay */
 #define NO_SUCH_NAME "no-such-host.treadle-test.invalid." /* absolute: no search domains */
 
-static tdl_time_t now_ns(void) { return tdl_loop_now_update(tdl_fiber_loop()); }
+static tdl_time_t now_ns(void)
+{
+  tdl_loop_update_time(tdl_fiber_loop());
+  return tdl_now();
+}
 
 static void run_fiber(tdl_fiber_fn fn, void *arg)
 {
@@ -439,7 +443,7 @@ static void *wait_gate(void *arg)
 static void *hold_name_lane(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking_call(TDL_LANE_NAME, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_NAME, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
   return NULL;
 }
 
@@ -450,7 +454,7 @@ static void hold_the_lane(void)
   assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.lane_max = {0, 0, 1}}), 0);
   go(hold_name_lane, NULL);
   for (int i = 0; i < 1000 && name_lane(NULL) == 0; i++)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(name_lane(NULL), 1);
 }
 
@@ -461,7 +465,7 @@ static void release_the_lane(void)
   unsigned queued = 1, running = 1;
   for (int i = 0; i < 5000 && (queued || running); i++) {
     running = name_lane(&queued);
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   }
   assert_int_equal(running, 0);
   assert_int_equal(queued, 0);
@@ -489,7 +493,7 @@ static void *never_returns_body(void *arg)
   assert_int_equal(t_count_fds(), fds);
   /* The pool works for other lanes meanwhile, and literals need none. */
   void *r = NULL;
-  assert_int_equal(tdl_blocking(twice, (void *)21, &r, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, twice, (void *)21, NULL, &r, tdl_after(LONG)), 0);
   assert_int_equal((intptr_t)r, 42);
   assert_int_equal(tdl_dns_resolve("localhost", "80", AF_UNSPEC, out, 4, tdl_after(LONG)), 2);
 
@@ -531,14 +535,14 @@ static void *canceller_body(void *arg)
   hold_the_lane();
   resolver = go(resolver_body, NULL);
   dialer = go(dialer_body, NULL);
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   unsigned queued;
   name_lane(&queued);
   assert_int_equal(queued, 2); /* both wait for the lane */
   tdl_time_t t0 = now_ns();
   assert_int_equal(tdl_fiber_cancel(L, resolver), 0);
   assert_int_equal(tdl_fiber_cancel(L, dialer), 0);
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(resolve_result, -ECANCELED);
   assert_int_equal(dial_result, -ECANCELED);
   assert_true(now_ns() - t0 < TDL_SEC);

@@ -132,8 +132,8 @@ static void run_with_server(const httpd_config *cfg, tdl_fiber_fn client, void *
   assert_true(S.port > 0);
   run_result = -1;
   tdl_fiber_t sf, cf;
-  assert_int_equal(tdl_fiber_spawn(L, &sf, server_fiber, NULL, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &cf, client, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&sf, L, server_fiber, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&cf, L, client, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, sf), 0);
   assert_int_equal(tdl_fiber_detach(L, cf), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -439,7 +439,7 @@ static void *pipelining_client(void *arg)
   cli_sends(c, reqs); /* all six in one write */
   /* The answers come back batched: give the server a moment, then a single
    * read finds all six. */
-  tdl_sleep_for(100 * TDL_MSEC);
+  tdl_sleep(tdl_after(100 * TDL_MSEC));
   assert_true(cli_fill(c, tdl_after(IO_DEADLINE)) > 0);
   assert_int_equal(S.served - before, 6);
   int count = 0;
@@ -458,9 +458,9 @@ static void *pipelining_client(void *arg)
   /* a request split at every awkward place still works after the batch */
   const char *split = "GET / HTTP/1.1\r\nHo";
   cli_sends(c, split);
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   cli_sends(c, "st: a\r\n\r");
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   resp r;
   assert_int_equal(cli_get(c, "\n", &r), 200);
   cli_close(c);
@@ -482,9 +482,9 @@ static void *chunked_client(void *arg)
   resp r;
   /* a chunked body in pieces, then a pipelined request right behind it */
   cli_sends(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   cli_sends(c, "lo\r\n6;note=x\r\n world\r\n");
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   cli_sends(c, "0\r\nX-Trailer: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: a\r\n\r\n");
   assert_true(cli_resp(c, &r, false));
   assert_int_equal(r.status, 200);
@@ -629,7 +629,7 @@ static void *slowloris_client(void *arg)
   (void)arg;
   const char *req = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n\r\n";
   client *c = cli_open();
-  tdl_time_t start = tdl_loop_now(L);
+  tdl_time_t start = tdl_now();
   bool closed = false;
   for (size_t i = 0; req[i] && !closed; i++) {
     if (tdl_send(c->fd, req + i, 1, 0, tdl_after(IO_DEADLINE)) != 1)
@@ -644,7 +644,7 @@ static void *slowloris_client(void *arg)
         closed = true;
     }
   }
-  tdl_time_t took = tdl_loop_now(L) - start;
+  tdl_time_t took = tdl_now() - start;
   assert_true(closed);
   /* the 300 ms deadline, far short of the 3 s the request would take */
   assert_true(took >= 250 * TDL_MSEC);
@@ -672,9 +672,9 @@ static void *idle_client(void *arg)
   client *c = cli_open();
   resp r;
   assert_int_equal(cli_get(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
-  tdl_time_t start = tdl_loop_now(L);
+  tdl_time_t start = tdl_now();
   assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
-  tdl_time_t took = tdl_loop_now(L) - start;
+  tdl_time_t took = tdl_now() - start;
   assert_true(took >= 150 * TDL_MSEC && took < 3 * TDL_SEC);
   assert_int_equal(c->len, 0); /* closed quietly: nothing was in flight */
   cli_close(c);
@@ -703,7 +703,7 @@ static void *first_byte_client(void *arg)
   assert_true(cli_sees_close(silent, tdl_after(IO_DEADLINE)));
   assert_int_equal(silent->len, 0); /* no 408: no request had begun */
   /* The talker's own first-byte deadline has passed too by now. */
-  assert_int_equal(tdl_sleep_for(250 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(250 * TDL_MSEC)), 0);
   assert_int_equal(cli_fill(talker, tdl_now()), -ETIMEDOUT); /* still open */
   assert_int_equal(cli_get(talker, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
   cli_close(silent);
@@ -727,7 +727,7 @@ static void wait_nconns(unsigned n)
   tdl_time_t end = tdl_after(IO_DEADLINE);
   while (S.nconns != n) {
     assert_true(tdl_now() < end);
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
 }
 
@@ -796,7 +796,7 @@ static void *vanish_client(void *arg)
     cli_sends(c, "GET /static/big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
     cli_close(c); /* gone before the answer */
   }
-  tdl_sleep_for(100 * TDL_MSEC);
+  tdl_sleep(tdl_after(100 * TDL_MSEC));
   client *c = cli_open();
   resp r;
   assert_int_equal(cli_get(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
@@ -1127,8 +1127,8 @@ static void *stalled_reader_client(void *arg)
   cli_sends(c, "GET /static/huge.bin HTTP/1.1\r\nHost: a\r\n\r\n");
   /* read nothing until the server has given up on this connection */
   tdl_time_t deadline = tdl_after(IO_DEADLINE);
-  while (S.nconns > 0 && tdl_loop_now(L) < deadline)
-    tdl_sleep_for(20 * TDL_MSEC);
+  while (S.nconns > 0 && tdl_now() < deadline)
+    tdl_sleep(tdl_after(20 * TDL_MSEC));
   assert_int_equal(S.nconns, 0);
   /* what had gone out is there, then the end: far from the whole file */
   size_t total = 0;
@@ -1165,7 +1165,7 @@ static void *shutdown_client(void *arg)
   assert_int_equal(cli_get(a, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
   client *b = cli_open();
   cli_sends(b, "GET / HTTP/1.1\r\nHost: a\r\n");
-  tdl_sleep_for(50 * TDL_MSEC);
+  tdl_sleep(tdl_after(50 * TDL_MSEC));
   assert_int_equal(S.nconns, 2);
 
   raise(SIGTERM); /* delivered through the loop's signalfd */
@@ -1174,7 +1174,7 @@ static void *shutdown_client(void *arg)
   assert_true(cli_sees_close(a, tdl_after(IO_DEADLINE)));
   cli_close(a);
   /* no new connections */
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   tdl_addr sa = server_addr();
   assert_int_equal(tdl_net_connect(&sa, tdl_after(IO_DEADLINE)), -ECONNREFUSED);
   /* B's request completes, answered with Connection: close */
@@ -1199,11 +1199,11 @@ static void *grace_client(void *arg)
   (void)arg;
   client *c = cli_open();
   cli_sends(c, "GET / HTTP/1.1\r\n");
-  tdl_sleep_for(20 * TDL_MSEC);
-  tdl_time_t start = tdl_loop_now(L);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
+  tdl_time_t start = tdl_now();
   shutdown_server();
   assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));
-  tdl_time_t took = tdl_loop_now(L) - start;
+  tdl_time_t took = tdl_now() - start;
   assert_true(took >= 150 * TDL_MSEC && took < 3 * TDL_SEC);
   cli_close(c);
   return NULL;

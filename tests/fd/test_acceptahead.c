@@ -123,7 +123,7 @@ static void *acceptor(void *arg)
   for (int i = 0; i < 2; i++)
     assert_true((t->got[t->ngot++] = tdl_net_accept(t->lfd, NULL, TDL_FOREVER)) >= 0);
   connect_clients(t, 1);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   int raw = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   assert_true(raw >= 0);
   t->got[t->ngot++] = raw;
@@ -132,7 +132,7 @@ static void *acceptor(void *arg)
   /* ...and from then on the kernel accepts ahead: the backlog stays empty. */
   int first = t->n;
   connect_clients(t, CLIENTS);
-  assert_int_equal(tdl_sleep_for(10 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(10 * TDL_MSEC)), 0);
   assert_int_equal(accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), -1);
   assert_int_equal(errno, EAGAIN);
   for (int i = first; i < t->n; i++) {
@@ -178,7 +178,7 @@ static void *idle_acceptor(void *arg)
    * rest stay in the kernel's backlog, where accept4 finds them. */
   for (int i = 0; i < MANY / BURST; i++) {
     connect_clients(t, BURST);
-    assert_int_equal(tdl_sleep_for(2 * TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(2 * TDL_MSEC)), 0);
   }
   int raw = 0, fd;
   while ((fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
@@ -222,7 +222,7 @@ static void *closing_acceptor(void *arg)
   assert_int_equal(tdl_fd_readahead(t->lfd, true), 0);
   assert_int_equal(tdl_net_accept(t->lfd, NULL, tdl_after(TDL_MSEC)), -ETIMEDOUT); /* armed */
   connect_clients(t, 5);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   assert_int_equal(accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), -1); /* all taken ahead */
   for (int i = 0; i < 2; i++)
     assert_true((t->got[t->ngot++] = tdl_net_accept(t->lfd, NULL, TDL_FOREVER)) >= 0);
@@ -281,7 +281,7 @@ static void close_wakes_the_acceptor(void **state)
   net_done(t);
 }
 
-/* ---- tdl_wait_fd on a listener that accepts ahead ---- */
+/* ---- tdl_fd_wait on a listener that accepts ahead ---- */
 
 static void *waiting_acceptor(void *arg)
 {
@@ -291,10 +291,10 @@ static void *waiting_acceptor(void *arg)
   t->rc = 1;
   /* Readable once a connection is queued here (a poll of the listener
    * would not see it: the armed accept takes it off the backlog). */
-  assert_int_equal(tdl_wait_fd(t->lfd, TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
+  assert_int_equal(tdl_fd_wait(t->lfd, TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
   assert_true((t->got[t->ngot++] = tdl_net_accept(t->lfd, NULL, TDL_MSEC)) >= 0);
   /* And a wait that times out. */
-  assert_int_equal(tdl_wait_fd(t->lfd, TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_fd_wait(t->lfd, TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(write(t->p[1], "x", 1), 1);
   t->done = 1;
   return NULL;
@@ -305,7 +305,7 @@ static void *late_client(void *arg)
   net *t = arg;
   while (t->rc != 1)
     tdl_fiber_yield();
-  assert_int_equal(tdl_sleep_for(2 * TDL_MSEC), 0); /* the acceptor waits meanwhile */
+  assert_int_equal(tdl_sleep(tdl_after(2 * TDL_MSEC)), 0); /* the acceptor waits meanwhile */
   connect_clients(t, 1);
   return NULL;
 }
@@ -355,7 +355,7 @@ static void *off_fiber(void *arg)
   assert_int_equal(tdl_fd_readahead(t->lfd, true), 0);
   assert_int_equal(tdl_net_accept(t->lfd, NULL, tdl_after(TDL_MSEC)), -ETIMEDOUT); /* armed */
   connect_clients(t, 3);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   /* Off: what was accepted ahead is still taken first, then accept4. */
   assert_int_equal(tdl_fd_readahead(t->lfd, false), 0);
   connect_clients(t, 2);

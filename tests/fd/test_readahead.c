@@ -149,8 +149,8 @@ static void *timed_reader(void *arg)
   /* Now the peer writes and ends, while this fiber is not reading. */
   assert_int_equal(write(t->sv[1], "late", 4), 4);
   assert_int_equal(shutdown(t->sv[1], SHUT_WR), 0);
-  assert_int_equal(tdl_sleep_for(20 * TDL_MSEC), 0);
-  assert_int_equal(tdl_wait_fd(t->sv[0], TDL_READ, TDL_FOREVER) & TDL_READ, TDL_READ);
+  assert_int_equal(tdl_sleep(tdl_after(20 * TDL_MSEC)), 0);
+  assert_int_equal(tdl_fd_wait(t->sv[0], TDL_READ, TDL_FOREVER) & TDL_READ, TDL_READ);
   t->third = tdl_recv(t->sv[0], t->buf, sizeof t->buf, 0, TDL_FOREVER);
   t->fourth = tdl_recv(t->sv[0], t->buf + 8, 8, 0, TDL_FOREVER);
   assert_int_equal(tdl_recv(t->sv[0], t->buf + 8, 8, 0, TDL_FOREVER), 0); /* and again */
@@ -202,14 +202,14 @@ static void *lazy_reader(void *arg)
    * loop keeps collecting its ring's completions. */
   assert_int_equal(tdl_recv(sv[0], buf, 2, 0, TDL_FOREVER), 2);
   assert_int_equal(send(sv[1], "cd", 2, 0), 2);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   assert_int_equal(recv(sv[0], buf, sizeof buf, MSG_DONTWAIT), 2);
   assert_memory_equal(buf, "cd", 2);
   /* A read that finds nothing arms it (and times out, losing nothing)... */
   assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, 0, tdl_after(5 * TDL_MSEC)), -ETIMEDOUT);
   /* ...and from then on the kernel receives ahead of the reads. */
   assert_int_equal(send(sv[1], "ef", 2, 0), 2);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   assert_int_equal(recv(sv[0], buf, sizeof buf, MSG_DONTWAIT), -1);
   assert_int_equal(errno, EAGAIN);
   assert_int_equal(tdl_recv(sv[0], buf, sizeof buf, 0, TDL_FOREVER), 2);
@@ -235,7 +235,7 @@ static void armed_when_found_empty(void **state)
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
-/* ---- tdl_wait_fd on an fd that receives ahead ---- */
+/* ---- tdl_fd_wait on an fd that receives ahead ---- */
 
 static void *waiting_reader(void *arg)
 {
@@ -245,10 +245,10 @@ static void *waiting_reader(void *arg)
   assert_int_equal(tdl_recv(z->sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), -EAGAIN); /* armed */
   /* Readable once data is queued here (a poll of the socket would not see
    * it: the armed receive takes it). */
-  assert_int_equal(tdl_wait_fd(z->sv[0], TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
+  assert_int_equal(tdl_fd_wait(z->sv[0], TDL_READ, tdl_after(10 * TDL_SEC)), TDL_READ);
   assert_int_equal(tdl_recv(z->sv[0], buf, sizeof buf, MSG_DONTWAIT, TDL_FOREVER), 2);
   assert_memory_equal(buf, "gh", 2);
-  assert_int_equal(tdl_wait_fd(z->sv[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_fd_wait(z->sv[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(write(z->p[1], "x", 1), 1);
   return NULL;
 }
@@ -256,7 +256,7 @@ static void *waiting_reader(void *arg)
 static void *late_writer(void *arg)
 {
   lazy *z = arg;
-  assert_int_equal(tdl_sleep_for(2 * TDL_MSEC), 0); /* the reader waits meanwhile */
+  assert_int_equal(tdl_sleep(tdl_after(2 * TDL_MSEC)), 0); /* the reader waits meanwhile */
   assert_int_equal(send(z->sv[1], "gh", 2, 0), 2);
   return NULL;
 }
@@ -316,7 +316,7 @@ static void *holder(void *arg)
         break;
       h->sent += (size_t)n;
     }
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
   /* Everything is still there, in order of arrival, for a reader. */
   assert_int_equal(shutdown(h->sv[1], SHUT_WR), 0);
@@ -468,7 +468,7 @@ static void *misuse_fiber(void *arg)
   assert_int_equal(tdl_recv(m->sv[0], buf, 4, MSG_TRUNC, TDL_FOREVER), -EOPNOTSUPP);
   assert_int_equal(tdl_recv(m->sv[0], buf, 4, 0, TDL_FOREVER), 4);
   assert_memory_equal(buf, "0123", 4);
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0);
   /* Off: what was received ahead is still read first, then reads go to
    * the socket itself. */
   assert_int_equal(tdl_fd_readahead(m->sv[0], false), 0);
@@ -589,7 +589,7 @@ static void *crowd_reader(void *arg)
   /* Armed; now every peer floods while nobody reads: 300 fds may hold
    * 8 buffers each, more than the loop's 2,048, so some receives end for
    * want of buffers and their reads go to the socket itself. */
-  assert_int_equal(tdl_sleep_for(30 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(30 * TDL_MSEC)), 0);
   /* (MSG_WAITALL may come back short where receiving ahead paused for
    * want of buffers: fiber.h.) */
   for (size_t got = 0; got < sizeof buf;) {
@@ -619,7 +619,7 @@ static void *crowd_pusher(void *arg)
       buf[k] = pat(k + (size_t)i);
     assert_int_equal(send(c->sv[i][1], buf, sizeof buf, 0), (ssize_t)sizeof buf);
   }
-  assert_int_equal(tdl_sleep_for(60 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(60 * TDL_MSEC)), 0);
   assert_int_equal(write(c->p[1], "x", 1), 1); /* the pipe's reader kept the ring polled */
   return NULL;
 }
@@ -683,7 +683,7 @@ static void *second_reader(void *arg)
   char b;
   tdl_fiber_yield(); /* the first is parked in its read */
   t->second = (int)tdl_recv(t->sv[0], &b, 1, 0, TDL_FOREVER);
-  t->wait = tdl_wait_fd(t->sv[0], TDL_READ, TDL_FOREVER);
+  t->wait = tdl_fd_wait(t->sv[0], TDL_READ, TDL_FOREVER);
   assert_int_equal(send(t->sv[1], "ok", 2, 0), 2);
   t->done = 1;
   return NULL;

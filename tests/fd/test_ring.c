@@ -96,7 +96,7 @@ static void cancelled_mid_read(void **state)
   midop m = {.deadline = TDL_FOREVER};
   t_pipe(m.p);
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(loop, &h, read_on_stack, &m, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, loop, read_on_stack, &m, NULL), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1); /* the read is in flight */
   assert_int_equal(tdl_loop_free(loop), -EBUSY); /* refused while it is */
   assert_int_equal(tdl_fiber_cancel(loop, h), 0);
@@ -285,7 +285,7 @@ static void *many_driver(void *arg)
     shutdown(m->sv[i][1], SHUT_WR);
   }
   while (m->finished < 2 * m->npairs)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(m->sleepers, m->nsleep);
   for (int i = 0; i < m->nsleep; i++)
     assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), m->sleeper[i]), 0);
@@ -320,7 +320,7 @@ static void a_hundred_thousand_fibers(void **state)
   m.sleeper = calloc((size_t)m.nsleep, sizeof *m.sleeper);
   assert_non_null(m.sleeper);
   for (int i = 0; i < m.nsleep; i++) {
-    assert_int_equal(tdl_fiber_spawn(loop, &m.sleeper[i], many_sleeper, &m, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&m.sleeper[i], loop, many_sleeper, &m, NULL), 0);
     assert_int_equal(tdl_fiber_detach(loop, m.sleeper[i]), 0);
   }
   t_spawn(loop, many_driver, &m);
@@ -470,7 +470,7 @@ static void fork_with_a_spare_ring(void **state)
     if (tdl_loop_new(&child, &o) != 0 || pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
       _exit(80);
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(child, &h, pipe_echo, p, NULL) != 0 || tdl_fiber_detach(child, h) != 0 ||
+    if (tdl_fiber_spawn(&h, child, pipe_echo, p, NULL) != 0 || tdl_fiber_detach(child, h) != 0 ||
         tdl_loop_run(child, TDL_LOOP_DEFAULT) != 0 || tdl_loop_free(child) != 0)
       _exit(82);
     _exit(0);
@@ -526,7 +526,7 @@ static void refused_by_seccomp(void **state)
     if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
       _exit(94);
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, echo_once, p, NULL) != 0 || tdl_fiber_detach(loop, h) != 0)
+    if (tdl_fiber_spawn(&h, loop, echo_once, p, NULL) != 0 || tdl_fiber_detach(loop, h) != 0)
       _exit(95);
     if (tdl_loop_run(loop, TDL_LOOP_DEFAULT) != 0 || tdl_loop_free(loop) != 0)
       _exit(96);

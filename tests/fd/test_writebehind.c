@@ -225,7 +225,7 @@ static void *send_then_close(void *arg)
     if (c->yield && m % 7 == 6)
       tdl_fiber_yield();
     if (c->yield && m % 25 == 24)
-      assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+      assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
   assert_int_equal(tdl_close(c->fd), 0);
   assert_int_equal(fcntl(c->fd, F_GETFD), -1); /* the number is free at once */
@@ -317,7 +317,7 @@ static void *send_into_reset(void *arg)
   for (int i = 0; i < 100000 && n >= 0; i++) {
     n = tdl_send(sv[0], buf, sizeof buf, 0, tdl_after(5 * TDL_SEC));
     if (i % 10 == 9 && n >= 0)
-      assert_int_equal(tdl_sleep_for(TDL_MSEC), 0); /* the loop turns: the sends go */
+      assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0); /* the loop turns: the sends go */
   }
   assert_true(sv[3]); /* the peer has reset */
   assert_true(n == -EPIPE || n == -ECONNRESET);

@@ -32,10 +32,10 @@ static void *joiner(void *arg)
 {
   tdl_fiber_t *h = arg;
   void *res = NULL;
-  assert_int_equal(tdl_fiber_join(h[0], TDL_FOREVER, &res), 0);
+  assert_int_equal(tdl_fiber_join(h[0], &res, TDL_FOREVER), 0);
   assert_ptr_equal(res, (void *)0x1234);
   /* The handle is stale now. */
-  assert_int_equal(tdl_fiber_join(h[0], TDL_FOREVER, &res), -ESRCH);
+  assert_int_equal(tdl_fiber_join(h[0], &res, TDL_FOREVER), -ESRCH);
   return (void *)1;
 }
 
@@ -43,8 +43,8 @@ static void spawn_and_join(void **state)
 {
   (void)state;
   tdl_fiber_t h[2];
-  assert_int_equal(tdl_fiber_spawn(L, &h[0], ret_arg, (void *)0x1234, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &h[1], joiner, h, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h[0], L, ret_arg, (void *)0x1234, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h[1], L, joiner, h, NULL), 0);
   assert_true(h[0] != 0 && h[0] != h[1]);
   assert_int_equal(tdl_fiber_detach(L, h[1]), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -66,8 +66,8 @@ static void spawn_detached(void **state)
   (void)state;
   detached_ran = 0;
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
-  assert_int_equal(tdl_fiber_spawn(L, NULL, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, L, mark_detached, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_fiber_detach(L, h), -EINVAL); /* already detached */
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(detached_ran, 2);
@@ -83,7 +83,7 @@ static void fifo_and_yield(void **state)
   order_n = 0;
   for (int i = 1; i <= 3; i++) {
     tdl_fiber_t h;
-    assert_int_equal(tdl_fiber_spawn(L, &h, log_twice, (void *)(intptr_t)i, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&h, L, log_twice, (void *)(intptr_t)i, NULL), 0);
     assert_int_equal(tdl_fiber_detach(L, h), 0);
   }
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -96,29 +96,29 @@ static void fifo_and_yield(void **state)
 static void *sleeper(void *arg)
 {
   (void)arg;
-  return (void *)(intptr_t)tdl_sleep_for(5 * TDL_MSEC);
+  return (void *)(intptr_t)tdl_sleep(tdl_after(5 * TDL_MSEC));
 }
 
 static void *join_misuse(void *arg)
 {
   (void)arg;
   tdl_fiber_t me = tdl_fiber_self();
-  assert_int_equal(tdl_fiber_join(me, TDL_FOREVER, NULL), -EDEADLK);
-  assert_int_equal(tdl_fiber_join(0, TDL_FOREVER, NULL), -ESRCH);
-  assert_int_equal(tdl_fiber_join(0xdead00000007ull, TDL_FOREVER, NULL), -ESRCH);
+  assert_int_equal(tdl_fiber_join(me, NULL, TDL_FOREVER), -EDEADLK);
+  assert_int_equal(tdl_fiber_join(0, NULL, TDL_FOREVER), -ESRCH);
+  assert_int_equal(tdl_fiber_join(0xdead00000007ull, NULL, TDL_FOREVER), -ESRCH);
 
   tdl_fiber_t d;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &d, sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&d, tdl_fiber_loop(), sleeper, NULL, NULL), 0);
   assert_int_equal(tdl_fiber_detach(tdl_fiber_loop(), d), 0);
   assert_int_equal(tdl_fiber_detach(tdl_fiber_loop(), d), -EINVAL);
-  assert_int_equal(tdl_fiber_join(d, TDL_FOREVER, NULL), -EINVAL);
+  assert_int_equal(tdl_fiber_join(d, NULL, TDL_FOREVER), -EINVAL);
 
   /* A join that times out leaves the fiber joinable. */
   tdl_fiber_t s;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &s, sleeper, NULL, NULL), 0);
-  assert_int_equal(tdl_fiber_join(s, tdl_after(TDL_MSEC), NULL), -ETIMEDOUT);
+  assert_int_equal(tdl_fiber_spawn(&s, tdl_fiber_loop(), sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_join(s, NULL, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   void *r = (void *)1;
-  assert_int_equal(tdl_fiber_join(s, TDL_FOREVER, &r), 0);
+  assert_int_equal(tdl_fiber_join(s, &r, TDL_FOREVER), 0);
   assert_null(r); /* tdl_sleep returned 0 */
   return NULL;
 }
@@ -126,9 +126,9 @@ static void *join_misuse(void *arg)
 static void join_errors(void **state)
 {
   (void)state;
-  assert_int_equal(tdl_fiber_join(1, TDL_FOREVER, NULL), -EPERM); /* not in a fiber */
+  assert_int_equal(tdl_fiber_join(1, NULL, TDL_FOREVER), -EPERM); /* not in a fiber */
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, join_misuse, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, join_misuse, NULL, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_fiber_detach(L, h), -ESRCH); /* finished and released */
@@ -137,15 +137,15 @@ static void join_errors(void **state)
 static void *second_joiner(void *arg)
 {
   tdl_fiber_t *h = arg;
-  return (void *)(intptr_t)tdl_fiber_join(*h, TDL_FOREVER, NULL);
+  return (void *)(intptr_t)tdl_fiber_join(*h, NULL, TDL_FOREVER);
 }
 
 static void *collect(void *arg)
 {
   tdl_fiber_t *js = arg;
   void *r0, *r1;
-  assert_int_equal(tdl_fiber_join(js[0], TDL_FOREVER, &r0), 0);
-  assert_int_equal(tdl_fiber_join(js[1], TDL_FOREVER, &r1), 0);
+  assert_int_equal(tdl_fiber_join(js[0], &r0, TDL_FOREVER), 0);
+  assert_int_equal(tdl_fiber_join(js[1], &r1, TDL_FOREVER), 0);
   int a = (int)(intptr_t)r0, b = (int)(intptr_t)r1;
   /* One joined the target; the other was refused (-EBUSY) or, if it came
    * after the target was released, found the handle stale (-ESRCH). */
@@ -157,11 +157,11 @@ static void only_one_joiner(void **state)
 {
   (void)state;
   static tdl_fiber_t target, js[2];
-  assert_int_equal(tdl_fiber_spawn(L, &target, sleeper, NULL, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &js[0], second_joiner, &target, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &js[1], second_joiner, &target, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&target, L, sleeper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&js[0], L, second_joiner, &target, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&js[1], L, second_joiner, &target, NULL), 0);
   tdl_fiber_t c;
-  assert_int_equal(tdl_fiber_spawn(L, &c, collect, js, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&c, L, collect, js, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, c), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
@@ -170,19 +170,19 @@ static void bad_spawn_arguments(void **state)
 {
   (void)state;
   tdl_fiber_t h = 99;
-  assert_int_equal(tdl_fiber_spawn(L, &h, NULL, NULL, NULL), -EINVAL);
+  assert_int_equal(tdl_fiber_spawn(&h, L, NULL, NULL, NULL), -EINVAL);
   assert_int_equal(h, 0);
   tdl_fiber_options o = {.stack_size = 1};
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, &o), -EINVAL);
   o.stack_size = TDL_STACK_MIN - 1;
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, &o), -EINVAL);
   o.stack_size = (size_t)-1;
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, &o), -EINVAL);
   o.stack_size = TDL_STACK_MAX + 1;
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), -EINVAL);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, &o), -EINVAL);
   o.stack_size = 0; /* the default */
   o.name = "a name much longer than the twenty-three bytes kept";
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, &o), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, &o), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_fiber_yield(), -EPERM);
@@ -196,7 +196,7 @@ static void *cancel_target(void *arg)
 {
   int *rc = arg;
   rc[0] = tdl_sleep(TDL_FOREVER);
-  rc[1] = tdl_sleep_for(TDL_MSEC); /* sticky */
+  rc[1] = tdl_sleep(tdl_after(TDL_MSEC)); /* sticky */
   rc[2] = tdl_fiber_cancelled();
   return NULL;
 }
@@ -204,10 +204,10 @@ static void *cancel_target(void *arg)
 static void *canceller(void *arg)
 {
   tdl_fiber_t *h = arg;
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), 0);
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), 0); /* twice: harmless */
-  assert_int_equal(tdl_fiber_join(*h, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(*h, NULL, TDL_FOREVER), 0);
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *h), -ESRCH); /* finished */
   return NULL;
 }
@@ -234,7 +234,7 @@ static void *take_over_the_fd(void *arg)
   assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(TDL_SEC)), 1); /* not -EBUSY */
   assert_int_equal(c, 'z');
   void *r = NULL;
-  assert_int_equal(tdl_fiber_join(*victim, TDL_FOREVER, &r), 0);
+  assert_int_equal(tdl_fiber_join(*victim, &r, TDL_FOREVER), 0);
   assert_int_equal((intptr_t)r, -ECANCELED);
   return NULL;
 }
@@ -244,7 +244,7 @@ static void cancel_frees_the_fd_at_once(void **state)
   (void)state;
   t_pipe(CP);
   tdl_fiber_t victim;
-  assert_int_equal(tdl_fiber_spawn(L, &victim, read_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&victim, L, read_forever, NULL, NULL), 0);
   go(take_over_the_fd, &victim);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(CP[0]);
@@ -265,14 +265,14 @@ static void *parent(void *arg)
   tdl_loop *loop = tdl_fiber_loop();
   tdl_fiber_t kid[2];
   for (int i = 0; i < 2; i++)
-    assert_int_equal(tdl_fiber_spawn(loop, &kid[i], stubborn, NULL, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&kid[i], loop, stubborn, NULL, NULL), 0);
   assert_int_equal(tdl_sleep(TDL_FOREVER), -ECANCELED); /* main cancels us */
-  assert_int_equal(tdl_fiber_join(kid[0], TDL_FOREVER, NULL), -ECANCELED); /* it would never end */
+  assert_int_equal(tdl_fiber_join(kid[0], NULL, TDL_FOREVER), -ECANCELED); /* it would never end */
   for (int i = 0; i < 2; i++)
     assert_int_equal(tdl_fiber_cancel(loop, kid[i]), 0);
   for (int i = 0; i < 2; i++) {
     void *r = NULL;
-    assert_int_equal(tdl_fiber_join(kid[i], tdl_after(TDL_SEC), &r), 0);
+    assert_int_equal(tdl_fiber_join(kid[i], &r, tdl_after(TDL_SEC)), 0);
     assert_int_equal((intptr_t)r, -ECANCELED);
   }
   return (void *)1;
@@ -282,7 +282,7 @@ static void cancelled_fiber_joins_cancelled_children(void **state)
 {
   (void)state;
   tdl_fiber_t p;
-  assert_int_equal(tdl_fiber_spawn(L, &p, parent, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&p, L, parent, NULL, NULL), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_NOWAIT), 1);
   assert_int_equal(tdl_fiber_cancel(L, p), 0);
   assert_int_equal(tdl_fiber_detach(L, p), 0);
@@ -297,9 +297,9 @@ static void cancel_wakes_a_parked_fiber(void **state)
   (void)state;
   static int rc[3];
   static tdl_fiber_t t;
-  assert_int_equal(tdl_fiber_spawn(L, &t, cancel_target, rc, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&t, L, cancel_target, rc, NULL), 0);
   tdl_fiber_t c;
-  assert_int_equal(tdl_fiber_spawn(L, &c, canceller, &t, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&c, L, canceller, &t, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, c), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], -ECANCELED);
@@ -311,7 +311,7 @@ static void *spin_then_block(void *arg)
 {
   int *rc = arg;
   tdl_fiber_yield(); /* cancelled while runnable */
-  rc[0] = tdl_sleep_for(TDL_MSEC);
+  rc[0] = tdl_sleep(tdl_after(TDL_MSEC));
   return NULL;
 }
 
@@ -320,7 +320,7 @@ static void cancel_a_runnable_fiber(void **state)
   (void)state;
   int rc[1] = {0};
   tdl_fiber_t t;
-  assert_int_equal(tdl_fiber_spawn(L, &t, spin_then_block, rc, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&t, L, spin_then_block, rc, NULL), 0);
   assert_int_equal(tdl_fiber_cancel(L, t), 0); /* from outside any fiber */
   assert_int_equal(tdl_fiber_detach(L, t), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -336,7 +336,7 @@ static void *parker(void *arg)
   rc[0] = tdl_fiber_park(TDL_FOREVER);                                  /* woken */
   rc[1] = tdl_fiber_park(TDL_FOREVER);                                  /* permit given before */
   rc[2] = tdl_fiber_park(tdl_after(TDL_MSEC));       /* nobody: times out */
-  rc[3] = tdl_sleep_for(2 * TDL_MSEC);                                  /* unpark must not end a sleep */
+  rc[3] = tdl_sleep(tdl_after(2 * TDL_MSEC));                                  /* unpark must not end a sleep */
   return NULL;
 }
 
@@ -348,7 +348,7 @@ static void *unparker(void *arg)
   assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* wakes it */
   assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* runnable: a permit */
   assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* collapses into it */
-  tdl_sleep_for(1500 * TDL_USEC);                         /* parker: timed park, then sleep */
+  tdl_sleep(tdl_after(1500 * TDL_USEC));                         /* parker: timed park, then sleep */
   assert_int_equal(tdl_fiber_unpark(loop, parker_h), 0); /* must not end the sleep */
   return NULL;
 }
@@ -358,9 +358,9 @@ static void park_and_unpark(void **state)
   (void)state;
   static int rc[4] = {9, 9, 9, 9};
   assert_int_equal(tdl_fiber_park(TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_fiber_spawn(L, &parker_h, parker, rc, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&parker_h, L, parker, rc, NULL), 0);
   tdl_fiber_t u;
-  assert_int_equal(tdl_fiber_spawn(L, &u, unparker, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&u, L, unparker, NULL, NULL), 0);
   tdl_fiber_detach(L, u);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(rc[0], 0);
@@ -398,7 +398,7 @@ static void *reader(void *arg)
 static void *writer(void *arg)
 {
   (void)arg;
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(tdl_write(P[1], "a", 1, TDL_FOREVER), 1);
   assert_int_equal(tdl_fiber_park(TDL_FOREVER), 0);
   assert_int_equal(tdl_write(P[1], "b", 1, TDL_FOREVER), 1);
@@ -410,8 +410,8 @@ static void read_and_write_park_the_fiber(void **state)
   (void)state;
   t_pipe(P);
   tdl_fiber_t r;
-  assert_int_equal(tdl_fiber_spawn(L, &r, reader, NULL, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &writer_h, writer, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&r, L, reader, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&writer_h, L, writer, NULL, NULL), 0);
   tdl_fiber_detach(L, r);
   tdl_fiber_detach(L, writer_h);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -476,7 +476,7 @@ static void blocking_fds_are_made_nonblocking(void **state)
   (void)state;
   assert_int_equal(pipe(P), 0); /* blocking */
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fill_and_block, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fill_and_block, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
@@ -494,8 +494,8 @@ static void *bad_fd_user(void *arg)
   close(p[1]);
   assert_int_equal(tdl_read(p[0], &c, 1, TDL_FOREVER), -EBADF);
   assert_int_equal(tdl_write(p[1], &c, 1, TDL_FOREVER), -EBADF);
-  assert_int_equal(tdl_wait_fd(p[0], TDL_READ, TDL_FOREVER), -EBADF);
-  assert_int_equal(tdl_wait_fd(0, 0, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_fd_wait(p[0], TDL_READ, TDL_FOREVER), -EBADF);
+  assert_int_equal(tdl_fd_wait(0, 0, TDL_FOREVER), -EINVAL);
   return NULL;
 }
 
@@ -504,9 +504,9 @@ static void bad_fds_in_fibers(void **state)
   (void)state;
   char c;
   assert_int_equal(tdl_read(0, &c, 1, TDL_FOREVER), -EPERM); /* not in a fiber */
-  assert_int_equal(tdl_sleep_for(1), -EPERM);
+  assert_int_equal(tdl_sleep(tdl_after(1)), -EPERM);
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, bad_fd_user, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, bad_fd_user, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
@@ -536,8 +536,8 @@ static void close_wakes_waiters(void **state)
   t_pipe(P);
   static int rc[2];
   tdl_fiber_t a, b;
-  assert_int_equal(tdl_fiber_spawn(L, &a, wait_then_report, &rc[0], NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &b, closer, rc, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&a, L, wait_then_report, &rc[0], NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&b, L, closer, rc, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -554,18 +554,18 @@ static void *fd_blocked_user(void *arg)
   char b[8];
   /* Writability first, then readability: the registration turns
    * edge-triggered, where cached readiness is taken as true. */
-  assert_true(tdl_wait_fd(P[0], TDL_WRITE, tdl_after(TDL_SEC)) & TDL_WRITE);
+  assert_true(tdl_fd_wait(P[0], TDL_WRITE, tdl_after(TDL_SEC)) & TDL_WRITE);
   assert_int_equal(write(P[1], "a", 1), 1);
-  assert_true(tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
   /* Read behind treadle's back, until EAGAIN. */
   assert_int_equal(read(P[0], b, sizeof b), 1);
   assert_int_equal(read(P[0], b, sizeof b), -1);
   assert_int_equal(errno, EAGAIN);
   assert_int_equal(tdl_fd_blocked(P[0], TDL_READ), 0);
-  assert_int_equal(tdl_wait_fd(P[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_fd_wait(P[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   /* New data ends the next wait. */
   assert_int_equal(write(P[1], "b", 1), 1);
-  assert_true(tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
   assert_int_equal(read(P[0], b, sizeof b), 1);
   /* Misuse. */
   assert_int_equal(tdl_fd_blocked(P[0], 0), -EINVAL);
@@ -580,7 +580,7 @@ static void fd_blocked_forgets_cached_readiness(void **state)
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, P), 0);
   assert_int_equal(tdl_fd_blocked(P[0], TDL_READ), -EPERM); /* not in a fiber */
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fd_blocked_user, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fd_blocked_user, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
@@ -599,14 +599,14 @@ static void *wait_after_foreign_eagain(void *arg)
     ;
   assert_int_equal(errno, EAGAIN);
   /* Full: the wait must really wait, not report the stale "writable". */
-  assert_int_equal(tdl_wait_fd(P[1], TDL_WRITE, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
+  assert_int_equal(tdl_fd_wait(P[1], TDL_WRITE, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   while (read(P[0], buf, sizeof buf) > 0)
     ;
-  int ev = tdl_wait_fd(P[1], TDL_WRITE, tdl_after(TDL_SEC));
+  int ev = tdl_fd_wait(P[1], TDL_WRITE, tdl_after(TDL_SEC));
   assert_true(ev > 0 && (ev & TDL_WRITE));
   /* Readable data that is already there is reported at once. */
   assert_int_equal(write(P[1], "y", 1), 1);
-  ev = tdl_wait_fd(P[0], TDL_READ, tdl_after(TDL_SEC));
+  ev = tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC));
   assert_true(ev > 0 && (ev & TDL_READ));
   return NULL;
 }
@@ -616,7 +616,7 @@ static void wait_fd_after_a_foreign_eagain(void **state)
   (void)state;
   t_pipe(P);
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, wait_after_foreign_eagain, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, wait_after_foreign_eagain, NULL, NULL), 0);
   tdl_fiber_detach(L, h);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_close(P[0]);
@@ -652,8 +652,8 @@ static void failing_calls_still_yield(void **state)
   int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   assert_true(dirfd >= 0);
   tdl_fiber_t a, b;
-  assert_int_equal(tdl_fiber_spawn(L, &a, failing_retry_loop, (void *)(intptr_t)dirfd, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &b, mark_ran, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&a, L, failing_retry_loop, (void *)(intptr_t)dirfd, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&b, L, mark_ran, NULL, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -672,7 +672,7 @@ static void deadlock_is_reported_and_loop_kept(void **state)
 {
   (void)state;
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, park_until_cancelled, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, park_until_cancelled, NULL, NULL), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), -EDEADLK);
   assert_int_equal(tdl_loop_free(L), -EBUSY); /* the fiber still owns its stack */
   assert_int_equal(tdl_fiber_cancel(L, h), 0);
@@ -716,8 +716,8 @@ static void second_park_times_out_on_its_own_deadline(tdl_time_t first, tdl_time
   two_parks t = {first, second};
   lazy_second_rc = 0;
   lazy_second_late = false;
-  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_twice, &t, &(tdl_fiber_options){.detached = true}), 0);
-  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&lazy_peer, L, park_twice, &t, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, L, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(lazy_second_rc, -ETIMEDOUT);
   assert_true(lazy_second_late);
@@ -756,17 +756,17 @@ static void park_timer_keeps_nothing_alive(void **state)
 {
   (void)state;
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&lazy_peer, L, park_far_then_forever, NULL, NULL), 0);
   h = lazy_peer;
-  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, L, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), -EDEADLK);
   assert_int_equal(tdl_fiber_cancel(L, h), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
 
-  assert_int_equal(tdl_fiber_spawn(L, &lazy_peer, park_far_then_finish, NULL, &(tdl_fiber_options){.detached = true}),
+  assert_int_equal(tdl_fiber_spawn(&lazy_peer, L, park_far_then_finish, NULL, &(tdl_fiber_options){.detached = true}),
                    0);
-  assert_int_equal(tdl_fiber_spawn(L, NULL, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, L, unpark_peer, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_false(tdl_loop_alive(L));
 }
@@ -779,7 +779,7 @@ static void a_hundred_thousand_fibers(void **state)
   tdl_fiber_options o = {.stack_size = TDL_STACK_MIN};
   for (int i = 0; i < N; i++) {
     tdl_fiber_t h;
-    assert_int_equal(tdl_fiber_spawn(L, &h, sleeper, NULL, &o), 0);
+    assert_int_equal(tdl_fiber_spawn(&h, L, sleeper, NULL, &o), 0);
     assert_int_equal(tdl_fiber_detach(L, h), 0);
   }
   tdl_fiber_stats st;
@@ -797,7 +797,7 @@ static void fls_dtor(void *v)
   fls_dtor_calls++;
 }
 
-static tdl_fls_key K;
+static tdl_fls_key_t K;
 static void *fls_user(void *arg)
 {
   assert_null(tdl_fls_get(K));
@@ -811,13 +811,13 @@ static void *fls_user(void *arg)
 static void fiber_local_storage(void **state)
 {
   (void)state;
-  assert_int_equal(tdl_fls_key_create(&K, fls_dtor), 0);
+  assert_int_equal(tdl_fls_key_new(&K, fls_dtor), 0);
   assert_int_equal(tdl_fls_set(K, (void *)1), -EPERM);
   assert_null(tdl_fls_get(K));
   fls_dtor_calls = 0;
   tdl_fiber_t a, b;
-  assert_int_equal(tdl_fiber_spawn(L, &a, fls_user, (void *)0x77, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &b, fls_user, (void *)0x77, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&a, L, fls_user, (void *)0x77, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&b, L, fls_user, (void *)0x77, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -876,7 +876,7 @@ static void *in_readv(void *arg)
 static void *in_wait_fd(void *arg)
 {
   (void)arg;
-  return (void *)(intptr_t)tdl_wait_fd(SP[1], TDL_READ, TDL_FOREVER);
+  return (void *)(intptr_t)tdl_fd_wait(SP[1], TDL_READ, TDL_FOREVER);
 }
 
 static int check_wait_name(const tdl_fiber_info *in, void *ctx)
@@ -899,9 +899,9 @@ static void dump_names_the_call(void **state)
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, SP), 0);
   t_pipe(PP);
   tdl_fiber_t f[3];
-  assert_int_equal(tdl_fiber_spawn(L, &f[0], in_recv, NULL, &(tdl_fiber_options){.name = "r"}), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &f[1], in_readv, NULL, &(tdl_fiber_options){.name = "v"}), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &f[2], in_wait_fd, NULL, &(tdl_fiber_options){.name = "w"}), 0);
+  assert_int_equal(tdl_fiber_spawn(&f[0], L, in_recv, NULL, &(tdl_fiber_options){.name = "r"}), 0);
+  assert_int_equal(tdl_fiber_spawn(&f[1], L, in_readv, NULL, &(tdl_fiber_options){.name = "v"}), 0);
+  assert_int_equal(tdl_fiber_spawn(&f[2], L, in_wait_fd, NULL, &(tdl_fiber_options){.name = "w"}), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_NOWAIT), 1);
   int n = 0;
   tdl_fiber_foreach(L, check_wait_name, &n);
@@ -1047,8 +1047,8 @@ static void dump_lists_fibers(void **state)
 {
   (void)state;
   tdl_fiber_t a, b;
-  assert_int_equal(tdl_fiber_spawn(L, &a, sleeper, NULL, &(tdl_fiber_options){.name = "dumped"}), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &b, dumper, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&a, L, sleeper, NULL, &(tdl_fiber_options){.name = "dumped"}), 0);
+  assert_int_equal(tdl_fiber_spawn(&b, L, dumper, NULL, NULL), 0);
   tdl_fiber_detach(L, a);
   tdl_fiber_detach(L, b);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -1058,7 +1058,7 @@ static void free_with_fibers_is_refused(void **state)
 {
   (void)state;
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, ret_arg, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, ret_arg, NULL, NULL), 0);
   assert_int_equal(tdl_loop_free(L), -EBUSY);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(L), -EBUSY); /* finished, not joined */
@@ -1092,9 +1092,9 @@ static void *deadlocking_main(void *arg)
 {
   (void)arg;
   tdl_loop *loop = tdl_fiber_loop();
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, main_fn, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, main_fn, NULL, NULL), 0);
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(loop, &h, park_and_count, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, loop, park_and_count, NULL, NULL), 0);
   assert_int_equal(tdl_fiber_detach(loop, h), 0);
   if (tdl_fiber_park(TDL_FOREVER) == -ECANCELED)
     unwound++;
@@ -1115,7 +1115,7 @@ static void *unjoined_main(void *arg)
 {
   (void)arg;
   for (int i = 0; i < 3; i++)
-    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), NULL, main_fn, NULL, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, tdl_fiber_loop(), main_fn, NULL, NULL), 0);
   return (void *)7;
 }
 
@@ -1162,7 +1162,7 @@ static void spawn_reports_enomem(void **state)
     tdl_fiber_options o = {.stack_size = 1 << 20};
     int n = 0, e;
     tdl_fiber_t h;
-    while ((e = tdl_fiber_spawn(loop, &h, noop, NULL, &o)) == 0) {
+    while ((e = tdl_fiber_spawn(&h, loop, noop, NULL, &o)) == 0) {
       tdl_fiber_detach(loop, h);
       if (++n > 10000)
         _exit(13);
@@ -1235,7 +1235,7 @@ static int overflow_child(void)
   if (tdl_loop_new(&loop, NULL) < 0)
     return 10;
   tdl_fiber_t h;
-  tdl_fiber_spawn(loop, &h, overflow, NULL, &(tdl_fiber_options){.name = "deep-diver"});
+  tdl_fiber_spawn(&h, loop, overflow, NULL, &(tdl_fiber_options){.name = "deep-diver"});
   tdl_loop_run(loop, TDL_LOOP_DEFAULT);
   return 0; /* not reached */
 }

@@ -83,7 +83,7 @@ static void *ticker(void *arg)
 {
   (void)arg;
   while (!world_done) {
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
     fiber_ticks++;
   }
   return NULL;
@@ -109,14 +109,14 @@ static void *pool_caller(void *arg)
 {
   (void)arg;
   void *r = NULL;
-  pool_ok = tdl_blocking(wait_gate, (void *)42, &r, DL()) == 0 && (intptr_t)r == 42;
+  pool_ok = tdl_pool_call(TDL_LANE_USER, wait_gate, (void *)42, NULL, &r, DL()) == 0 && (intptr_t)r == 42;
   return NULL;
 }
 
 static void *group_main(void *arg)
 {
   (void)arg;
-  while (tdl_sleep_for(TDL_MSEC) == 0)
+  while (tdl_sleep(tdl_after(TDL_MSEC)) == 0)
     atomic_fetch_add(&group_ticks, 1);
   return NULL; /* cancelled: the group stops */
 }
@@ -124,7 +124,7 @@ static void *group_main(void *arg)
 static void go(tdl_fiber_fn fn, void *arg, size_t stack)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, &(tdl_fiber_options){.stack_size = stack, .detached = true}),
+  assert_int_equal(tdl_fiber_spawn(&h, L, fn, arg, &(tdl_fiber_options){.stack_size = stack, .detached = true}),
                    0);
   (void)h;
 }
@@ -148,7 +148,7 @@ static int setup(void **state)
   tdl_timer_init(&tick_timer, on_tick, NULL);
   assert_int_equal(tdl_timer_start(L, &tick_timer, TDL_MSEC, TDL_MSEC), 0);
   atomic_store(&group_ticks, 0);
-  assert_int_equal(tdl_group_start(&G, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
+  assert_int_equal(tdl_group_new(&G, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
   return 0;
 }
 
@@ -173,7 +173,7 @@ static void *finisher(void *arg)
   (void)arg;
   /* The parent's fibers and timers go on after the fork. */
   while (!child_reaped || fiber_ticks <= ticks_at_fork + 2 || timer_ticks <= timer_ticks_at_fork + 2)
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   world_done = 1;
   assert_int_equal(tdl_timer_stop(L, &tick_timer), 0);
   return NULL;
@@ -282,9 +282,9 @@ static void *child_fiber_main(void *arg)
   /* Fibers, fiber I/O, joins. */
   CHECK(pipe2(cp[0], O_CLOEXEC) == 0 && pipe2(cp[1], O_CLOEXEC) == 0);
   tdl_fiber_t a, b;
-  CHECK(tdl_fiber_spawn(loop, &a, ping_pong, (void *)0, NULL) == 0);
-  CHECK(tdl_fiber_spawn(loop, &b, ping_pong, (void *)1, NULL) == 0);
-  CHECK(tdl_fiber_join(a, DL(), NULL) == 0 && tdl_fiber_join(b, DL(), NULL) == 0);
+  CHECK(tdl_fiber_spawn(&a, loop, ping_pong, (void *)0, NULL) == 0);
+  CHECK(tdl_fiber_spawn(&b, loop, ping_pong, (void *)1, NULL) == 0);
+  CHECK(tdl_fiber_join(a, NULL, DL()) == 0 && tdl_fiber_join(b, NULL, DL()) == 0);
   for (int i = 0; i < 2; i++)
     CHECK(tdl_close(cp[i][0]) == 0 && tdl_close(cp[i][1]) == 0);
 
@@ -296,7 +296,7 @@ static void *child_fiber_main(void *arg)
   /* An inherited fd that the parent's loop watches: this loop registers it
    * in its own back end, writes, and forgets it with tdl_close (in a fiber
    * of this loop, which touches no other loop). */
-  CHECK(tdl_wait_fd(S[0], TDL_WRITE, DL()) & TDL_WRITE);
+  CHECK(tdl_fd_wait(S[0], TDL_WRITE, DL()) & TDL_WRITE);
   CHECK(tdl_write(S[0], "from-child", 10, DL()) == 10);
   CHECK(tdl_close(S[0]) == 0);
 
@@ -304,13 +304,13 @@ static void *child_fiber_main(void *arg)
   child_lfd = tdl_net_listen_str("127.0.0.1:0", 0, 0);
   CHECK(child_lfd >= 0 && tdl_net_local_addr(child_lfd, &child_laddr) == 0);
   tdl_fiber_t acc;
-  CHECK(tdl_fiber_spawn(loop, &acc, child_acceptor, NULL, NULL) == 0);
+  CHECK(tdl_fiber_spawn(&acc, loop, child_acceptor, NULL, NULL) == 0);
   int fd = tdl_net_connect(&child_laddr, DL());
   CHECK(fd >= 0);
   CHECK(tdl_net_send_all(fd, "hello", 5, NULL, DL()) == 0);
   char w[5];
   CHECK(tdl_net_recv_exactly(fd, w, 5, NULL, DL()) == 0 && memcmp(w, "world", 5) == 0);
-  CHECK(tdl_close(fd) == 0 && tdl_fiber_join(acc, DL(), NULL) == 0 && tdl_close(child_lfd) == 0);
+  CHECK(tdl_close(fd) == 0 && tdl_fiber_join(acc, NULL, DL()) == 0 && tdl_close(child_lfd) == 0);
 
   /* The pool, which starts again empty. */
   if (child_threads_ok()) {
@@ -319,7 +319,7 @@ static void *child_fiber_main(void *arg)
     CHECK(st.threads == 0);
     for (intptr_t i = 0; i < 10; i++) {
       void *r = NULL;
-      CHECK(tdl_blocking(child_twice, (void *)i, &r, DL()) == 0 && (intptr_t)r == 2 * i);
+      CHECK(tdl_pool_call(TDL_LANE_USER, child_twice, (void *)i, NULL, &r, DL()) == 0 && (intptr_t)r == 2 * i);
     }
   } else {
     CHECK(tdl_fs_set_engine(TDL_FS_DIRECT) == 0); /* files on this thread */
@@ -337,7 +337,7 @@ static void *child_fiber_main(void *arg)
   CHECK(tdl_fs_fsync(ffd, DL()) == 0);
   char fb[16] = {0};
   CHECK(tdl_fs_pread(ffd, fb, sizeof fb, 0, DL()) == 9 && memcmp(fb, "file data", 9) == 0);
-  CHECK(tdl_fs_close(ffd) == 0 && tdl_fs_unlink(path, DL()) == 0);
+  CHECK(tdl_close(ffd) == 0 && tdl_fs_unlink(path, DL()) == 0);
 
   /* Spawning, waiting, capturing. */
   if (spawn_ok()) {
@@ -345,12 +345,12 @@ static void *child_fiber_main(void *arg)
     tdl_process p;
     CHECK(tdl_process_spawn(&p, &(tdl_process_options){.argv = argv_exit}) == 0);
     int status = -1;
-    CHECK(tdl_process_wait(&p, DL(), &status) == 0 && tdl_exited(status) && tdl_exit_code(status) == 7);
+    CHECK(tdl_process_wait(&p, &status, DL()) == 0 && tdl_process_exited(status) && tdl_process_exit_code(status) == 7);
     tdl_process_destroy(&p);
     static const char *argv_say[] = {self_exe, "--child", "say", NULL};
     tdl_process_run_result r;
-    CHECK(tdl_process_run(argv_say, NULL, NULL, 0, 100, DL(), &r) == 0);
-    CHECK(tdl_exited(r.status) && tdl_exit_code(r.status) == 0 && strcmp(r.out, "said") == 0);
+    CHECK(tdl_process_run(&r, argv_say, NULL, NULL, 0, 100, DL()) == 0);
+    CHECK(tdl_process_exited(r.status) && tdl_process_exit_code(r.status) == 0 && strcmp(r.out, "said") == 0);
     tdl_process_run_result_destroy(&r);
   }
   return NULL;
@@ -432,7 +432,7 @@ static void fiber_reap(pid_t pid, enum child_mode mode)
   pid_t r;
   tdl_time_t until = DL();
   while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tdl_now() < until)
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   assert_int_equal(r, pid);
   expect_exit_0(status);
   wake_the_world(mode == NEW_LOOP);
@@ -442,7 +442,7 @@ static void fiber_reap(pid_t pid, enum child_mode mode)
 static void *forking_fiber(void *arg)
 {
   enum child_mode mode = (enum child_mode)(intptr_t)arg;
-  assert_int_equal(tdl_sleep_for(5 * TDL_MSEC), 0); /* everyone is parked, the pool thread is busy */
+  assert_int_equal(tdl_sleep(tdl_after(5 * TDL_MSEC)), 0); /* everyone is parked, the pool thread is busy */
   fiber_reap(do_fork(mode), mode);
   return NULL;
 }

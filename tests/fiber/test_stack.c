@@ -362,7 +362,7 @@ static void test_trim_returns_memory(void **state) {
 /* A loop trims its own cache on a timer that does not keep it alive. */
 static void *quick(void *arg) { return arg; }
 static void *nap(void *arg) {
-  tdl_sleep_for((tdl_time_t)(uintptr_t)arg);
+  tdl_sleep(tdl_after((tdl_time_t)(uintptr_t)arg));
   return NULL;
 }
 static void *park_forever(void *arg) {
@@ -372,7 +372,7 @@ static void *park_forever(void *arg) {
 }
 
 static void *joiner(void *arg) {
-  return (void *)(intptr_t)tdl_fiber_join(*(tdl_fiber_t *)arg, TDL_FOREVER, NULL);
+  return (void *)(intptr_t)tdl_fiber_join(*(tdl_fiber_t *)arg, NULL, TDL_FOREVER);
 }
 
 static void test_loop_trims_when_idle(void **state) {
@@ -382,7 +382,7 @@ static void test_loop_trims_when_idle(void **state) {
   tdl_fiber_stats st;
   assert_int_equal(tdl_loop_new(&loop, NULL), 0);
   for (int i = 0; i < N; i++)
-    assert_int_equal(tdl_fiber_spawn(loop, NULL, quick, NULL, &(tdl_fiber_options){.detached = true}), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, loop, quick, NULL, &(tdl_fiber_options){.detached = true}), 0);
   /* The fibers are gone and their stacks cached: nothing keeps the loop
    * running, not even the trim timer that is now armed. */
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
@@ -393,19 +393,18 @@ static void test_loop_trims_when_idle(void **state) {
   /* Only a parked fiber that nothing can wake: a deadlock, reported at
    * once, not after the trims have emptied the cache. */
   tdl_fiber_t parked;
-  assert_int_equal(tdl_fiber_spawn(loop, &parked, park_forever, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&parked, loop, park_forever, NULL, NULL), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), -EDEADLK);
   tdl_fiber_stats_get(loop, &st);
   assert_true(st.stacks_cached > N / 2);
   assert_int_equal(tdl_fiber_cancel(loop, parked), 0);
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, joiner, &parked, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, joiner, &parked, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
 
   /* While a fiber sleeps through a few periods, the idle stacks go back.
    * (Timers fire in deadline order, so the trims due before the wake-up
    * have run when it comes, however late.) */
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD),
-                                   &(tdl_fiber_options){.detached = true}),
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD), &(tdl_fiber_options){.detached = true}),
                    0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   tdl_fiber_stats_get(loop, &st);
@@ -454,7 +453,7 @@ static void test_loop_gives_tables_back(void **state) {
   assert_int_equal(tdl_loop_new(&loop, NULL), 0);
   for (int i = 0; i < n; i++) {
     assert_int_equal(pipe2(p[i], O_CLOEXEC), 0);
-    assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, p[i], &(tdl_fiber_options){.detached = true}), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, loop, read_pipe, p[i], &(tdl_fiber_options){.detached = true}), 0);
   }
   for (int i = 0; i < TIMERS; i++) {
     tdl_timer_init(&timers[i], fired, &nfired);
@@ -465,8 +464,7 @@ static void test_loop_gives_tables_back(void **state) {
   uint32_t peak_fds = loop->nfds, peak_timers = loop->timers.cap;
   assert_true(peak_fds >= (uint32_t)(2 * n));
   /* Idle through a few periods (a sleeper keeps the loop running). */
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD),
-                                   &(tdl_fiber_options){.detached = true}),
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, nap, (void *)(uintptr_t)(3 * TDL__STACK_TRIM_PERIOD), &(tdl_fiber_options){.detached = true}),
                    0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(loop->nfds <= peak_fds / 4);
@@ -479,7 +477,7 @@ static void test_loop_gives_tables_back(void **state) {
   int hi = fcntl(q[0], F_DUPFD_CLOEXEC, 3 * n);
   assert_true(hi >= 3 * n);
   int hp[2] = {hi, q[1]};
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, read_pipe, hp, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, read_pipe, hp, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   close(q[0]);
   assert_int_equal(tdl_loop_free(loop), 0);

@@ -99,7 +99,7 @@ static void *round_trip_fiber(void *arg)
   assert_int_equal(tdl_fs_fstat(fd, &fst), 0);
   assert_int_equal(st.st_size, 13);
   assert_int_equal(st.st_ino, fst.st_ino);
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
 
   assert_int_equal(tdl_fs_rename(at("sub/a"), at("sub/b"), d), 0);
   assert_int_equal(tdl_fs_stat(at("sub/a"), &st, d), -ENOENT);
@@ -140,19 +140,19 @@ static void *errors_fiber(void *arg)
   assert_int_equal(tdl_fs_read(dfd, buf, sizeof buf, d), -EISDIR);
   assert_int_equal(tdl_fs_pread(dfd, buf, sizeof buf, 0, d), -EISDIR);
   assert_int_equal(tdl_fs_open(dir, O_WRONLY, 0, d), -EISDIR);
-  assert_int_equal(tdl_fs_close(dfd), 0);
+  assert_int_equal(tdl_close(dfd), 0);
 
   /* A closed fd, and one that never was. */
   int fd = tdl_fs_open(at("f"), O_RDWR | O_CREAT, 0644, d);
   assert_true(fd >= 0);
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
   assert_int_equal(tdl_fs_read(fd, buf, sizeof buf, d), -EBADF);
   assert_int_equal(tdl_fs_pwrite(fd, buf, sizeof buf, 0, d), -EBADF);
   assert_int_equal(tdl_fs_fsync(fd, d), -EBADF);
   assert_int_equal(tdl_fs_fstat(fd, &st), -EBADF);
-  assert_int_equal(tdl_fs_close(fd), -EBADF);
+  assert_int_equal(tdl_close(fd), -EBADF);
   assert_int_equal(tdl_fs_read(-1, buf, sizeof buf, d), -EBADF);
-  assert_int_equal(tdl_fs_close(-1), -EBADF);
+  assert_int_equal(tdl_close(-1), -EBADF);
 
   /* Offsets must be offsets: -1 would mean "the file position". */
   fd = tdl_fs_open(at("f"), O_RDWR, 0, d);
@@ -167,8 +167,8 @@ static void *errors_fiber(void *arg)
   int ro = tdl_fs_open(at("f"), O_RDONLY, 0, d);
   assert_true(ro >= 0);
   assert_int_equal(tdl_fs_write(ro, "x", 1, d), -EBADF);
-  assert_int_equal(tdl_fs_close(ro), 0);
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(ro), 0);
+  assert_int_equal(tdl_close(fd), 0);
   return NULL;
 }
 
@@ -207,7 +207,7 @@ static void permission_denied(void **state)
       _exit(23);
     tdl_loop *loop = t_loop_new();
     tdl_fiber_t h;
-    if (tdl_fiber_spawn(loop, &h, eacces_fiber, NULL, NULL) < 0)
+    if (tdl_fiber_spawn(&h, loop, eacces_fiber, NULL, NULL) < 0)
       _exit(21);
     tdl_loop_run(loop, TDL_LOOP_DEFAULT);
     _exit(22);
@@ -231,7 +231,7 @@ static void misuse_outside_a_fiber(void **state)
   assert_true(fd >= 0);
   assert_int_equal(tdl_fs_fstat(fd, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
   assert_int_equal(tdl_fs_set_engine((tdl_fs_engine)7), -EINVAL);
   assert_int_equal(tdl_fs_set_engine((tdl_fs_engine)-1), -EINVAL);
 }
@@ -325,7 +325,7 @@ static void *paths_fiber(void *arg)
     assert_int_equal(r, -ENOTSUP);
   }
   assert_int_equal(tdl_fs_set_engine(TDL_FS_AUTO), 0);
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
   return NULL;
 }
 
@@ -419,7 +419,7 @@ static int hog_result = 1;
 static void *hog_file_lane(void *arg)
 {
   (void)arg;
-  hog_result = tdl_blocking_call(TDL_LANE_FILE, wait_gate, NULL, NULL, NULL, tdl_after(LONG));
+  hog_result = tdl_pool_call(TDL_LANE_FILE, wait_gate, NULL, NULL, NULL, tdl_after(LONG));
   return NULL;
 }
 
@@ -432,7 +432,7 @@ static void *queued_fiber(void *arg)
   assert_int_equal(stat(at("keep"), &st), 0);
   /* The file lane is held (cap 1) by a call that never returns: this one
    * queues, its deadline passes, it is withdrawn, and never runs. */
-  tdl_sleep_for(5 * TDL_MSEC); /* let the hog take the lane's one thread */
+  tdl_sleep(tdl_after(5 * TDL_MSEC)); /* let the hog take the lane's one thread */
   tdl_pool_stats p;
   tdl_pool_stats_get(&p);
   assert_int_equal(p.running[TDL_LANE_FILE], 1);
@@ -479,7 +479,7 @@ static void *read_fifo(void *arg)
   reader_deadline = tdl_after(300 * TDL_MSEC);
   started_result[i] = tdl_fs_read(fd, started_buf[i], 4, reader_deadline);
   reader_done = 1;
-  tdl_fs_close(fd);
+  tdl_close(fd);
   return NULL;
 }
 
@@ -489,20 +489,20 @@ static void *write_later(void *arg)
   /* Both ends open (the opens ran on the pool), then the read running on
    * a pool thread: the only file-lane work left. */
   while (fifo_w < 0 || !reader_deadline)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   tdl_pool_stats p;
   for (;;) {
     assert_false(reader_done); /* it must have started, not been withdrawn */
     tdl_pool_stats_get(&p);
     if (p.running[TDL_LANE_FILE] >= 1)
       break;
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   }
   tdl_sleep(reader_deadline + 20 * TDL_MSEC); /* now the deadline has passed */
   assert_false(reader_done);
   if (reader)
     assert_int_equal(tdl_fiber_cancel(L, reader), 0);
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   assert_int_equal(write(fifo_w, "data", 4), 4);
   return NULL;
 }

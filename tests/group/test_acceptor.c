@@ -46,6 +46,14 @@ static void *serve_main(void *arg)
 }
 
 /* A blocking client connection to 127.0.0.1:port. */
+/* The TCP port a's listeners are bound to. */
+static int port_of(const tdl_acceptor *a)
+{
+  tdl_addr at;
+  assert_int_equal(tdl_acceptor_local_addr(a, &at), 0);
+  return tdl_addr_port(&at);
+}
+
 static int dial(int port)
 {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -71,13 +79,13 @@ static int open_fds(void)
   return n;
 }
 
-static tdl_acceptor *make(tdl_accept_mode mode, unsigned loops)
+static tdl_acceptor *make(tdl_acceptor_mode mode, unsigned loops)
 {
   tdl_acceptor *a;
   assert_int_equal(tdl_acceptor_new(&a, &(tdl_acceptor_options){.listen = "127.0.0.1:0", .loops = loops,
                                                                  .mode = mode, .handler = answer_index}),
                    0);
-  assert_true(tdl_acceptor_port(a) > 0);
+  assert_true(port_of(a) > 0);
   return a;
 }
 
@@ -85,7 +93,7 @@ static tdl_group *start(tdl_acceptor *a)
 {
   memset(serve_results, 0x7f, sizeof serve_results);
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_main, .arg = a}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_main, .arg = a}), 0);
   /* Every slot serving before the first client: until one is, the others
    * take its share, and the exact counts below would depend on how soon
    * each loop's thread started (a loaded machine: 56 / 44 seen once). */
@@ -120,7 +128,7 @@ static void connect_all(tdl_acceptor *a, int *fds, int counts[LOOPS])
 {
   memset(counts, 0, LOOPS * sizeof counts[0]);
   for (int i = 0; i < CONNS; i++) {
-    fds[i] = dial(tdl_acceptor_port(a));
+    fds[i] = dial(port_of(a));
     assert_true(fds[i] >= 0);
     char idx;
     assert_int_equal(read(fds[i], &idx, 1), 1);
@@ -150,7 +158,7 @@ static void distribute_balances_open_connections(void **state)
 {
   (void)state;
   int fds_before = open_fds();
-  tdl_acceptor *a = make(TDL_ACCEPT_DISTRIBUTE, LOOPS);
+  tdl_acceptor *a = make(TDL_ACCEPTOR_DISTRIBUTE, LOOPS);
   tdl_group *g = start(a);
   int fds[CONNS], counts[LOOPS];
   connect_all(a, fds, counts);
@@ -178,11 +186,11 @@ static void distribute_balances_open_connections(void **state)
 static void distribute_fills_the_emptier_loop(void **state)
 {
   (void)state;
-  tdl_acceptor *a = make(TDL_ACCEPT_DISTRIBUTE, LOOPS);
+  tdl_acceptor *a = make(TDL_ACCEPTOR_DISTRIBUTE, LOOPS);
   tdl_group *g = start(a);
   int fds[CONNS], which[CONNS];
   for (int i = 0; i < CONNS; i++) {
-    fds[i] = dial(tdl_acceptor_port(a));
+    fds[i] = dial(port_of(a));
     assert_true(fds[i] >= 0);
     char idx;
     assert_int_equal(read(fds[i], &idx, 1), 1);
@@ -197,7 +205,7 @@ static void distribute_fills_the_emptier_loop(void **state)
     }
   wait_open(a, 1, 0);
   for (int k = 0; k < dropped; k++) {
-    int fd = dial(tdl_acceptor_port(a));
+    int fd = dial(port_of(a));
     assert_true(fd >= 0);
     char idx;
     assert_int_equal(read(fd, &idx, 1), 1);
@@ -217,7 +225,7 @@ static void reuseport_spreads_over_every_loop(void **state)
 {
   (void)state;
   int fds_before = open_fds();
-  tdl_acceptor *a = make(TDL_ACCEPT_REUSEPORT, LOOPS);
+  tdl_acceptor *a = make(TDL_ACCEPTOR_REUSEPORT, LOOPS);
   tdl_group *g = start(a);
   int fds[CONNS], counts[LOOPS];
   connect_all(a, fds, counts);
@@ -256,12 +264,12 @@ static void *serve_then_flag(void *arg)
 static void stop_from_another_thread(void **state)
 {
   (void)state;
-  for (int mode = TDL_ACCEPT_REUSEPORT; mode <= TDL_ACCEPT_DISTRIBUTE; mode++) {
-    stop_target = make((tdl_accept_mode)mode, LOOPS);
+  for (int mode = TDL_ACCEPTOR_REUSEPORT; mode <= TDL_ACCEPTOR_DISTRIBUTE; mode++) {
+    stop_target = make((tdl_acceptor_mode)mode, LOOPS);
     memset(served_after_stop, 0, sizeof served_after_stop);
     tdl_group *g;
-    assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_then_flag}), 0);
-    int port = tdl_acceptor_port(stop_target);
+    assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_then_flag}), 0);
+    int port = port_of(stop_target);
     int held = dial(port);
     assert_true(held >= 0);
     char idx;
@@ -295,7 +303,7 @@ static void group_stop_with_connections_open(void **state)
 {
   (void)state;
   int fds_before = open_fds();
-  tdl_acceptor *a = make(TDL_ACCEPT_DISTRIBUTE, LOOPS);
+  tdl_acceptor *a = make(TDL_ACCEPTOR_DISTRIBUTE, LOOPS);
   tdl_group *g = start(a);
   int fds[CONNS], counts[LOOPS];
   connect_all(a, fds, counts);
@@ -324,12 +332,12 @@ static void *serve_slot0_only(void *arg)
 static void distribute_skips_slots_not_serving(void **state)
 {
   (void)state;
-  tdl_acceptor *a = make(TDL_ACCEPT_DISTRIBUTE, LOOPS);
+  tdl_acceptor *a = make(TDL_ACCEPTOR_DISTRIBUTE, LOOPS);
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_slot0_only, .arg = a}),
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = LOOPS, .main = serve_slot0_only, .arg = a}),
                    0);
   for (int i = 0; i < 10; i++) {
-    int fd = dial(tdl_acceptor_port(a));
+    int fd = dial(port_of(a));
     char idx;
     assert_int_equal(read(fd, &idx, 1), 1);
     assert_int_equal(idx, '0');
@@ -356,7 +364,7 @@ static void *serve_twice(void *arg)
     /* Slot 0 serves (or will): wait until it does, then try it too. */
     tdl_acceptor_stats st;
     do {
-      tdl_sleep_for(TDL_MSEC);
+      tdl_sleep(tdl_after(TDL_MSEC));
       tdl_acceptor_stats_get(a, 0, &st);
     } while (!st.serving);
     assert_int_equal(tdl_acceptor_serve(a, 0), -EBUSY);
@@ -369,7 +377,7 @@ static void bad_input(void **state)
 {
   (void)state;
   tdl_acceptor *a = (tdl_acceptor *)1;
-  tdl_acceptor_options o = {.listen = "127.0.0.1:0", .loops = 2, .mode = TDL_ACCEPT_REUSEPORT,
+  tdl_acceptor_options o = {.listen = "127.0.0.1:0", .loops = 2, .mode = TDL_ACCEPTOR_REUSEPORT,
                             .handler = answer_index};
   assert_int_equal(tdl_acceptor_new(NULL, &o), -EINVAL);
   assert_int_equal(tdl_acceptor_new(&a, NULL), -EINVAL);
@@ -380,7 +388,7 @@ static void bad_input(void **state)
   bad.loops = TDL_GROUP_MAX + 1;
   assert_int_equal(tdl_acceptor_new(&a, &bad), -EINVAL);
   bad = o;
-  bad.mode = (tdl_accept_mode)0;
+  bad.mode = (tdl_acceptor_mode)0;
   assert_int_equal(tdl_acceptor_new(&a, &bad), -EINVAL);
   bad = o;
   bad.handler = NULL;
@@ -405,12 +413,12 @@ static void bad_input(void **state)
   bad = o;
   bad.listen = where;
   assert_int_equal(tdl_acceptor_new(&a, &bad), -EADDRINUSE);
-  bad.mode = TDL_ACCEPT_DISTRIBUTE;
+  bad.mode = TDL_ACCEPTOR_DISTRIBUTE;
   assert_int_equal(tdl_acceptor_new(&a, &bad), -EADDRINUSE);
   close(holder);
   assert_int_equal(open_fds(), fds_before);
 
-  assert_int_equal(tdl_acceptor_port(NULL), -EINVAL);
+  assert_int_equal(tdl_acceptor_local_addr(NULL, &at), -EINVAL);
   tdl_acceptor_stats st;
   assert_int_equal(tdl_acceptor_stats_get(NULL, 0, &st), -EINVAL);
   assert_int_equal(tdl_acceptor_free(NULL), 0);
@@ -422,7 +430,7 @@ static void bad_input(void **state)
   assert_int_equal(tdl_acceptor_stats_get(a, 2, &st), -EINVAL);
   tdl_group *g;
   memset(serve_results, 0x7f, sizeof serve_results);
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 2, .main = serve_twice, .arg = a}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = serve_twice, .arg = a}), 0);
   tdl_acceptor_stats s0;
   do {
     usleep(1000);

@@ -60,7 +60,7 @@ static void *two_mains(void *arg)
                                      tdl_after(10 * TDL_SEC)),
                      0);
     while (!__atomic_load_n(&flag, __ATOMIC_SEQ_CST))
-      tdl_sleep_for(TDL_MSEC);
+      tdl_sleep(tdl_after(TDL_MSEC));
     assert_int_equal(tdl_group_wait(G, TDL_FOREVER), -EPERM); /* it would block this loop */
     tdl_group_stop(G);
   }
@@ -76,7 +76,7 @@ static void two_loops_call_and_stop(void **state)
   memset(seen, 0, sizeof seen);
   cancelled_mains = 0;
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 2, .main = two_mains}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = two_mains}), 0);
   assert_int_equal(tdl_group_size(g), 2);
   assert_null(tdl_group_port(g, 2));
   assert_null(tdl_group_loop(g, 2));
@@ -96,10 +96,10 @@ static void sizes_and_misuse(void **state)
 {
   (void)state;
   tdl_group *g = NULL;
-  assert_int_equal(tdl_group_start(&g, NULL), -EINVAL);
-  assert_int_equal(tdl_group_start(NULL, &(tdl_group_options){0}), -EINVAL);
+  assert_int_equal(tdl_group_new(&g, NULL), -EINVAL);
+  assert_int_equal(tdl_group_new(NULL, &(tdl_group_options){0}), -EINVAL);
   /* 0 loops: one per CPU of the affinity mask. */
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 0}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 0}), 0);
   assert_int_equal((int)tdl_group_size(g), cpus());
   assert_int_equal(tdl_group_free(g), -EBUSY); /* still running */
   assert_int_equal(tdl_group_wait(g, tdl_after(TDL_MSEC)), -ETIMEDOUT);
@@ -109,16 +109,16 @@ static void sizes_and_misuse(void **state)
   assert_int_equal(tdl_group_free(g), 0);
   /* More loops than CPUs: they share; pinned, it cannot be. */
   int n = cpus() + 2;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = (unsigned)n, .pin = true}), -EINVAL);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = (unsigned)n, .pin = true}), -EINVAL);
   assert_null(g);
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = (unsigned)n}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = (unsigned)n}), 0);
   assert_int_equal((int)tdl_group_size(g), n);
   tdl_group_stop(g);
   assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
   assert_int_equal(tdl_group_free(g), 0);
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = TDL_GROUP_MAX + 1}), -EINVAL);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = TDL_GROUP_MAX + 1}), -EINVAL);
   /* Pinned, as many as CPUs. */
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.pin = true}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.pin = true}), 0);
   tdl_group_stop(g);
   assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
   assert_int_equal(tdl_group_free(g), 0);
@@ -140,7 +140,7 @@ static void posts_after_the_end(void **state)
 {
   (void)state;
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 1}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 1}), 0);
   tdl_port *port = tdl_port_ref(tdl_group_port(g, 0));
   tdl_post p;
   tdl_post_init(&p, counted, NULL);
@@ -161,7 +161,7 @@ static void foreign_thread_is_refused(void **state)
   (void)state;
 #ifdef TDL_DEBUG_CHECKS
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 1}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 1}), 0);
   tdl_timer t;
   tdl_timer_init(&t, NULL, NULL);
   assert_int_equal(tdl_timer_start(tdl_group_loop(g, 0), &t, TDL_SEC, 0), -EPERM);
@@ -185,7 +185,7 @@ static void signal_stops_the_group(void **state)
 {
   (void)state;
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 2, .main = wait_for_the_end,
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = wait_for_the_end,
                                                              .stop_on_signals = true}),
                    0);
   assert_int_equal(kill(getpid(), SIGTERM), 0); /* blocked here: loop 0 reads it */
@@ -222,11 +222,11 @@ static void caller_gives_up(void **state)
 {
   (void)state;
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 2}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2}), 0);
   /* A fiber on a loop of this thread calls the group's loop 0. */
   tdl_loop *l;
   assert_int_equal(tdl_loop_new(&l, NULL), 0);
-  assert_int_equal(tdl_fiber_spawn(l, NULL, impatient, g, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, l, impatient, g, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(l, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(l), 0);
   assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);

@@ -30,9 +30,9 @@ static int run_main(tdl_fiber_fn fn, void *arg)
 static void test_active_and_outside_untouched(void **state)
 {
   (void)state;
-  assert_int_equal(tdl_libc_hook_active(), 1);
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  assert_int_equal(tdl_hook_active(), 1);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   int p[2];
   assert_int_equal(pipe(p), 0);
   assert_false(fcntl(p[0], F_GETFL) & O_NONBLOCK);
@@ -44,7 +44,7 @@ static void test_active_and_outside_untouched(void **state)
   assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
   assert_int_equal(read(p[0], b, sizeof b), -1);
   assert_int_equal(errno, EAGAIN);
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   assert_int_equal(after.parked, before.parked);
   assert_int_equal(close(p[0]), 0);
   assert_int_equal(close(p[1]), 0);
@@ -73,14 +73,14 @@ static void *pipe_main(void *arg)
 {
   pipe_ctx *c = arg;
   tdl_fiber_t w;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, pipe_writer, c, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&w, tdl_fiber_loop(), pipe_writer, c, NULL), 0);
   char b = 0;
   ssize_t n = read(c->p[0], &b, 1); /* parks: the writer has not run yet */
   assert_int_equal(n, 1);
   assert_int_equal(b, 'x');
   assert_true(c->other_ran);
   void *wr;
-  assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, &wr), 0);
+  assert_int_equal(tdl_fiber_join(w, &wr, TDL_FOREVER), 0);
   assert_int_equal((intptr_t)wr, 1);
   return NULL;
 }
@@ -90,10 +90,10 @@ static void test_blocking_pipe_parks_fiber(void **state)
   (void)state;
   pipe_ctx c = {0};
   assert_int_equal(pipe(c.p), 0);
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   run_main(pipe_main, &c);
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   assert_true(after.parked > before.parked);
   /* The user sees a blocking fd; the kernel has a non-blocking one. */
   assert_false(c.flags_seen & O_NONBLOCK);
@@ -152,7 +152,7 @@ static void *timeo_main(void *arg)
 {
   timeo_ctx *c = arg;
   tdl_fiber_t t;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &t, ticker, c, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&t, tdl_fiber_loop(), ticker, c, NULL), 0);
   struct timeval tv = {0, 60 * 1000};
   assert_int_equal(setsockopt(c->sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
   tdl_time_t t0 = tdl_now();
@@ -168,7 +168,7 @@ static void *timeo_main(void *arg)
   assert_int_equal(send(c->sv[1], "hi", 2, 0), 2);
   assert_int_equal(read(c->sv[0], b, sizeof b), 2);
   c->done = 1;
-  assert_int_equal(tdl_fiber_join(t, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(t, NULL, TDL_FOREVER), 0);
   return NULL;
 }
 
@@ -251,11 +251,11 @@ static void *reuse_main(void *arg)
       first = c.p[0];
     assert_int_equal(c.p[0], first); /* the same number every round */
     tdl_fiber_t w;
-    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, reuse_writer, &c, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&w, tdl_fiber_loop(), reuse_writer, &c, NULL), 0);
     char b = 0;
     assert_int_equal(read(c.p[0], &b, 1), 1); /* parks: fiber I/O state made */
     assert_int_equal(b, 'r');
-    assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
+    assert_int_equal(tdl_fiber_join(w, NULL, TDL_FOREVER), 0);
     assert_false(fcntl(c.p[0], F_GETFL) & O_NONBLOCK);
     assert_int_equal(close(c.p[0]), 0); /* drops treadle's state */
     assert_int_equal(close(c.p[1]), 0);
@@ -307,13 +307,13 @@ static void *short_main(void *arg)
   assert_int_equal(write(c->s[1], "ab", 2), 2);
   assert_int_equal(read(c->s[0], b, sizeof b), 2);
   tdl_fiber_t w;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, short_writer, c, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&w, tdl_fiber_loop(), short_writer, c, NULL), 0);
   long r0 = t_reads_made();
   long before = t_reads_made(); /* minus what a t_reads_made() itself reads */
   assert_int_equal(read(c->s[0], b, sizeof b), 1);
   c->reads = t_reads_made() - before - (before - r0);
   assert_int_equal(b[0], 'c');
-  assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(w, NULL, TDL_FOREVER), 0);
 
   /* Data that comes while the reader does something else between two
    * reads (here a hooked sleep, during which the loop polls) is not lost. */
@@ -330,11 +330,11 @@ static void *short_main(void *arg)
   assert_int_equal(b[0], 'g');
 
   /* MSG_WAITALL waits for all of it, as on a blocking socket... */
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &w, short_writer, c, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&w, tdl_fiber_loop(), short_writer, c, NULL), 0);
   assert_int_equal(write(c->s[1], "ab", 2), 2);
   assert_int_equal(recv(c->s[0], b, 3, MSG_WAITALL), 3); /* "ab", then the writer's "c" */
   assert_memory_equal(b, "abc", 3);
-  assert_int_equal(tdl_fiber_join(w, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_fiber_join(w, NULL, TDL_FOREVER), 0);
   /* ...and returns what came when the stream ends first. */
   int e2[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, e2), 0);

@@ -47,11 +47,11 @@ static void *run_main(tdl_fiber_fn fn, void *arg)
 static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &f, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
   return f;
 }
 
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, TDL_FOREVER, NULL), 0); }
+static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0); }
 
 /* Writes one byte to *fd when it runs: after the spawner parked. */
 static void *poke(void *arg)
@@ -85,11 +85,11 @@ static void *poll_many_main(void *arg)
       {.fd = p[2][0], .events = POLLIN},
       {.fd = p[2][0], .events = POLLIN}, /* the same fd twice */
   };
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   tdl_fiber_t w = spawn(poke, &p[2][1]);
   assert_int_equal(poll(fds, 5, -1), 2);
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   join(w);
   assert_int_equal(fds[0].revents, 0);
   assert_int_equal(fds[1].revents, 0);
@@ -123,7 +123,7 @@ static void *ticker(void *arg)
   ticks *t = arg;
   while (!t->done) {
     t->n++;
-    tdl_sleep_for(2 * TDL_MSEC);
+    tdl_sleep(tdl_after(2 * TDL_MSEC));
   }
   return NULL;
 }
@@ -175,7 +175,7 @@ typedef struct mix {
 static void *mix_poker(void *arg)
 {
   mix *m = arg;
-  tdl_sleep_for(m->wait_ms * TDL_MSEC);
+  tdl_sleep(tdl_after(m->wait_ms * TDL_MSEC));
   uint64_t one = 1;
   assert_int_equal(write(m->efd, &one, sizeof one), (ssize_t)sizeof one);
   return NULL;
@@ -225,11 +225,11 @@ static void *poll_mix_main(void *arg)
   assert_true(nb >= 0);
   fds[1] = (struct pollfd){.fd = nb, .events = POLLIN};
   fds[2].fd = -1;
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   w = spawn(poke, &nb);
   assert_int_equal(poll(fds, 3, -1), 1);
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   join(w);
   assert_int_equal(fds[1].revents, POLLIN);
   assert_int_equal(after.slept, before.slept);
@@ -268,11 +268,11 @@ static void *select_main(void *arg)
   FD_SET(a[0], &rd);
   FD_SET(b[0], &rd);
   int n = (a[0] > b[0] ? a[0] : b[0]) + 1;
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   tdl_fiber_t w = spawn(poke, &b[1]);
   assert_int_equal(select(n, &rd, NULL, NULL, NULL), 1);
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   join(w);
   assert_false(FD_ISSET(a[0], &rd));
   assert_true(FD_ISSET(b[0], &rd));
@@ -458,7 +458,7 @@ static void *hold_run(void *arg)
 
 static void *holder(void *arg)
 {
-  assert_int_equal(tdl_blocking_call(TDL_LANE_NAME, hold_run, arg, NULL, NULL, TDL_FOREVER), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_NAME, hold_run, arg, NULL, NULL, TDL_FOREVER), 0);
   return NULL;
 }
 
@@ -498,7 +498,7 @@ static void *ghb_fiber(void *arg)
   l->order = ++*l->clock;
   /* Another fiber's call in between must not change this one's answer. */
   tdl_fiber_yield();
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   l->ok = l->he && l->he->h_addrtype == AF_INET && l->he->h_addr_list[0] &&
           memcmp(l->he->h_addr_list[0], &l->want, 4) == 0;
   return NULL;
@@ -512,14 +512,14 @@ static void *names_main(void *arg)
   assert_int_equal(pipe(h.p), 0);
   lane_cap(1);
   tdl_fiber_t hf = spawn(holder, &h);
-  tdl_sleep_for(TDL_MSEC); /* the holder hands its call over (not needed for correctness) */
+  tdl_sleep(tdl_after(TDL_MSEC)); /* the holder hands its call over (not needed for correctness) */
   lookup g = {.clock = &clock};
   lookup a = {.clock = &clock, .name = "localhost", .want = htonl(INADDR_LOOPBACK)};
   lookup b = {.clock = &clock, .name = "127.0.0.2", .want = htonl(0x7f000002)};
   tdl_fiber_t gf = spawn(gai_fiber, &g), af = spawn(ghb_fiber, &a), bf = spawn(ghb_fiber, &b);
   /* The lookups wait for the lane: this fiber runs meanwhile. */
   tdl_fiber_yield();
-  tdl_sleep_for(2 * TDL_MSEC);
+  tdl_sleep(tdl_after(2 * TDL_MSEC));
   assert_int_equal(clock, 0);
   ++clock;
   assert_int_equal(write(h.p[1], "x", 1), 1); /* free the lane */
@@ -619,7 +619,7 @@ static void *cancel_main(void *arg)
   int out[2] = {0, 0};
   tdl_fiber_t f = spawn(gai_cancelled, out);
   tdl_fiber_yield();
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0);
   join(f);
   assert_int_equal(out[0], EAI_SYSTEM);

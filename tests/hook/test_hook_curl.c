@@ -129,7 +129,7 @@ static void *main_fiber(void *arg)
   run *r = arg;
   tdl_fiber_options o = {.detached = true, .stack_size = 256 * 1024};
   for (int i = 0; i < r->n; i++)
-    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), NULL, client, &r->f[i], &o), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, tdl_fiber_loop(), client, &r->f[i], &o), 0);
   return NULL;
 }
 
@@ -137,7 +137,7 @@ static void test_curl_fibers(void **state)
 {
   (void)state;
   assert_true(g_pid > 0);
-  assert_int_equal(tdl_libc_hook_active(), 1);
+  assert_int_equal(tdl_hook_active(), 1);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   const int n = 300;
 #else
@@ -156,12 +156,12 @@ static void test_curl_fibers(void **state)
   run r = {.f = test_calloc((size_t)n, sizeof(fetch)), .n = n};
   for (int i = 0; i < n; i++)
     r.f[i].buf = test_malloc(BODY_LEN);
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   tdl_time_t t0 = tdl_now();
   assert_int_equal(tdl_fiber_main(main_fiber, &r, NULL), 0);
   tdl_time_t took = tdl_now() - t0;
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   int bad = 0;
   for (int i = 0; i < n; i++) {
     fetch *f = &r.f[i];

@@ -130,7 +130,7 @@ static void *main_fiber(void *arg)
   run *r = arg;
   tdl_fiber_options o = {.detached = true};
   for (int i = 0; i < r->n; i++)
-    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), NULL, client_fiber, &r->clients[i], &o), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, tdl_fiber_loop(), client_fiber, &r->clients[i], &o), 0);
   return NULL;
 }
 
@@ -140,7 +140,7 @@ static void test_hiredis_fibers(void **state)
   if (g_missing)
     skip();
   assert_true(g_redis > 0); /* installed, but did not answer PING */
-  assert_int_equal(tdl_libc_hook_active(), 1);
+  assert_int_equal(tdl_hook_active(), 1);
   /* The issue's acceptance figure, 10,000, in the plain build; fewer under
    * valgrind and the sanitizers, which check the same paths at a few times
    * the cost per call. */
@@ -162,12 +162,12 @@ static void test_hiredis_fibers(void **state)
   run r = {.clients = test_calloc((size_t)n, sizeof(client)), .n = n};
   for (int i = 0; i < n; i++)
     r.clients[i].id = i;
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   tdl_time_t t0 = tdl_now();
   assert_int_equal(tdl_fiber_main(main_fiber, &r, NULL), 0);
   tdl_time_t took = tdl_now() - t0;
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   int bad = 0;
   for (int i = 0; i < n; i++) {
     if (r.clients[i].ok != PAIRS) {

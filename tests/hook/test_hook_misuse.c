@@ -32,11 +32,11 @@ static void *run_main(tdl_fiber_fn fn, void *arg)
 static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &f, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
   return f;
 }
 
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, TDL_FOREVER, NULL), 0); }
+static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0); }
 
 /* Run fn(arg) in a fiber, then as plain code outside any. */
 typedef struct outcome {
@@ -450,10 +450,10 @@ static void *unseen_main(void *arg)
   assert_false(raw_getfl(sv[0]) & O_NONBLOCK);
   tdl_fiber_t w = spawn(put, &sv[1]);
   char c;
-  tdl_libc_hook_stats before, after;
-  tdl_libc_hook_stats_get(&before);
+  tdl_hook_stats before, after;
+  tdl_hook_stats_get(&before);
   assert_int_equal(read(sv[0], &c, 1), 1); /* parks, like any other */
-  tdl_libc_hook_stats_get(&after);
+  tdl_hook_stats_get(&after);
   join(w);
   assert_true(after.parked > before.parked);
   assert_false(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
@@ -511,7 +511,7 @@ static void *cross_main(void *arg)
   assert_int_equal(pthread_create(&t, NULL, cross_thread, x), 0);
   assert_int_equal(read(x->ready[0], &c, 1), 1); /* parks until the thread runs */
   for (int i = 0; i < 3; i++) {
-    tdl_sleep_for(2 * TDL_MSEC); /* the thread's read is (likely) waiting */
+    tdl_sleep(tdl_after(2 * TDL_MSEC)); /* the thread's read is (likely) waiting */
     assert_int_equal(write(x->p[1], &"abc"[i], 1), 1);
   }
   assert_int_equal(pthread_join(t, NULL), 0);

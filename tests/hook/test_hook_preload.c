@@ -65,10 +65,10 @@ static void *main_fiber(void *arg)
 {
   int hooked = *(int *)arg;
   tdl_fiber_t a, b;
-  tdl_fiber_spawn(tdl_fiber_loop(), &a, sleeper, "A", NULL);
-  tdl_fiber_spawn(tdl_fiber_loop(), &b, sleeper, "B", NULL);
-  tdl_fiber_join(a, TDL_FOREVER, NULL);
-  tdl_fiber_join(b, TDL_FOREVER, NULL);
+  tdl_fiber_spawn(&a, tdl_fiber_loop(), sleeper, "A", NULL);
+  tdl_fiber_spawn(&b, tdl_fiber_loop(), sleeper, "B", NULL);
+  tdl_fiber_join(a, NULL, TDL_FOREVER);
+  tdl_fiber_join(b, NULL, TDL_FOREVER);
   if (!hooked)
     return (void *)1;
   pair p = {.a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)}};
@@ -78,10 +78,10 @@ static void *main_fiber(void *arg)
       getsockname(p.l, (struct sockaddr *)&p.a, &al) != 0 || listen(p.l, 4) != 0)
     return NULL;
   tdl_fiber_t r, w;
-  tdl_fiber_spawn(tdl_fiber_loop(), &r, reader, &p, NULL);
-  tdl_fiber_spawn(tdl_fiber_loop(), &w, writer, &p, NULL);
-  tdl_fiber_join(r, TDL_FOREVER, NULL);
-  tdl_fiber_join(w, TDL_FOREVER, NULL);
+  tdl_fiber_spawn(&r, tdl_fiber_loop(), reader, &p, NULL);
+  tdl_fiber_spawn(&w, tdl_fiber_loop(), writer, &p, NULL);
+  tdl_fiber_join(r, NULL, TDL_FOREVER);
+  tdl_fiber_join(w, NULL, TDL_FOREVER);
   close(p.l);
   return (void *)(intptr_t)p.ok;
 }
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 {
   int want_hooked = argc > 1 && strcmp(argv[1], "--hooked") == 0;
   /* Not linked with the hook: it is there only if preloaded. */
-  int hooked = dlsym(RTLD_DEFAULT, "tdl_libc_hook_active") != NULL;
+  int hooked = dlsym(RTLD_DEFAULT, "tdl_hook_active") != NULL;
   if (want_hooked && !hooked) {
     fprintf(stderr, "test_hook_preload: libtreadle-hook is not preloaded\n");
     return 1;

@@ -112,13 +112,13 @@ static void deferred_callbacks(void **state)
 /* ---- hooks ---- */
 
 static int before_calls, after_calls;
-static void before_cb(tdl_loop *loop, tdl_hook *h)
+static void before_cb(tdl_loop *loop, tdl_observer *h)
 {
   before_calls++;
   if (before_calls == 3)
-    tdl_hook_stop(loop, h); /* a hook may stop itself */
+    tdl_observer_stop(loop, h); /* a hook may stop itself */
 }
-static void after_cb(tdl_loop *loop, tdl_hook *h)
+static void after_cb(tdl_loop *loop, tdl_observer *h)
 {
   (void)loop;
   (void)h;
@@ -135,12 +135,12 @@ static void hooks_run_around_poll(void **state)
   (void)state;
   tdl_loop *loop = t_loop_new();
   before_calls = after_calls = 0;
-  tdl_hook hb, ha;
-  tdl_hook_init(&hb, before_cb, NULL);
-  tdl_hook_init(&ha, after_cb, NULL);
-  assert_int_equal(tdl_hook_start(loop, &hb, (tdl_hook_kind)7), -EINVAL);
-  assert_int_equal(tdl_hook_start(loop, &hb, TDL_HOOK_BEFORE_POLL), 0);
-  assert_int_equal(tdl_hook_start(loop, &ha, TDL_HOOK_AFTER_POLL), 0);
+  tdl_observer hb, ha;
+  tdl_observer_init(&hb, before_cb, NULL);
+  tdl_observer_init(&ha, after_cb, NULL);
+  assert_int_equal(tdl_observer_start(loop, &hb, (tdl_observer_kind)7), -EINVAL);
+  assert_int_equal(tdl_observer_start(loop, &hb, TDL_OBSERVER_BEFORE_POLL), 0);
+  assert_int_equal(tdl_observer_start(loop, &ha, TDL_OBSERVER_AFTER_POLL), 0);
   assert_false(tdl_loop_alive(loop)); /* hooks alone do not keep it alive */
   int ticks = 0;
   tdl_timer t;
@@ -150,8 +150,8 @@ static void hooks_run_around_poll(void **state)
   assert_int_equal(ticks, 5);
   assert_int_equal(before_calls, 3);
   assert_true(after_calls >= 5);
-  tdl_hook_stop(loop, &ha);
-  tdl_hook_stop(loop, &ha);
+  tdl_observer_stop(loop, &ha);
+  tdl_observer_stop(loop, &ha);
   t_loop_free(loop);
 }
 

@@ -82,7 +82,7 @@ static void million_posts_from_two_threads(void **state)
   order o = {.loop_thread = pthread_self(), .total = per * PRODUCERS};
   o.loop = t_loop_new();
   tdl_port *port;
-  assert_int_equal(tdl_loop_port(o.loop, &port), 0);
+  assert_int_equal(tdl_loop_port(&port, o.loop), 0);
   producer pr[PRODUCERS];
   pthread_t th[PRODUCERS];
   for (int k = 0; k < PRODUCERS; k++) {
@@ -157,9 +157,9 @@ static void sleeping_loop_is_woken(void **state)
   (void)state;
   tdl_loop *loop = t_loop_new();
   wake_case w = {.fiber_result = 1};
-  assert_int_equal(tdl_loop_port(loop, &w.port), 0); /* held by "another thread" */
+  assert_int_equal(tdl_loop_port(&w.port, loop), 0); /* held by "another thread" */
   tdl_post_init(&w.post, unpark_it, &w);
-  assert_int_equal(tdl_fiber_spawn(loop, &w.fiber, park_for_a_post, &w, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&w.fiber, loop, park_for_a_post, &w, &(tdl_fiber_options){.detached = true}), 0);
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, late_poster, &w), 0);
   /* Only a parked fiber and a port others hold: not -EDEADLK, a sleep. */
@@ -191,7 +191,7 @@ static void freed_loop_hands_posts_back(void **state)
   (void)state;
   tdl_loop *loop = t_loop_new();
   tdl_port *port;
-  assert_int_equal(tdl_loop_port(loop, &port), 0);
+  assert_int_equal(tdl_loop_port(&port, loop), 0);
   tdl_post p[3];
   handed_back = ran = 0;
   for (int i = 0; i < 3; i++) {
@@ -212,7 +212,7 @@ static void repost_from_its_callback(tdl_loop *loop, tdl_post *p)
 {
   int *left = p->data;
   tdl_port *port;
-  assert_int_equal(tdl_loop_port(loop, &port), 0);
+  assert_int_equal(tdl_loop_port(&port, loop), 0);
   if (--*left > 0)
     assert_int_equal(tdl_port_post(port, p), 0); /* the record is ours again */
   tdl_port_release(port);
@@ -223,7 +223,7 @@ static void post_misuse_and_reuse(void **state)
   (void)state;
   tdl_loop *loop = t_loop_new();
   tdl_port *port;
-  assert_int_equal(tdl_loop_port(loop, &port), 0);
+  assert_int_equal(tdl_loop_port(&port, loop), 0);
   tdl_post p;
   tdl_post_init(&p, NULL, NULL);
   assert_int_equal(tdl_port_post(port, &p), -EINVAL); /* no callback */
@@ -250,7 +250,7 @@ static void embedded_loop_fd_becomes_readable(void **state)
     skip();
   }
   tdl_port *port;
-  assert_int_equal(tdl_loop_port(loop, &port), 0);
+  assert_int_equal(tdl_loop_port(&port, loop), 0);
   tdl_post p;
   ran = 0;
   tdl_post_init(&p, count_post, NULL);

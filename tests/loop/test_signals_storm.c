@@ -254,7 +254,7 @@ static int pending; /* workload fibers still running */
 static void go(tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fn, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
   pending++;
 }
@@ -431,7 +431,7 @@ static tdl_time_t tick_due;
 
 static void on_tick(tdl_loop *loop, tdl_timer *t)
 {
-  assert_true(tdl_loop_now(loop) >= tick_due);
+  assert_true(tdl_now() >= tick_due);
   tick_due += TDL_MSEC;
   if (++ticks == 20)
     assert_int_equal(tdl_timer_stop(loop, t), 0);
@@ -445,8 +445,8 @@ static void start_timers(void)
   go(sleeper, NULL);
   ticks = 0;
   tdl_timer_init(&tick_timer, on_tick, NULL);
-  tick_due = tdl_loop_now_update(L) + TDL_MSEC;
-  assert_int_equal(tdl_timer_start(L, &tick_timer, TDL_MSEC, TDL_MSEC), 0);
+  tick_due = tdl_now() + TDL_MSEC;
+  assert_int_equal(tdl_timer_start_at(L, &tick_timer, tick_due, TDL_MSEC), 0);
 }
 
 static void sleeps_and_timers(void **state)
@@ -534,9 +534,9 @@ static void *spawner(void *arg)
     o.argv = child(0, "exit", code, NULL);
     assert_int_equal(tdl_process_spawn(&p, &o), 0);
     int st = -1;
-    assert_int_equal(tdl_process_wait(&p, DL(), &st), 0);
-    assert_true(tdl_exited(st));
-    assert_int_equal(tdl_exit_code(st), i % 50);
+    assert_int_equal(tdl_process_wait(&p, &st, DL()), 0);
+    assert_true(tdl_process_exited(st));
+    assert_int_equal(tdl_process_exit_code(st), i % 50);
     tdl_process_destroy(&p);
   }
   /* A child that takes a while: the fiber stays parked on its pidfd, or,
@@ -550,9 +550,9 @@ static void *spawner(void *arg)
     assert_int_equal(tdl_process_spawn(&p, &o), 0);
     tdl__spawn_debug = 0;
     int st = -1;
-    assert_int_equal(tdl_process_wait(&p, DL(), &st), 0);
-    assert_true(tdl_exited(st));
-    assert_int_equal(tdl_exit_code(st), 3);
+    assert_int_equal(tdl_process_wait(&p, &st, DL()), 0);
+    assert_true(tdl_process_exited(st));
+    assert_int_equal(tdl_process_exit_code(st), 3);
     tdl_process_destroy(&p);
   }
   pending--;
@@ -567,9 +567,9 @@ static void *capturer(void *arg)
   char n[24];
   snprintf(n, sizeof n, "%zu", spew_total());
   tdl_process_run_result r;
-  assert_int_equal(tdl_process_run(child(1, "spew", n, NULL), NULL, NULL, 0, 2 * spew_total(), DL(), &r), 0);
-  assert_true(tdl_exited(r.status));
-  assert_int_equal(tdl_exit_code(r.status), 0);
+  assert_int_equal(tdl_process_run(&r, child(1, "spew", n, NULL), NULL, NULL, 0, 2 * spew_total(), DL()), 0);
+  assert_true(tdl_process_exited(r.status));
+  assert_int_equal(tdl_process_exit_code(r.status), 0);
   assert_false(r.timed_out);
   assert_false(r.out_truncated);
   assert_int_equal(r.out_len, spew_total());
@@ -589,9 +589,9 @@ static void *feeder(void *arg)
   assert_non_null(in);
   fill(in, 0, len);
   tdl_process_run_result r;
-  assert_int_equal(tdl_process_run(child(2, "cat", NULL, NULL), NULL, in, len, 2 * len, DL(), &r), 0);
-  assert_true(tdl_exited(r.status));
-  assert_int_equal(tdl_exit_code(r.status), 0);
+  assert_int_equal(tdl_process_run(&r, child(2, "cat", NULL, NULL), NULL, in, len, 2 * len, DL()), 0);
+  assert_true(tdl_process_exited(r.status));
+  assert_int_equal(tdl_process_exit_code(r.status), 0);
   assert_int_equal(r.in_written, len);
   assert_int_equal(r.out_len, len);
   assert_memory_equal(r.out, in, len);
@@ -648,7 +648,7 @@ static void *file_worker(void *arg)
   struct stat st;
   assert_int_equal(tdl_fs_stat(file_path, &st, DL()), 0);
   assert_int_equal(st.st_size, (off_t)total);
-  assert_int_equal(tdl_fs_close(fd), 0);
+  assert_int_equal(tdl_close(fd), 0);
   assert_int_equal(tdl_fs_unlink(file_path, DL()), 0);
   free(b);
   pending--;
@@ -670,7 +670,7 @@ static void *pool_worker(void *arg)
   int n = slow() ? 50 : 500;
   for (intptr_t i = 0; i < n; i++) {
     void *r = NULL;
-    assert_int_equal(tdl_blocking(i % 10 ? twice : nap_on_pool, (void *)i, &r, DL()), 0);
+    assert_int_equal(tdl_pool_call(TDL_LANE_USER, i % 10 ? twice : nap_on_pool, (void *)i, NULL, &r, DL()), 0);
     assert_int_equal((intptr_t)r, i % 10 ? 2 * i : i);
   }
   pending--;
@@ -712,31 +712,31 @@ static void waits_outside_a_fiber(void **state)
     assert_int_equal(tdl_process_spawn(&p, &o), 0);
     assert_int_equal(p.pidfd >= 0, debug == 0);
     int st = -1;
-    assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-    assert_true(tdl_exited(st));
-    assert_int_equal(tdl_exit_code(st), 5);
+    assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
+    assert_true(tdl_process_exited(st));
+    assert_int_equal(tdl_process_exit_code(st), 5);
     tdl_process_destroy(&p);
     /* A deadline: ppoll on the pidfd (never restarted), or naps. */
     assert_int_equal(tdl_process_spawn(&p, &o), 0);
     st = -1;
-    assert_int_equal(tdl_process_wait(&p, DL(), &st), 0);
-    assert_true(tdl_exited(st));
-    assert_int_equal(tdl_exit_code(st), 5);
+    assert_int_equal(tdl_process_wait(&p, &st, DL()), 0);
+    assert_true(tdl_process_exited(st));
+    assert_int_equal(tdl_process_exit_code(st), 5);
     tdl_process_destroy(&p);
     /* A deadline that passes: the documented -ETIMEDOUT, not early; then
      * destroy kills the child and reaps it (waitpid again). */
     o.argv = child(0, "nap", "10000", "0");
     assert_int_equal(tdl_process_spawn(&p, &o), 0);
     tdl_time_t d = tdl_after(20 * TDL_MSEC);
-    assert_int_equal(tdl_process_wait(&p, d, NULL), -ETIMEDOUT);
+    assert_int_equal(tdl_process_wait(&p, NULL, d), -ETIMEDOUT);
     assert_true(tdl_now() >= d);
     tdl_process_destroy(&p);
     /* Run and capture on the call's private loop. */
     char n[24];
     snprintf(n, sizeof n, "%zu", spew_total());
     tdl_process_run_result r;
-    assert_int_equal(tdl_process_run(child(1, "spew", n, NULL), NULL, NULL, 0, 2 * spew_total(), DL(), &r), 0);
-    assert_int_equal(tdl_exit_code(r.status), 0);
+    assert_int_equal(tdl_process_run(&r, child(1, "spew", n, NULL), NULL, NULL, 0, 2 * spew_total(), DL()), 0);
+    assert_int_equal(tdl_process_exit_code(r.status), 0);
     assert_int_equal(r.out_len, spew_total());
     assert_true(matches((unsigned char *)r.out, 0, r.out_len));
     tdl_process_run_result_destroy(&r);
@@ -758,7 +758,7 @@ static void *group_main(void *arg)
     tdl_time_t d = tdl_after(TDL_MSEC);
     void *r = NULL;
     ok &= tdl_sleep(d) == 0 && tdl_now() >= d;
-    ok &= tdl_blocking(twice, (void *)i, &r, DL()) == 0 && (intptr_t)r == 2 * i;
+    ok &= tdl_pool_call(TDL_LANE_USER, twice, (void *)i, NULL, &r, DL()) == 0 && (intptr_t)r == 2 * i;
   }
   group_ok[me] = ok;
   if (atomic_fetch_add(&group_finished, 1) + 1 == GROUP_LOOPS)
@@ -772,7 +772,7 @@ static void group_wait_outside_a_fiber(void **state)
   memset(group_ok, 0, sizeof group_ok);
   atomic_store(&group_finished, 0);
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
   assert_int_equal(tdl_group_wait(g, DL()), 0);
   assert_int_equal(tdl_group_free(g), 0);
   for (int i = 0; i < GROUP_LOOPS; i++)
@@ -786,8 +786,9 @@ static tdl_time_t fire_at;
 
 static void on_fire(tdl_loop *loop, tdl_timer *t)
 {
+  (void)loop;
   (void)t;
-  assert_true(tdl_loop_now(loop) >= fire_at);
+  assert_true(tdl_now() >= fire_at);
   fired++;
 }
 
@@ -797,12 +798,12 @@ static void loop_poll_alone(void **state)
   tdl_timer t;
   tdl_timer_init(&t, on_fire, NULL);
   fired = 0;
-  fire_at = tdl_loop_now_update(L) + 50 * TDL_MSEC;
+  fire_at = tdl_now() + 50 * TDL_MSEC;
   assert_int_equal(tdl_timer_start_at(L, &t, fire_at, 0), 0);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(fired, 1);
   /* ONCE returns after one iteration, interrupted or not, and never fails. */
-  fire_at = tdl_loop_now_update(L) + 20 * TDL_MSEC;
+  fire_at = tdl_now() + 20 * TDL_MSEC;
   assert_int_equal(tdl_timer_start_at(L, &t, fire_at, 0), 0);
   while (fired == 1)
     assert_true(tdl_loop_run(L, TDL_LOOP_ONCE) >= 0);

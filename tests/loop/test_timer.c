@@ -17,9 +17,10 @@ static int fire_count;
 
 static void record_cb(tdl_loop *loop, tdl_timer *t)
 {
+  (void)loop;
   rec *r = t->data;
   r->fired++;
-  r->seen_now = tdl_loop_now(loop);
+  r->seen_now = tdl_now();
   r->order = fire_count++;
 }
 
@@ -270,8 +271,10 @@ static void a_million_active(void **state)
     if (t[i].at < min)
       min = t[i].at;
   }
-  tdl_time_t to = tdl_loop_timeout(loop);
-  assert_true(to > 0 && tdl_loop_now(loop) + to == min);
+  /* The loop is not running: its cached time, which the timers count from
+   * and tdl_loop_timeout measures against, stays put; derive it once. */
+  tdl_time_t to = tdl_loop_timeout(loop), cached = min - to;
+  assert_true(to >= TDL_SEC && to < 10 * TDL_SEC);
   /* Cancel half, in a scattered order; the earliest must follow. */
   for (int i = 0; i < N; i += 2)
     tdl_timer_stop(loop, &t[(int)(((long)i * 7919) % N)]);
@@ -279,7 +282,7 @@ static void a_million_active(void **state)
   for (int i = 0; i < N; i++)
     if (tdl_timer_active(&t[i]) && t[i].at < min)
       min = t[i].at;
-  assert_int_equal(tdl_loop_now(loop) + tdl_loop_timeout(loop), min);
+  assert_int_equal(cached + tdl_loop_timeout(loop), min);
   for (int i = 0; i < N; i++)
     tdl_timer_stop(loop, &t[i]);
   assert_false(tdl_loop_alive(loop));
@@ -319,7 +322,7 @@ static void randomized_against_model(void **state)
   memset(model, 0, sizeof model);
   model_last = 0;
   uint64_t s = 42;
-  tdl_time_t base = tdl_loop_now(loop) + 5 * TDL_MSEC;
+  tdl_time_t base = tdl_now() + 5 * TDL_MSEC;
   for (int i = 0; i < M; i++)
     tdl_timer_init(&mt[i], model_cb, NULL);
   for (int round = 0; round < 40; round++) {

@@ -60,15 +60,15 @@ static void capture(const tdl_watchdog_report *r, void *data)
   s->threshold = r->threshold;
   snprintf(s->loop_name, sizeof s->loop_name, "%s", r->loop_name);
   if (s->other) {
-    s->start_rc = tdl_loop_watchdog_start(s->other, NULL);
-    s->stop_rc = tdl_loop_watchdog_stop(s->other);
+    s->start_rc = tdl_watchdog_start(s->other, NULL);
+    s->stop_rc = tdl_watchdog_stop(s->other);
   }
   pthread_mutex_unlock(&s->lock);
 }
 
 static int watch(tdl_loop *loop, seen *s, tdl_time_t threshold)
 {
-  return tdl_loop_watchdog_start(loop, &(tdl_watchdog_options){.threshold = threshold, .cb = capture, .data = s});
+  return tdl_watchdog_start(loop, &(tdl_watchdog_options){.threshold = threshold, .cb = capture, .data = s});
 }
 
 /* ---- fibers and callbacks that block their loop's thread ---- */
@@ -108,7 +108,7 @@ static void *block_fiber(void *arg)
     assert_int_equal(watch(tdl_fiber_loop(), b->watch_from_inside, THRESHOLD), 0);
   for (int i = 0; i < b->stalls; i++) {
     if (i > 0)
-      assert_int_equal(tdl_sleep_for(TDL_MSEC), 0); /* back to the poll */
+      assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0); /* back to the poll */
     block(b->s);
   }
   return NULL;
@@ -117,7 +117,7 @@ static void *block_fiber(void *arg)
 static void spawn_named(tdl_loop *loop, const char *name, blocker *b)
 {
   tdl_fiber_options o = {.name = name, .detached = true};
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, block_fiber, b, &o), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, block_fiber, b, &o), 0);
 }
 
 static void block_cb(tdl_loop *loop, tdl_timer *t)
@@ -142,8 +142,8 @@ static void blocking_fiber_is_reported_once(void **state)
   blocker b = {.s = &s, .stalls = 1};
   spawn_named(loop, "sleeper", &b);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(idle), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(idle), 0);
   assert_int_equal(s.reports, 1);
   assert_ptr_equal(s.loop, loop);
   assert_true(s.in_fiber);
@@ -169,7 +169,7 @@ static void each_stall_is_reported(void **state)
   blocker b = {.s = &s, .stalls = 2};
   spawn_named(loop, "twice", &b);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(s.reports, 2);
   assert_string_equal(s.fiber, "twice");
   t_loop_free(loop);
@@ -186,7 +186,7 @@ static void started_from_the_blocking_fiber(void **state)
   blocker b = {.s = &s, .stalls = 1, .watch_from_inside = &s};
   spawn_named(loop, "self-watcher", &b);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(s.reports, 1);
   assert_string_equal(s.fiber, "self-watcher");
   t_loop_free(loop);
@@ -208,12 +208,12 @@ static void blocking_callback_is_reported(void **state)
   tdl_loop *loop = t_loop_new();
   assert_int_equal(watch(loop, &s, THRESHOLD), 0);
   tdl_fiber_options o = {.name = "quick", .detached = true};
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, quick_fiber, NULL, &o), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, quick_fiber, NULL, &o), 0);
   tdl_timer t;
   tdl_timer_init(&t, block_cb, &s);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(s.reports, 1);
   assert_false(s.in_fiber);
   assert_int_equal(s.fiber_id, 0);
@@ -234,9 +234,9 @@ static void unnamed_fiber_is_reported_by_id(void **state)
   seen_init(&s);
   tdl_loop *loop = t_loop_new();
   assert_int_equal(watch(loop, &s, THRESHOLD), 0);
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, unnamed_fiber_alone, &s, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, unnamed_fiber_alone, &s, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(s.reports, 1);
   assert_true(s.in_fiber);
   assert_string_equal(s.fiber, "");
@@ -280,7 +280,7 @@ static void only_time_away_from_the_poll_counts(void **state)
   tdl_timer_init(&nap, block_cb, &s);
   assert_int_equal(tdl_timer_start(loop, &nap, 0, 0), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(s.reports, 1);
   assert_int_equal(s.threshold, TDL_WATCHDOG_THRESHOLD);
   t_loop_free(loop);
@@ -292,10 +292,10 @@ static void stop_stops_reports(void **state)
   seen s;
   seen_init(&s);
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0); /* never started: nothing to do */
+  assert_int_equal(tdl_watchdog_stop(loop), 0); /* never started: nothing to do */
   assert_int_equal(watch(loop, &s, THRESHOLD), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0); /* twice: nothing to do */
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0); /* twice: nothing to do */
   blocker b = {.stalls = 1};
   spawn_named(loop, "unwatched", &b);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
@@ -330,7 +330,7 @@ static void *stop_during_report(void *arg)
 {
   slow *sl = arg;
   wait_entered(sl);
-  assert_int_equal(tdl_loop_watchdog_stop(tdl_fiber_loop()), 0);
+  assert_int_equal(tdl_watchdog_stop(tdl_fiber_loop()), 0);
   assert_true(__atomic_load_n(&sl->left, __ATOMIC_SEQ_CST)); /* it waited */
   return NULL;
 }
@@ -340,8 +340,8 @@ static void stop_waits_for_a_report_in_progress(void **state)
   (void)state;
   slow sl = {0, 0};
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_loop_watchdog_start(loop, &(tdl_watchdog_options){.threshold = THRESHOLD, .cb = slow_report, .data = &sl}), 0);
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, stop_during_report, &sl, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_watchdog_start(loop, &(tdl_watchdog_options){.threshold = THRESHOLD, .cb = slow_report, .data = &sl}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, stop_during_report, &sl, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   t_loop_free(loop);
 }
@@ -357,7 +357,7 @@ static void free_waits_for_a_report_in_progress(void **state)
   (void)state;
   slow sl = {0, 0};
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_loop_watchdog_start(loop, &(tdl_watchdog_options){.threshold = THRESHOLD, .cb = slow_report, .data = &sl}), 0);
+  assert_int_equal(tdl_watchdog_start(loop, &(tdl_watchdog_options){.threshold = THRESHOLD, .cb = slow_report, .data = &sl}), 0);
   tdl_timer t;
   tdl_timer_init(&t, block_until_reported, &sl);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
@@ -418,9 +418,9 @@ static size_t capture_stderr(char *buf, size_t cap, void (*fn)(tdl_loop *), tdl_
 static void stall_in_fiber(tdl_loop *loop)
 {
   tdl_fiber_options o = {.name = "printer", .detached = true};
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, named_stall, NULL, &o), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, named_stall, NULL, &o), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0); /* the report is written */
+  assert_int_equal(tdl_watchdog_stop(loop), 0); /* the report is written */
 }
 
 static void stall_in_callback(tdl_loop *loop)
@@ -429,7 +429,7 @@ static void stall_in_callback(tdl_loop *loop)
   tdl_timer_init(&t, block_until_written_cb, NULL);
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
 }
 
 static int count_lines(const char *s)
@@ -446,7 +446,7 @@ static void default_report_is_one_line(void **state)
   char out[1024], expect[64];
   tdl_loop *loop = t_loop_new();
   tdl_watchdog_options o = {.threshold = THRESHOLD, .name = "net-1"};
-  assert_int_equal(tdl_loop_watchdog_start(loop, &o), 0);
+  assert_int_equal(tdl_watchdog_start(loop, &o), 0);
   size_t n = capture_stderr(out, sizeof out, stall_in_fiber, loop);
   assert_true(n > 0);
   assert_int_equal(count_lines(out), 1);
@@ -457,7 +457,7 @@ static void default_report_is_one_line(void **state)
   assert_non_null(strstr(out, " \"printer\"\n"));
 
   o.name = NULL;
-  assert_int_equal(tdl_loop_watchdog_start(loop, &o), 0);
+  assert_int_equal(tdl_watchdog_start(loop, &o), 0);
   n = capture_stderr(out, sizeof out, stall_in_callback, loop);
   assert_int_equal(count_lines(out), 1);
   snprintf(expect, sizeof expect, "treadle watchdog: loop %p away from its poll for ", (void *)loop);
@@ -503,7 +503,7 @@ static void only_the_stalled_loop_is_reported(void **state)
   assert_int_equal(tdl_timer_start(mine, &tick, 0, 5 * TDL_MSEC), 0); /* ~500 ms of polling */
   assert_int_equal(tdl_loop_run(mine, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(pthread_join(t, NULL), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(mine), 0);
+  assert_int_equal(tdl_watchdog_stop(mine), 0);
   assert_int_equal(s.reports, 1);
   assert_ptr_equal(s.loop, ol.loop);
   assert_string_equal(s.fiber, "elsewhere");
@@ -514,7 +514,7 @@ static void only_the_stalled_loop_is_reported(void **state)
 
 static void *start_elsewhere(void *arg)
 {
-  return (void *)(intptr_t)tdl_loop_watchdog_start(arg, NULL);
+  return (void *)(intptr_t)tdl_watchdog_start(arg, NULL);
 }
 
 static void misuse(void **state)
@@ -524,8 +524,8 @@ static void misuse(void **state)
   seen_init(&a);
   seen_init(&b);
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_loop_watchdog_start(NULL, NULL), -EINVAL);
-  assert_int_equal(tdl_loop_watchdog_stop(NULL), -EINVAL);
+  assert_int_equal(tdl_watchdog_start(NULL, NULL), -EINVAL);
+  assert_int_equal(tdl_watchdog_stop(NULL), -EINVAL);
   assert_int_equal(watch(loop, &a, -1), -EINVAL);
   assert_int_equal(watch(loop, &a, -TDL_SEC), -EINVAL);
 
@@ -539,7 +539,7 @@ static void misuse(void **state)
   blocker bl = {.s = &b, .stalls = 1};
   spawn_named(loop, "replaced", &bl);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
   assert_int_equal(a.reports, 0);
   assert_int_equal(b.reports, 1);
   assert_int_equal(b.threshold, THRESHOLD);
@@ -556,8 +556,8 @@ static void misuse(void **state)
   (void)start_elsewhere;
 #endif
 
-  assert_int_equal(tdl_loop_watchdog_start(loop, NULL), 0); /* every default */
-  assert_int_equal(tdl_loop_watchdog_stop(loop), 0);
+  assert_int_equal(tdl_watchdog_start(loop, NULL), 0); /* every default */
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
 
   /* Freeing a watched loop stops its watchdog (ASan and valgrind check that
    * nothing is left). */

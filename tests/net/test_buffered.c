@@ -76,9 +76,9 @@ static void *pipelined_writer(void *arg)
   int fd = *(int *)arg;
   /* Two requests in one write, then a third split oddly. */
   send_str(fd, "GET /a\r\n\r\nGET /b\r\n\r\nGE");
-  tdl_sleep_for(10 * TDL_MSEC);
+  tdl_sleep(tdl_after(10 * TDL_MSEC));
   send_str(fd, "T /c\r\n\r");
-  tdl_sleep_for(10 * TDL_MSEC);
+  tdl_sleep(tdl_after(10 * TDL_MSEC));
   send_str(fd, "\nBODY0123456789");
   tdl_net_shutdown(fd, SHUT_WR);
   return NULL;
@@ -675,7 +675,7 @@ static void stalled_peer(int wfd, int rfd)
   assert_int_equal(tdl_writer_len(&w), 0);
   assert_int_equal(tdl_writer_capacity(&w), 4096);
   while (d.got < d.want && d.err == 0)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(d.err, 0);
   assert_int_equal(d.got, total);
   assert_int_equal(tdl_writer_destroy(&w), 0);

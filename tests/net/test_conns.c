@@ -52,9 +52,9 @@ static void test_bad_input(void **state)
 
   /* Without an evict callback a connection needs a fiber to cancel. */
   tdl_conn c;
-  assert_int_equal(tdl_conn_admit(&cs, &c, 0), -EINVAL);
-  assert_int_equal(tdl_conn_admit(NULL, &c, 1), -EINVAL);
-  assert_int_equal(tdl_conn_admit(&cs, NULL, 1), -EINVAL);
+  assert_int_equal(tdl_conns_admit(&cs, &c, 0), -EINVAL);
+  assert_int_equal(tdl_conns_admit(NULL, &c, 1), -EINVAL);
+  assert_int_equal(tdl_conns_admit(&cs, NULL, 1), -EINVAL);
   /* NULL and never-admitted connections: harmless. */
   tdl_conn zero = {0};
   assert_int_equal(tdl_conn_idle(NULL), 0);
@@ -112,10 +112,10 @@ static void test_eviction_order(void **state)
 
   /* Fresh connections wait for their first byte: idle, evictable, with
    * the first-byte deadline (10 s by default) from admission. */
-  tdl_time_t now = tdl_loop_now(L);
+  tdl_time_t now = tdl_now();
   for (int i = 0; i < 3; i++) {
     assert_false(tdl_conns_full(&cs));
-    assert_int_equal(tdl_conn_admit(&cs, &c[i], 0), 0);
+    assert_int_equal(tdl_conns_admit(&cs, &c[i], 0), 0);
   }
   assert_true(tdl_conns_full(&cs));
   assert_false(tdl_conns_full(NULL));
@@ -128,7 +128,7 @@ static void test_eviction_order(void **state)
 
   /* c1 is in a request; c3 comes: c0, idle longest, makes room. */
   tdl_conn_busy(&c[1]);
-  assert_int_equal(tdl_conn_admit(&cs, &c[3], 0), 0);
+  assert_int_equal(tdl_conns_admit(&cs, &c[3], 0), 0);
   assert_int_equal(nevicted, 1);
   assert_ptr_equal(evicted_log[0], &c[0]);
   assert_true(tdl_conns_full(&cs)); /* c0 still counted, but not against the cap */
@@ -146,9 +146,9 @@ static void test_eviction_order(void **state)
   tdl_conn_release(&c[0]);
   tdl_time_t id = tdl_conn_idle(&c[1]);
   assert_true(id >= now + 60 * TDL_SEC);
-  assert_int_equal(tdl_conn_admit(&cs, &c[4], 0), 0);
+  assert_int_equal(tdl_conns_admit(&cs, &c[4], 0), 0);
   assert_ptr_equal(evicted_log[1], &c[2]);
-  assert_int_equal(tdl_conn_admit(&cs, &c[5], 0), 0);
+  assert_int_equal(tdl_conns_admit(&cs, &c[5], 0), 0);
   assert_ptr_equal(evicted_log[2], &c[3]);
   tdl_conn_release(&c[2]);
   tdl_conn_release(&c[3]);
@@ -158,7 +158,7 @@ static void test_eviction_order(void **state)
   tdl_conn_busy(&c[4]);
   tdl_conn_busy(&c[5]);
   tdl_conn extra;
-  assert_int_equal(tdl_conn_admit(&cs, &extra, 0), -EAGAIN);
+  assert_int_equal(tdl_conns_admit(&cs, &extra, 0), -EAGAIN);
   tdl_conns_stats_get(&cs, &st);
   assert_int_equal(st.open, 3);
   assert_int_equal(st.refused, 1);
@@ -207,7 +207,7 @@ static void *serve_conn(void *arg)
   handler h = *(handler *)arg;
   free(arg);
   tdl_conn c;
-  if (tdl_conn_admit(&h.srv->cs, &c, tdl_fiber_self()) < 0) {
+  if (tdl_conns_admit(&h.srv->cs, &c, tdl_fiber_self()) < 0) {
     tdl_close(h.fd); /* at the cap, every connection busy */
     return NULL;
   }
@@ -246,7 +246,7 @@ static void *accept_loop(void *arg)
     handler *h = malloc(sizeof *h);
     assert_non_null(h);
     *h = (handler){s, fd};
-    assert_int_equal(tdl_fiber_spawn(L, NULL, serve_conn, h, &(tdl_fiber_options){.detached = true}), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, L, serve_conn, h, &(tdl_fiber_options){.detached = true}), 0);
   }
   return NULL;
 }
@@ -272,7 +272,7 @@ static void server_stop(server *s)
     if (st.open == 0)
       break;
     tdl_conns_evict_idle(&s->cs, SIZE_MAX);
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
   tdl_close(s->lfd);
   assert_int_equal(tdl_conns_destroy(&s->cs), 0);
@@ -288,7 +288,7 @@ static void wait_open(server *s, size_t open)
     if (st.open == open)
       return;
     assert_true(tdl_now() < end);
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
 }
 
@@ -386,7 +386,7 @@ static void *all_busy(void *arg)
     tdl_conns_stats_get(&s.cs, &st);
     if (st.open == 2 && st.idle == 0)
       break;
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
   int late = tdl_net_connect(&s.addr, tdl_after(LONG_WAIT));
   assert_true(late >= 0);
@@ -432,7 +432,7 @@ static void *first_byte(void *arg)
   assert_int_equal(s.timeouts, 1);
   /* ...while the one that did waits for its next request without limit,
    * though its own first-byte deadline has passed too by now. */
-  assert_int_equal(tdl_sleep_for(60 * TDL_MSEC), 0);
+  assert_int_equal(tdl_sleep(tdl_after(60 * TDL_MSEC)), 0);
   still_open(talker);
   ping(talker);
   tdl_close(silent);

@@ -7,7 +7,7 @@
  * while accept fails) burns a whole core; tdl_net_accept must stay near
  * idle.  Then the child frees its fds and must accept and serve again.
  *
- * TDL_NET_EMFILE_CONTROL=1 also runs the naive loop (tdl__fiber_accept, retry on
+ * TDL_NET_EMFILE_CONTROL=1 also runs the naive loop (tdl__fd_accept, retry on
  * any error) through the same harness, to show what the measurement reads
  * for a spinning listener. */
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fd/fd_internal.h" /* tdl__fiber_accept: the naive loop */
+#include "fd/fd_internal.h" /* tdl__fd_accept: the naive loop */
 #include "helpers.h"
 
 enum { MODE_RESERVE, MODE_NO_RESERVE, MODE_NAIVE };
@@ -54,7 +54,7 @@ static void *acceptor(void *arg)
   for (;;) {
     int fd;
     if (c->mode == MODE_NAIVE) {
-      fd = tdl__fiber_accept(c->lfd, NULL, NULL, TDL_FOREVER);
+      fd = tdl__fd_accept(c->lfd, NULL, NULL, TDL_FOREVER);
       if (fd == -ECANCELED)
         return NULL;
       if (fd == -EMFILE || fd == -ENFILE) {
@@ -118,15 +118,15 @@ static void *child_main(void *arg)
     return NULL;
   }
   tdl_fiber_t ctl;
-  if (tdl_fiber_spawn(tdl_fiber_loop(), &c->acceptor, acceptor, c, NULL) < 0 ||
-      tdl_fiber_spawn(tdl_fiber_loop(), &ctl, controller, c, NULL) < 0) {
+  if (tdl_fiber_spawn(&c->acceptor, tdl_fiber_loop(), acceptor, c, NULL) < 0 ||
+      tdl_fiber_spawn(&ctl, tdl_fiber_loop(), controller, c, NULL) < 0) {
     c->rep.status = 4;
     return NULL;
   }
   if (write(c->stat, "R", 1) != 1)
     c->rep.status = 5;
-  tdl_fiber_join(c->acceptor, TDL_FOREVER, NULL);
-  tdl_fiber_join(ctl, TDL_FOREVER, NULL);
+  tdl_fiber_join(c->acceptor, NULL, TDL_FOREVER);
+  tdl_fiber_join(ctl, NULL, TDL_FOREVER);
   return NULL;
 }
 

@@ -1,4 +1,4 @@
-/* The blocking-work pool: tdl_blocking_call and friends (pool.h). */
+/* The blocking-work pool: tdl_pool_call and friends (pool.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -39,7 +39,7 @@ static void *call_twice(void *arg)
   (void)arg;
   for (intptr_t i = 1; i <= 100; i++) {
     void *r = NULL;
-    assert_int_equal(tdl_blocking(twice_elsewhere, (void *)i, &r, tdl_after(LONG)), 0);
+    assert_int_equal(tdl_pool_call(TDL_LANE_USER, twice_elsewhere, (void *)i, NULL, &r, tdl_after(LONG)), 0);
     assert_int_equal((intptr_t)r, 2 * i);
   }
   return NULL;
@@ -74,7 +74,7 @@ static void *sleep_200ms(void *arg)
 static void *slow_caller(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(sleep_200ms, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, sleep_200ms, NULL, NULL, NULL, tdl_after(LONG)), 0);
   slow_done = 1;
   return NULL;
 }
@@ -83,7 +83,7 @@ static void *ticker(void *arg)
 {
   (void)arg;
   while (!slow_done) {
-    tdl_sleep_for(10 * TDL_MSEC);
+    tdl_sleep(tdl_after(10 * TDL_MSEC));
     ticks++;
   }
   return NULL;
@@ -142,17 +142,17 @@ static void count_drop(void *arg)
 static void *deadline_while_running(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
                    -ETIMEDOUT);
   assert_int_equal(__atomic_load_n(&slow_finished, __ATOMIC_ACQUIRE), 0); /* it went on without us */
   assert_int_equal(__atomic_load_n(&dropped, __ATOMIC_ACQUIRE), 0);      /* not before the work ends */
   /* The pool stays usable while that thread is stuck. */
   void *r;
-  assert_int_equal(tdl_blocking(twice_elsewhere, (void *)21, &r, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, twice_elsewhere, (void *)21, NULL, &r, tdl_after(LONG)), 0);
   assert_int_equal((intptr_t)r, 42);
   open_gate();
   while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
-    tdl_sleep_for(TDL_MSEC); /* the drop runs on this loop once the work is done */
+    tdl_sleep(tdl_after(TDL_MSEC)); /* the drop runs on this loop once the work is done */
   assert_int_equal(__atomic_load_n(&slow_finished, __ATOMIC_ACQUIRE), 1);
   return NULL;
 }
@@ -170,9 +170,9 @@ static void deadline_returns_at_once_work_finishes_later(void **state)
 static void *past_deadline(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_now() - 1),
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_now() - 1),
                    -ETIMEDOUT);
-  assert_int_equal(tdl_blocking(never_runs, NULL, NULL, 0), -ETIMEDOUT); /* 0 is long past */
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, NULL, NULL, 0), -ETIMEDOUT); /* 0 is long past */
   return NULL;
 }
 
@@ -195,20 +195,20 @@ static int cancel_result;
 static void *blocked_caller(void *arg)
 {
   (void)arg;
-  cancel_result = tdl_blocking_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(LONG));
+  cancel_result = tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(LONG));
   return NULL;
 }
 
 static void *canceller(void *arg)
 {
   (void)arg;
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   assert_int_equal(tdl_fiber_cancel(L, blocked), 0);
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(cancel_result, -ECANCELED);
   open_gate();
   while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   return NULL;
 }
 
@@ -228,24 +228,24 @@ static void cancel_returns_at_once(void **state)
 static void *first_holds_the_lane(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(wait_gate, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
   return NULL;
 }
 
 static void *second_gives_up(void *arg)
 {
   (void)arg;
-  tdl_sleep_for(10 * TDL_MSEC);
+  tdl_sleep(tdl_after(10 * TDL_MSEC));
   tdl_pool_stats st;
   tdl_pool_stats_get(&st);
   assert_int_equal(st.running[TDL_LANE_USER], 1);
-  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(20 * TDL_MSEC)),
                    -ETIMEDOUT);
   tdl_pool_stats_get(&st);
   assert_int_equal(st.queued[TDL_LANE_USER], 1); /* still queued, abandoned */
   open_gate();
   while (__atomic_load_n(&dropped, __ATOMIC_ACQUIRE) == 0)
-    tdl_sleep_for(TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(__atomic_load_n(&never_ran_flag, __ATOMIC_ACQUIRE), 0);
   return NULL;
 }
@@ -265,21 +265,21 @@ static void queued_work_abandoned_is_skipped(void **state)
 static void *name_lane_call(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking_call(TDL_LANE_NAME, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_NAME, wait_gate, NULL, NULL, NULL, tdl_after(LONG)), 0);
   return NULL;
 }
 
 static void *file_lane_meanwhile(void *arg)
 {
   (void)arg;
-  tdl_sleep_for(20 * TDL_MSEC);
+  tdl_sleep(tdl_after(20 * TDL_MSEC));
   tdl_pool_stats st;
   tdl_pool_stats_get(&st);
   assert_int_equal(st.running[TDL_LANE_NAME], 1); /* its cap */
   assert_int_equal(st.queued[TDL_LANE_NAME], 2);
   void *r;
   /* The name lane is full and waiting; the file lane is not held up. */
-  assert_int_equal(tdl_blocking_call(TDL_LANE_FILE, twice_elsewhere, (void *)5, NULL, &r, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_FILE, twice_elsewhere, (void *)5, NULL, &r, tdl_after(LONG)), 0);
   assert_int_equal((intptr_t)r, 10);
   open_gate();
   return NULL;
@@ -302,7 +302,7 @@ static int finished_calls;
 static void *short_call(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(sleep_200ms, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, sleep_200ms, NULL, NULL, NULL, tdl_after(LONG)), 0);
   finished_calls++;
   return NULL;
 }
@@ -327,7 +327,7 @@ static void at_the_cap_calls_queue_and_none_is_lost(void **state)
 static void *one_call(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(twice_elsewhere, (void *)1, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, twice_elsewhere, (void *)1, NULL, NULL, tdl_after(LONG)), 0);
   return NULL;
 }
 
@@ -370,7 +370,7 @@ static void *meet_the_others(void *arg)
 static void *together_call(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(meet_the_others, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, meet_the_others, NULL, NULL, NULL, tdl_after(LONG)), 0);
   return NULL;
 }
 
@@ -392,13 +392,13 @@ static void blocked_calls_get_more_threads(void **state)
 static void *misuse_in_fiber(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_blocking(NULL, NULL, NULL, LONG), -EINVAL);
-  assert_int_equal(tdl_blocking_call((tdl_lane)3, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
-  assert_int_equal(tdl_blocking_call((tdl_lane)-1, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
-  assert_int_equal(tdl_blocking_call((tdl_lane)9, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, NULL, NULL, NULL, NULL, LONG), -EINVAL);
+  assert_int_equal(tdl_pool_call((tdl_lane)3, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(tdl_pool_call((tdl_lane)-1, never_runs, NULL, NULL, NULL, tdl_after(LONG)), -EINVAL);
+  assert_int_equal(tdl_pool_call((tdl_lane)9, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -EINVAL);
   assert_int_equal(dropped, 1);
   tdl_fiber_cancel(tdl_fiber_loop(), tdl_fiber_self());
-  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -ECANCELED);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(LONG)), -ECANCELED);
   assert_int_equal(dropped, 2);
   return NULL;
 }
@@ -407,8 +407,8 @@ static void misuse(void **state)
 {
   (void)state;
   never_ran_flag = dropped = 0;
-  assert_int_equal(tdl_blocking(never_runs, NULL, NULL, TDL_FOREVER), -EPERM); /* outside a fiber */
-  assert_int_equal(tdl_blocking_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, NULL, NULL, TDL_FOREVER), -EPERM); /* outside a fiber */
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, TDL_FOREVER), -EPERM);
   assert_int_equal(dropped, 1);
   dropped = 0;
   assert_int_equal(tdl_pool_configure(NULL), -EINVAL);
@@ -437,7 +437,7 @@ static void *group_caller(void *arg)
   for (intptr_t i = 0; i < GROUP_CALLS; i++) {
     void *r = NULL;
     intptr_t want = me * 100000 + i;
-    ok &= tdl_blocking(echo, (void *)want, &r, tdl_after(LONG)) == 0 && (intptr_t)r == want;
+    ok &= tdl_pool_call(TDL_LANE_USER, echo, (void *)want, NULL, &r, tdl_after(LONG)) == 0 && (intptr_t)r == want;
     ok &= pthread_equal(pthread_self(), mine) != 0;
   }
   group_ok[me] = ok;
@@ -449,9 +449,9 @@ static void *group_main(void *arg)
   (void)arg;
   tdl_fiber_t h[4];
   for (int i = 0; i < 4; i++)
-    assert_int_equal(tdl_fiber_spawn(tdl_fiber_loop(), &h[i], group_caller, NULL, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&h[i], tdl_fiber_loop(), group_caller, NULL, NULL), 0);
   for (int i = 0; i < 4; i++)
-    assert_int_equal(tdl_fiber_join(h[i], TDL_FOREVER, NULL), 0);
+    assert_int_equal(tdl_fiber_join(h[i], NULL, TDL_FOREVER), 0);
   if (__atomic_add_fetch(&group_finished, 1, __ATOMIC_ACQ_REL) == GROUP_LOOPS)
     tdl_group_stop(tdl_group_self()); /* the last loop done stops them all */
   return NULL;
@@ -463,7 +463,7 @@ static void from_every_loop_of_a_group(void **state)
   memset(group_ok, 0, sizeof group_ok);
   group_finished = 0;
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = GROUP_LOOPS, .main = group_main}), 0);
   assert_int_equal(tdl_group_wait(g, tdl_after(LONG)), 0);
   assert_int_equal(tdl_group_free(g), 0);
   for (int i = 0; i < GROUP_LOOPS; i++)
@@ -476,7 +476,7 @@ static void *child_main(void *arg)
 {
   (void)arg;
   void *r = NULL;
-  if (tdl_blocking(twice_elsewhere, (void *)4, &r, tdl_after(LONG)) != 0 || (intptr_t)r != 8)
+  if (tdl_pool_call(TDL_LANE_USER, twice_elsewhere, (void *)4, NULL, &r, tdl_after(LONG)) != 0 || (intptr_t)r != 8)
     return (void *)1;
   return NULL;
 }
@@ -528,7 +528,7 @@ static void fork_while_threads_exist(void **state)
 static void *abandon_and_return(void *arg)
 {
   (void)arg;
-  return (void *)(intptr_t)tdl_blocking(wait_gate, NULL, NULL, tdl_after(20 * TDL_MSEC));
+  return (void *)(intptr_t)tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, NULL, NULL, tdl_after(20 * TDL_MSEC));
 }
 
 /* A process may end while pool work still runs (it is abandoned with its

@@ -76,7 +76,7 @@ static char *run_out(tdl_process_options *o, int *status)
   assert_int_equal(r, 0);
   char *out = read_to_eof(p.stdout_fd);
   int st = -1;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
   tdl_process_destroy(&p);
   if (status)
     *status = st;
@@ -150,18 +150,18 @@ static void test_true_via_path(void **state)
   assert_true(fcntl(p.pidfd, F_GETFD) & FD_CLOEXEC);
   assert_int_equal(p.stdin_fd, -1);
   int st = -1;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  assert_true(tdl_exited(st));
-  assert_int_equal(tdl_exit_code(st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
+  assert_true(tdl_process_exited(st));
+  assert_int_equal(tdl_process_exit_code(st), 0);
   /* Waiting again returns the same status at once. */
   st = -1;
-  assert_int_equal(tdl_process_wait(&p, 0, &st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, 0), 0);
   assert_int_equal(st, 0);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
   tdl_process_destroy(&p);
   assert_int_equal(p.pid, 0);
   assert_int_equal(p.pidfd, -1);
-  assert_int_equal(tdl_process_wait(&p, 0, &st), -EINVAL);
+  assert_int_equal(tdl_process_wait(&p, &st, 0), -EINVAL);
   tdl_process_destroy(&p); /* twice is harmless */
 }
 
@@ -185,9 +185,9 @@ static void test_exit_code(void **state)
   (void)state;
   int st;
   free(run_helper(&st, "exit", "42", NULL));
-  assert_true(tdl_exited(st));
-  assert_false(tdl_signaled(st));
-  assert_int_equal(tdl_exit_code(st), 42);
+  assert_true(tdl_process_exited(st));
+  assert_false(tdl_process_signaled(st));
+  assert_int_equal(tdl_process_exit_code(st), 42);
   assert_int_equal(WEXITSTATUS(st), 42);
 }
 
@@ -229,10 +229,10 @@ static void test_kill_and_signal_status(void **state)
   assert_int_equal(tdl_process_kill(&p, 1000), -EINVAL);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), 0);
   int st;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  assert_true(tdl_signaled(st));
-  assert_false(tdl_exited(st));
-  assert_int_equal(tdl_term_signal(st), SIGTERM);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
+  assert_true(tdl_process_signaled(st));
+  assert_false(tdl_process_exited(st));
+  assert_int_equal(tdl_process_term_signal(st), SIGTERM);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
   tdl_process_destroy(&p);
 }
@@ -249,7 +249,7 @@ static void test_kill_exited_unreaped(void **state)
   assert_int_equal(poll(&pfd, 1, 10000), 1); /* exited, still a zombie */
   assert_int_equal(tdl_process_kill(&p, SIGKILL), 0);
   int st;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
   assert_int_equal(st, 0);
   tdl_process_destroy(&p);
 }
@@ -263,16 +263,16 @@ static void test_wait_deadline(void **state)
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
   int st = 12345;
   /* A past deadline only looks. */
-  assert_int_equal(tdl_process_wait(&p, 0, &st), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, &st, 0), -ETIMEDOUT);
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_process_wait(&p, t0 + 50 * TDL_MSEC, &st), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, &st, t0 + 50 * TDL_MSEC), -ETIMEDOUT);
   tdl_time_t t1 = mono_now();
   assert_true(t1 - t0 >= 50 * TDL_MSEC);
   assert_true(t1 - t0 < 2 * TDL_SEC);
   assert_int_equal(st, 12345);
   assert_int_equal(tdl_process_kill(&p, SIGKILL), 0);
-  assert_int_equal(tdl_process_wait(&p, mono_now() + 10 * TDL_SEC, &st), 0);
-  assert_int_equal(tdl_term_signal(st), SIGKILL);
+  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + 10 * TDL_SEC), 0);
+  assert_int_equal(tdl_process_term_signal(st), SIGKILL);
   tdl_process_destroy(&p);
 }
 
@@ -301,17 +301,17 @@ static void test_no_pidfd_fallback(void **state)
   assert_int_equal(p.pidfd, -1);
   int st;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_process_wait(&p, t0 + 30 * TDL_MSEC, &st), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, &st, t0 + 30 * TDL_MSEC), -ETIMEDOUT);
   assert_true(mono_now() - t0 >= 30 * TDL_MSEC);
   assert_int_equal(tdl_process_kill(&p, SIGUSR1), 0);
-  assert_int_equal(tdl_process_wait(&p, mono_now() + 10 * TDL_SEC, &st), 0);
-  assert_int_equal(tdl_term_signal(st), SIGUSR1);
+  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + 10 * TDL_SEC), 0);
+  assert_int_equal(tdl_process_term_signal(st), SIGUSR1);
   tdl_process_destroy(&p);
 
   o.argv = helper_argv("exit", "3", (const char *)NULL);
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  assert_int_equal(tdl_exit_code(st), 3);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
+  assert_int_equal(tdl_process_exit_code(st), 3);
   tdl_process_destroy(&p);
   o.argv = helper_argv("sleep", (const char *)NULL);
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
@@ -328,8 +328,8 @@ static void test_status_stolen(void **state)
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
   int st;
   assert_int_equal(waitpid(p.pid, &st, 0), p.pid); /* someone else reaps */
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), -ECHILD);
-  assert_int_equal(tdl_process_wait(&p, 0, &st), -ECHILD);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), -ECHILD);
+  assert_int_equal(tdl_process_wait(&p, &st, 0), -ECHILD);
   assert_int_equal(tdl_process_kill(&p, SIGTERM), -ESRCH);
   tdl_process_destroy(&p);
 }
@@ -542,7 +542,7 @@ static void check_fds_closed(int debug)
   tdl__spawn_debug = 0;
   char *out = read_to_eof(p.stdout_fd);
   int st;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
   assert_int_equal(st, 0);
   tdl_process_destroy(&p);
   /* Only 0, 1, 2 (valgrind keeps its own fds above 1000). */
@@ -599,7 +599,7 @@ static void test_pipe_ends(void **state)
   /* Taking an fd: close it and set the field to -1. */
   close(p.stderr_fd);
   p.stderr_fd = -1;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_process_wait(&p, NULL, TDL_FOREVER), 0);
   tdl_process_destroy(&p);
 }
 
@@ -615,7 +615,7 @@ static void test_stdio_null_fd_merge(void **state)
   o.stdio[1].fd = pfd[1];
   tdl_process p;
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_process_wait(&p, NULL, TDL_FOREVER), 0);
   tdl_process_destroy(&p);
   /* The caller's fd is untouched: still open, still close-on-exec. */
   assert_true(fcntl(pfd[1], F_GETFD) & FD_CLOEXEC);
@@ -624,7 +624,7 @@ static void test_stdio_null_fd_merge(void **state)
   o.stdio[0].mode = TDL_STDIO_DEFAULT;
   o.stdio[2].mode = TDL_STDIO_STDOUT;
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_process_wait(&p, NULL, TDL_FOREVER), 0);
   tdl_process_destroy(&p);
   close(pfd[1]);
   fcntl(pfd[0], F_SETFL, O_NONBLOCK);
@@ -670,7 +670,7 @@ static void swap_stdout_stderr(void)
   tdl_process p;
   CHECK(tdl_process_spawn(&p, &o) == 0);
   int st;
-  CHECK(tdl_process_wait(&p, TDL_FOREVER, &st) == 0 && st == 0);
+  CHECK(tdl_process_wait(&p, &st, TDL_FOREVER) == 0 && st == 0);
   tdl_process_destroy(&p);
   close(1);
   close(2);
@@ -705,7 +705,7 @@ static void parent_without_stdio(void)
   CHECK(strcmp(out, "ping") == 0);
   free(out);
   int st;
-  CHECK(tdl_process_wait(&p, TDL_FOREVER, &st) == 0 && st == 0);
+  CHECK(tdl_process_wait(&p, &st, TDL_FOREVER) == 0 && st == 0);
   tdl_process_destroy(&p);
   /* And an exec error still reaches us. */
   const char *bad[] = {"/nonexistent", NULL};
@@ -847,7 +847,7 @@ static void out_of_fds(void)
     CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
     if (r == 0) {
       ok++;
-      CHECK(tdl_process_wait(&p, TDL_FOREVER, NULL) == 0);
+      CHECK(tdl_process_wait(&p, NULL, TDL_FOREVER) == 0);
       tdl_process_destroy(&p);
     } else {
       CHECK(r == -EMFILE);
@@ -920,7 +920,7 @@ static void *spawn_many(void *arg)
     if (tdl_process_spawn(&p, &o) != 0)
       return (void *)1;
     int st = -1;
-    if (tdl_process_wait(&p, TDL_FOREVER, &st) != 0 || st != 0)
+    if (tdl_process_wait(&p, &st, TDL_FOREVER) != 0 || st != 0)
       return (void *)2;
     tdl_process_destroy(&p);
   }

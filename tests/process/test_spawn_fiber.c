@@ -2,6 +2,7 @@
  * cancellation leave the child to the handle, release reaps, and fiber I/O on
  * the child's pipes. */
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +35,7 @@ static int teardown(void **state)
 static void go(tdl_fiber_fn fn, void *arg, tdl_fiber_t *out)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fn, arg, NULL), 0);
   if (out)
     *out = h;
   else
@@ -57,8 +58,8 @@ static void *feed_child(void *arg)
 {
   (void)arg;
   while (child_stdin < 0)
-    tdl_sleep_for(TDL_MSEC);
-  tdl_sleep_for(5 * TDL_MSEC);
+    tdl_sleep(tdl_after(TDL_MSEC));
+  tdl_sleep(tdl_after(5 * TDL_MSEC));
   assert_int_equal(tdl_write(child_stdin, "go\n", 3, TDL_FOREVER), 3);
   ticks++;
   return NULL;
@@ -76,10 +77,10 @@ static void *wait_for_exit(void *arg)
   assert_int_equal(tdl_process_spawn(&p, &o), 0);
   child_stdin = p.stdin_fd;
   int st = 0;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
   assert_int_equal(ticks, 1);
-  assert_true(tdl_exited(st));
-  assert_int_equal(tdl_exit_code(st), 7);
+  assert_true(tdl_process_exited(st));
+  assert_int_equal(tdl_process_exit_code(st), 7);
   tdl_process_destroy(&p);
   child_stdin = -1;
   return NULL;
@@ -100,7 +101,7 @@ static void *timeout_then_release(void *arg)
   tdl_process p;
   static const char *const argv[] = {"sleep", "10", NULL};
   assert_int_equal(spawn_argv(&p, argv), 0);
-  assert_int_equal(tdl_process_wait(&p, tdl_after(5 * TDL_MSEC), NULL), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, NULL, tdl_after(5 * TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(tdl_process_kill(&p, 0), 0); /* still running, still ours */
   tdl_process_destroy(&p);                       /* kills and reaps it */
   return NULL;
@@ -117,7 +118,7 @@ static int cancel_rc;
 static void *cancelled_waiter(void *arg)
 {
   tdl_process *p = arg;
-  cancel_rc = tdl_process_wait(p, TDL_FOREVER, NULL);
+  cancel_rc = tdl_process_wait(p, NULL, TDL_FOREVER);
   tdl_process_destroy(p);
   return NULL;
 }
@@ -125,7 +126,7 @@ static void *cancelled_waiter(void *arg)
 static void *canceller(void *arg)
 {
   tdl_fiber_t *victim = arg;
-  tdl_sleep_for(2 * TDL_MSEC);
+  tdl_sleep(tdl_after(2 * TDL_MSEC));
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *victim), 0);
   return NULL;
 }
@@ -142,6 +143,47 @@ static void cancelled_wait_leaves_no_zombie(void **state)
   go(canceller, &victim, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(cancel_rc, -ECANCELED);
+}
+
+/* Destroying a handle while a fiber waits on it is refused (-EBUSY): the
+ * waiter would wake to a handle gone under it.  Nothing changes: the child
+ * still runs and the waiter still waits, until the child is killed. */
+static tdl_process busy_p;
+static int busy_wait_rc = 1;
+static void *busy_waiter(void *arg)
+{
+  (void)arg;
+  int st = 0;
+  busy_wait_rc = tdl_process_wait(&busy_p, &st, tdl_after(10 * TDL_SEC));
+  assert_true(tdl_process_signaled(st));
+  assert_int_equal(tdl_process_term_signal(st), SIGTERM);
+  return NULL;
+}
+
+static void *busy_destroyer(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_process_destroy(&busy_p), -EBUSY);
+  assert_int_equal(tdl_process_kill(&busy_p, 0), 0); /* still ours, still running */
+  assert_true(busy_p.pid > 0);
+  assert_int_equal(tdl_process_kill(&busy_p, SIGTERM), 0);
+  while (busy_wait_rc == 1)
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  assert_int_equal(busy_wait_rc, 0);
+  assert_int_equal(tdl_process_destroy(&busy_p), 0);
+  assert_int_equal(tdl_process_destroy(&busy_p), 0); /* twice: harmless */
+  return NULL;
+}
+
+static void destroy_while_waited_is_refused(void **state)
+{
+  (void)state;
+  static const char *const argv[] = {"sleep", "10", NULL};
+  assert_int_equal(spawn_argv(&busy_p, argv), 0);
+  go(busy_waiter, NULL, NULL);
+  go(busy_destroyer, NULL, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_process_destroy(NULL), 0);
 }
 
 static void *read_child_output(void *arg)
@@ -162,8 +204,8 @@ static void *read_child_output(void *arg)
   assert_int_equal(n, 0);
   assert_string_equal(buf, "hello from the child\n");
   int st;
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, &st), 0);
-  assert_int_equal(tdl_exit_code(st), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, TDL_FOREVER), 0);
+  assert_int_equal(tdl_process_exit_code(st), 0);
   tdl_process_destroy(&p); /* closes the pipe end with tdl_close */
   return NULL;
 }
@@ -185,6 +227,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(deadline_leaves_child_to_release, setup, teardown),
       cmocka_unit_test_setup_teardown(cancelled_wait_leaves_no_zombie, setup, teardown),
       cmocka_unit_test_setup_teardown(fiber_io_on_child_pipes, setup, teardown),
+      cmocka_unit_test_setup_teardown(destroy_while_waited_is_refused, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

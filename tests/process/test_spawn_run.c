@@ -17,9 +17,9 @@ static void test_capture_both(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(10000), &res), 0);
-  assert_true(tdl_exited(res.status));
-  assert_int_equal(tdl_exit_code(res.status), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(10000)), 0);
+  assert_true(tdl_process_exited(res.status));
+  assert_int_equal(tdl_process_exit_code(res.status), 0);
   assert_string_equal(res.out, "out");
   assert_int_equal(res.out_len, 3);
   assert_string_equal(res.err, "err");
@@ -34,8 +34,8 @@ static void test_exit_status_and_empty_output(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("exit", "7", NULL), NULL, NULL, 0, 1024, TDL_FOREVER, &res), 0);
-  assert_int_equal(tdl_exit_code(res.status), 7);
+  assert_int_equal(tdl_process_run(&res, helper("exit", "7", NULL), NULL, NULL, 0, 1024, TDL_FOREVER), 0);
+  assert_int_equal(tdl_process_exit_code(res.status), 7);
   assert_string_equal(res.out, "");
   assert_string_equal(res.err, "");
   tdl_process_run_result_destroy(&res);
@@ -52,7 +52,7 @@ static void test_input_roundtrip(void **state)
   for (size_t i = 0; i < n; i++)
     in[i] = (char)('a' + i % 26);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, in_ms(60000)), 0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.in_written, n);
   assert_int_equal(res.out_len, n);
@@ -65,12 +65,12 @@ static void test_empty_input_is_eof(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(10000)), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
   tdl_process_run_result_destroy(&res);
   /* No input: stdin is /dev/null, never the caller's. */
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
   assert_string_equal(res.out, "");
   tdl_process_run_result_destroy(&res);
 }
@@ -81,7 +81,7 @@ static void test_both_streams_large(void **state)
   (void)state;
   tdl_process_run_result res;
   assert_int_equal(
-      tdl_process_run(helper("spew", "1000000", "700000"), NULL, NULL, 0, SIZE_MAX, in_ms(60000), &res), 0);
+      tdl_process_run(&res, helper("spew", "1000000", "700000"), NULL, NULL, 0, SIZE_MAX, in_ms(60000)), 0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.out_len, 1000000);
   assert_int_equal(res.err_len, 700000);
@@ -94,7 +94,7 @@ static void test_limit_discards(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("spew", "1000000", "10"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("spew", "1000000", "10"), NULL, NULL, 0, 1000, in_ms(60000)), 0);
   assert_int_equal(res.status, 0); /* ran to the end: the rest was read and dropped */
   assert_int_equal(res.out_len, 1000);
   assert_int_equal(strlen(res.out), 1000);
@@ -104,12 +104,12 @@ static void test_limit_discards(void **state)
   assert_false(res.limit_killed);
   tdl_process_run_result_destroy(&res);
   /* Exactly the limit is not truncation. */
-  assert_int_equal(tdl_process_run(helper("spew", "1000", "0"), NULL, NULL, 0, 1000, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("spew", "1000", "0"), NULL, NULL, 0, 1000, in_ms(60000)), 0);
   assert_int_equal(res.out_len, 1000);
   assert_false(res.out_truncated);
   tdl_process_run_result_destroy(&res);
   /* A zero limit keeps nothing. */
-  assert_int_equal(tdl_process_run(helper("spew", "10", "0"), NULL, NULL, 0, 0, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("spew", "10", "0"), NULL, NULL, 0, 0, in_ms(60000)), 0);
   assert_int_equal(res.out_len, 0);
   assert_true(res.out_truncated);
   tdl_process_run_result_destroy(&res);
@@ -121,12 +121,12 @@ static void test_limit_kills(void **state)
   tdl_process_run_options o = {0};
   o.flags = TDL_PROCESS_RUN_KILL_ON_LIMIT;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("yes", NULL, NULL), &o, NULL, 0, 100000, in_ms(60000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("yes", NULL, NULL), &o, NULL, 0, 100000, in_ms(60000)), 0);
   assert_true(res.limit_killed);
   assert_true(res.out_truncated);
   assert_int_equal(res.out_len, 100000);
-  assert_true(tdl_signaled(res.status));
-  assert_int_equal(tdl_term_signal(res.status), SIGKILL);
+  assert_true(tdl_process_signaled(res.status));
+  assert_int_equal(tdl_process_term_signal(res.status), SIGKILL);
   assert_false(res.timed_out);
   tdl_process_run_result_destroy(&res);
 }
@@ -135,7 +135,7 @@ static void test_child_closes_stdout_early(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
   assert_string_equal(res.err, "done");
@@ -147,13 +147,13 @@ static void test_deadline_sigterm(void **state)
   (void)state;
   tdl_process_run_result res;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res),
+  assert_int_equal(tdl_process_run(&res, helper("sleep", NULL, NULL), NULL, NULL, 0, 100, t0 + 200 * TDL_MSEC),
                    -ETIMEDOUT);
   tdl_time_t dt = mono_now() - t0;
   assert_true(dt >= 200 * TDL_MSEC); /* never before the deadline */
   assert_true(res.timed_out);
-  assert_true(tdl_signaled(res.status));
-  assert_int_equal(tdl_term_signal(res.status), SIGTERM);
+  assert_true(tdl_process_signaled(res.status));
+  assert_int_equal(tdl_process_term_signal(res.status), SIGTERM);
   assert_non_null(res.out);
   tdl_process_run_result_destroy(&res);
 }
@@ -169,13 +169,13 @@ static void test_deadline_ignores_sigterm(void **state)
    * cannot beat a slow start (valgrind) to the helper's own signal(). */
   void (*old)(int) = signal(SIGTERM, SIG_IGN);
   tdl_time_t t0 = mono_now();
-  int r = tdl_process_run(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, t0 + 200 * TDL_MSEC, &res);
+  int r = tdl_process_run(&res, helper("ignterm", NULL, NULL), &o, NULL, 0, 100, t0 + 200 * TDL_MSEC);
   signal(SIGTERM, old);
   assert_int_equal(r, -ETIMEDOUT);
   tdl_time_t dt = mono_now() - t0;
   assert_true(dt >= 500 * TDL_MSEC); /* the deadline, then the whole grace */
   assert_true(res.timed_out);
-  assert_int_equal(tdl_term_signal(res.status), SIGKILL);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGKILL);
   tdl_process_run_result_destroy(&res);
 }
 
@@ -185,13 +185,13 @@ static void test_deadline_sigkill_at_once(void **state)
   tdl_process_run_options o = {0};
   o.kill_grace = -1;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("ignterm", NULL, NULL), &o, NULL, 0, 100, in_ms(100), &res),
+  assert_int_equal(tdl_process_run(&res, helper("ignterm", NULL, NULL), &o, NULL, 0, 100, in_ms(100)),
                    -ETIMEDOUT);
-  assert_int_equal(tdl_term_signal(res.status), SIGKILL);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGKILL);
   tdl_process_run_result_destroy(&res);
   /* A deadline already past: killed at once. */
-  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), &o, NULL, 0, 100, 0, &res), -ETIMEDOUT);
-  assert_int_equal(tdl_term_signal(res.status), SIGKILL);
+  assert_int_equal(tdl_process_run(&res, helper("sleep", NULL, NULL), &o, NULL, 0, 100, 0), -ETIMEDOUT);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGKILL);
   tdl_process_run_result_destroy(&res);
 }
 
@@ -203,9 +203,9 @@ static void test_group_is_killed(void **state)
   tdl_process_run_options o = {0};
   o.spawn.flags = TDL_PROCESS_SETPGID;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("grandsleep", NULL, NULL), &o, NULL, 0, 100, in_ms(200), &res),
+  assert_int_equal(tdl_process_run(&res, helper("grandsleep", NULL, NULL), &o, NULL, 0, 100, in_ms(200)),
                    -ETIMEDOUT);
-  assert_int_equal(tdl_term_signal(res.status), SIGTERM);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGTERM);
   tdl_process_run_result_destroy(&res);
 }
 
@@ -214,7 +214,7 @@ static void test_grandchild_holding_pipe_does_not_block(void **state)
   (void)state;
   tdl_process_run_result res;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_process_run(helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
   assert_true(mono_now() - t0 < 2500 * TDL_MSEC); /* the grandchild holds on for 3 s */
   assert_string_equal(res.out, "hi");
   assert_int_equal(res.status, 0);
@@ -231,7 +231,7 @@ static void test_child_ignores_input(void **state)
   char *in = calloc(1, n);
   assert_non_null(in);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(10000)), 0);
   assert_int_equal(res.status, 0);
   assert_true(res.in_written < n);
   tdl_process_run_result_destroy(&res);
@@ -250,14 +250,14 @@ static void test_stdio_choices(void **state)
   tdl_process_run_options o = {0};
   o.spawn.stdio[2].mode = TDL_STDIO_STDOUT;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000)), 0);
   assert_string_equal(res.out, "outerr");
   assert_null(res.err);
   tdl_process_run_result_destroy(&res);
 
   o.spawn.stdio[2].mode = TDL_STDIO_DEFAULT;
   o.spawn.stdio[1].mode = TDL_STDIO_NULL;
-  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000)), 0);
   assert_null(res.out);
   assert_string_equal(res.err, "err");
   tdl_process_run_result_destroy(&res);
@@ -268,21 +268,21 @@ static void test_bad_input(void **state)
   (void)state;
   tdl_process_run_result res;
   memset(&res, 0xff, sizeof res);
-  assert_int_equal(tdl_process_run(NULL, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(&res, NULL, NULL, NULL, 0, 100, TDL_FOREVER), -EINVAL);
   assert_null(res.out);
-  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), NULL, NULL, 0, 100, TDL_FOREVER, NULL), -EINVAL);
+  assert_int_equal(tdl_process_run(NULL, helper("tag", NULL, NULL), NULL, NULL, 0, 100, TDL_FOREVER), -EINVAL);
   tdl_process_run_options o = {0};
   o.spawn.stdio[0].mode = TDL_STDIO_NULL;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, "x", 1, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, "x", 1, 100, TDL_FOREVER), -EINVAL);
   o.spawn.stdio[0].mode = TDL_STDIO_PIPE;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER), -EINVAL);
   o.spawn.stdio[0].mode = TDL_STDIO_DEFAULT;
   o.flags = 0x80;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, NULL, 0, 100, TDL_FOREVER), -EINVAL);
   const char *empty[] = {NULL};
-  assert_int_equal(tdl_process_run(empty, NULL, NULL, 0, 100, TDL_FOREVER, &res), -EINVAL);
+  assert_int_equal(tdl_process_run(&res, empty, NULL, NULL, 0, 100, TDL_FOREVER), -EINVAL);
   const char *missing[] = {"/nonexistent/prog", NULL};
-  assert_int_equal(tdl_process_run(missing, NULL, "in", 2, 100, TDL_FOREVER, &res), -ENOENT);
+  assert_int_equal(tdl_process_run(&res, missing, NULL, "in", 2, 100, TDL_FOREVER), -ENOENT);
   assert_null(res.out);
   assert_null(res.err);
   tdl_process_run_result_destroy(&res);
@@ -293,15 +293,15 @@ static void test_no_pidfd(void **state)
   (void)state;
   tdl__spawn_debug = TDL__DEBUG_NO_PIDFD;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(10000)), 0);
   assert_string_equal(res.out, "hello");
   tdl_process_run_result_destroy(&res);
-  assert_int_equal(tdl_process_run(helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
   assert_string_equal(res.err, "done");
   tdl_process_run_result_destroy(&res);
-  assert_int_equal(tdl_process_run(helper("sleep", NULL, NULL), NULL, NULL, 0, 100, in_ms(100), &res),
+  assert_int_equal(tdl_process_run(&res, helper("sleep", NULL, NULL), NULL, NULL, 0, 100, in_ms(100)),
                    -ETIMEDOUT);
-  assert_int_equal(tdl_term_signal(res.status), SIGTERM);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGTERM);
   tdl_process_run_result_destroy(&res);
 }
 

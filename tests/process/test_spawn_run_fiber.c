@@ -28,7 +28,7 @@ static int fteardown(void **state)
 static tdl_fiber_t go(tdl_fiber_fn fn, void *arg)
 {
   tdl_fiber_t h;
-  assert_int_equal(tdl_fiber_spawn(L, &h, fn, arg, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&h, L, fn, arg, NULL), 0);
   assert_int_equal(tdl_fiber_detach(L, h), 0);
   return h;
 }
@@ -48,7 +48,7 @@ static void *gatekeeper(void *arg)
   (void)arg;
   for (int i = 0; i < 3; i++) {
     ticks++;
-    assert_int_equal(tdl_sleep_for(TDL_MSEC), 0);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   }
   assert_int_equal(tdl_write(gate[1], "go", 2, TDL_FOREVER), 2);
   assert_int_equal(tdl_close(gate[1]), 0);
@@ -64,7 +64,7 @@ static void *run_behind_gate(void *arg)
   o.spawn.stdio[0].fd = gate[0];
   tdl_process_run_result res;
   /* A deadline only so that a thread that blocks fails instead of hanging. */
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), &o, NULL, 0, 100, tdl_after(30 * TDL_SEC), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, NULL, 0, 100, tdl_after(30 * TDL_SEC)), 0);
   assert_int_equal(ticks, 3); /* the gatekeeper ran to its end meanwhile */
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "go");
@@ -107,7 +107,7 @@ static void *roundtrip(void *arg)
   for (size_t i = 0; i < n; i++)
     in[i] = (char)('a' + i % 26);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, TDL_FOREVER, &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, in, n, SIZE_MAX, TDL_FOREVER), 0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.in_written, n);
   assert_int_equal(res.out_len, n);
@@ -121,7 +121,7 @@ static void *spew(void *arg)
 {
   (void)arg;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("spew", "300000", "200000"), NULL, NULL, 0, 1000, TDL_FOREVER, &res),
+  assert_int_equal(tdl_process_run(&res, helper("spew", "300000", "200000"), NULL, NULL, 0, 1000, TDL_FOREVER),
                    0);
   assert_int_equal(res.status, 0);
   assert_int_equal(res.out_len, 1000);
@@ -153,11 +153,11 @@ static void *run_to_deadline(void *arg)
   tdl_process_run_options o = {0};
   o.kill_grace = c->grace;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper(c->mode, NULL, NULL), &o, NULL, 0, 100, tdl_after(20 * TDL_MSEC), &res),
+  assert_int_equal(tdl_process_run(&res, helper(c->mode, NULL, NULL), &o, NULL, 0, 100, tdl_after(20 * TDL_MSEC)),
                    -ETIMEDOUT);
   assert_true(res.timed_out);
-  assert_true(tdl_signaled(res.status));
-  assert_int_equal(tdl_term_signal(res.status), c->signal);
+  assert_true(tdl_process_signaled(res.status));
+  assert_int_equal(tdl_process_term_signal(res.status), c->signal);
   assert_non_null(res.out);
   tdl_process_run_result_destroy(&res);
   return NULL;
@@ -190,10 +190,10 @@ static void *limit_kills(void *arg)
   tdl_process_run_options o = {0};
   o.flags = TDL_PROCESS_RUN_KILL_ON_LIMIT;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("yes", NULL, NULL), &o, NULL, 0, 100000, TDL_FOREVER, &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("yes", NULL, NULL), &o, NULL, 0, 100000, TDL_FOREVER), 0);
   assert_true(res.limit_killed && res.out_truncated);
   assert_int_equal(res.out_len, 100000);
-  assert_int_equal(tdl_term_signal(res.status), SIGKILL);
+  assert_int_equal(tdl_process_term_signal(res.status), SIGKILL);
   tdl_process_run_result_destroy(&res);
   return NULL;
 }
@@ -214,7 +214,7 @@ static void *ignored_input(void *arg)
   char *in = calloc(1, n);
   assert_non_null(in);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("readnone", NULL, NULL), NULL, in, n, 100, TDL_FOREVER, &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("readnone", NULL, NULL), NULL, in, n, 100, TDL_FOREVER), 0);
   assert_int_equal(res.status, 0);
   assert_true(res.in_written < n);
   tdl_process_run_result_destroy(&res);
@@ -246,7 +246,7 @@ static void *cancelled_run(void *arg)
   tdl_process_run_options o = {0};
   o.spawn.flags = TDL_PROCESS_SETPGID; /* the whole group is killed */
   memset(&cancel_res, 0xff, sizeof cancel_res);
-  cancel_rc = tdl_process_run(helper(mode, NULL, NULL), &o, "in", 2, 100, TDL_FOREVER, &cancel_res);
+  cancel_rc = tdl_process_run(&cancel_res, helper(mode, NULL, NULL), &o, "in", 2, 100, TDL_FOREVER);
   return NULL;
 }
 
@@ -286,7 +286,7 @@ static void *cancel_self_then_run(void *arg)
   (void)arg;
   assert_int_equal(tdl_fiber_cancel(L, tdl_fiber_self()), 0);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("exit", "0", NULL), NULL, NULL, 0, 100, TDL_FOREVER, &res), -ECANCELED);
+  assert_int_equal(tdl_process_run(&res, helper("exit", "0", NULL), NULL, NULL, 0, 100, TDL_FOREVER), -ECANCELED);
   assert_null(res.out);
   return NULL;
 }
@@ -307,7 +307,7 @@ static void run_from_timer(tdl_loop *loop, tdl_timer *t)
   (void)loop;
   (void)t;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(helper("tag", NULL, NULL), NULL, NULL, 0, 100, tdl_after(60 * TDL_SEC), &res), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), NULL, NULL, 0, 100, tdl_after(60 * TDL_SEC)), 0);
   assert_string_equal(res.out, "out");
   assert_string_equal(res.err, "err");
   tdl_process_run_result_destroy(&res);

@@ -39,7 +39,7 @@ static void on_exit_cb(tdl_loop *loop, tdl_process *p, int status)
   last_status = status;
   /* Reaped before the call: wait returns the same status at once. */
   int st = -1;
-  assert_int_equal(tdl_process_wait(p, 0, &st), 0);
+  assert_int_equal(tdl_process_wait(p, &st, 0), 0);
   assert_int_equal(st, status);
 }
 
@@ -54,8 +54,8 @@ static void test_watch_exit(void **state)
   assert_true(tdl_loop_alive(loop));
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
-  assert_true(tdl_exited(last_status));
-  assert_int_equal(tdl_exit_code(last_status), 5);
+  assert_true(tdl_process_exited(last_status));
+  assert_int_equal(tdl_process_exit_code(last_status), 5);
   tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
@@ -73,7 +73,7 @@ static void test_watch_after_exit(void **state)
   assert_int_equal(calls, 0); /* never called from inside watch() */
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
-  assert_int_equal(tdl_exit_code(last_status), 9);
+  assert_int_equal(tdl_process_exit_code(last_status), 9);
   tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
@@ -84,8 +84,8 @@ static void on_exit_mask(tdl_loop *loop, tdl_process *p, int status)
 {
   (void)loop;
   (void)p;
-  assert_true(tdl_exited(status));
-  exited_mask |= 1 << tdl_exit_code(status);
+  assert_true(tdl_process_exited(status));
+  exited_mask |= 1 << tdl_process_exit_code(status);
 }
 
 static void many_children(void)
@@ -139,7 +139,7 @@ static void release_in_callback(void)
   assert_int_equal(tdl_process_kill(p, SIGTERM), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
-  assert_int_equal(tdl_term_signal(last_status), SIGTERM);
+  assert_int_equal(tdl_process_term_signal(last_status), SIGTERM);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
 
@@ -175,7 +175,7 @@ static void test_kill_from_timer(void **state)
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(calls, 1);
-  assert_int_equal(tdl_term_signal(last_status), SIGKILL);
+  assert_int_equal(tdl_process_term_signal(last_status), SIGKILL);
   tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);
 }
@@ -190,12 +190,12 @@ static void unwatch_and_misuse(void)
   assert_int_equal(tdl_process_watch(loop, &p, NULL), -EINVAL);
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), 0);
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), -EINVAL); /* twice */
-  assert_int_equal(tdl_process_wait(&p, 0, NULL), -EBUSY);
+  assert_int_equal(tdl_process_wait(&p, NULL, 0), -EBUSY);
   tdl_process_unwatch(&p);
   tdl_process_unwatch(&p); /* twice is harmless */
   assert_false(tdl_loop_alive(loop));
   assert_int_equal(tdl_loop_free(loop), 0);
-  assert_int_equal(tdl_process_wait(&p, 0, NULL), -ETIMEDOUT);
+  assert_int_equal(tdl_process_wait(&p, NULL, 0), -ETIMEDOUT);
 
   /* Watched again on a new loop, then released while watched: the watcher
    * stops and the child is killed and reaped. */
@@ -206,7 +206,7 @@ static void unwatch_and_misuse(void)
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), -EINVAL); /* no child */
 
   spawn_helper(&p, "exit", "0");
-  assert_int_equal(tdl_process_wait(&p, TDL_FOREVER, NULL), 0);
+  assert_int_equal(tdl_process_wait(&p, NULL, TDL_FOREVER), 0);
   assert_int_equal(tdl_process_watch(loop, &p, on_exit_cb), -EINVAL); /* reaped */
   tdl_process_destroy(&p);
   assert_int_equal(tdl_loop_free(loop), 0);

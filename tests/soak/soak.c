@@ -79,7 +79,7 @@ static uint32_t rnd(uint32_t *s)
 /* A pause of lo..hi ms. */
 static int nap(uint32_t *seed, uint32_t lo, uint32_t hi)
 {
-  return tdl_sleep_for((tdl_time_t)(lo + rnd(seed) % (hi - lo + 1)) * TDL_MSEC);
+  return tdl_sleep(tdl_after((tdl_time_t)(lo + rnd(seed) % (hi - lo + 1)) * TDL_MSEC));
 }
 
 static tdl_fiber_options small = {.stack_size = TDL_STACK_MIN, .detached = true};
@@ -88,7 +88,7 @@ static tdl_fiber_options normal = {.detached = true};
 static void spawn_worker(tdl_fiber_fn fn, void *arg, const tdl_fiber_options *o, tdl_fiber_t *out)
 {
   tdl_waitgroup_add(&S.wg, 1);
-  int e = tdl_fiber_spawn(S.loop, out, fn, arg, o);
+  int e = tdl_fiber_spawn(out, S.loop, fn, arg, o);
   if (e < 0) {
     tdl_waitgroup_add(&S.wg, -1);
     fprintf(stderr, "soak: tdl_fiber_spawn: %s\n", tdl_strerror(e));
@@ -225,10 +225,10 @@ static void *spawner(void *arg)
     char in[32];
     int len = snprintf(in, sizeof in, "soak %llu\n", (unsigned long long)S.spawns);
     tdl_process_run_result res;
-    int e = tdl_process_run(argv, NULL, in, (size_t)len, 4096, tdl_after(30 * TDL_SEC), &res);
+    int e = tdl_process_run(&res, argv, NULL, in, (size_t)len, 4096, tdl_after(30 * TDL_SEC));
     if (e < 0)
       bad("tdl_process_run", e);
-    else if (!tdl_exited(res.status) || tdl_exit_code(res.status) != 0 || res.out_len != (size_t)len ||
+    else if (!tdl_process_exited(res.status) || tdl_process_exit_code(res.status) != 0 || res.out_len != (size_t)len ||
              memcmp(res.out, in, (size_t)len) != 0)
       bad("cat's output", 0);
     else
@@ -258,9 +258,9 @@ static void *pool_user(void *arg)
   while (!S.stopping) {
     uint64_t n = 1000 + rnd(&seed) % 1000;
     void *r;
-    int e = tdl_blocking(sum_to, (void *)(uintptr_t)n, &r, tdl_after(30 * TDL_SEC));
+    int e = tdl_pool_call(TDL_LANE_USER, sum_to, (void *)(uintptr_t)n, NULL, &r, tdl_after(30 * TDL_SEC));
     if (e < 0)
-      bad("tdl_blocking", e);
+      bad("tdl_pool_call", e);
     else if ((uintptr_t)r != n * (n + 1) / 2)
       bad("pool result", 0);
     else
@@ -437,7 +437,7 @@ static int verdict = 1;
 static void *conductor(void *arg)
 {
   (void)arg;
-  tdl_time_t t0 = tdl_loop_now_update(S.loop);
+  tdl_time_t t0 = tdl_now();
   tdl_waitgroup_init(&S.wg);
 
   /* pipes: two fibers each */
@@ -482,7 +482,7 @@ static void *conductor(void *arg)
     }
   }
   printf("soak: %d s; %d fibers (%d idle), %d timers, %d pipes, %d channels, %d-loop group; set up in %.1f s\n",
-         S.seconds, FIBERS, S.nidle, TIMERS, S.npipes, CHANS, GROUP_LOOPS, (double)(tdl_loop_now_update(S.loop) - t0) / TDL_SEC);
+         S.seconds, FIBERS, S.nidle, TIMERS, S.npipes, CHANS, GROUP_LOOPS, (double)(tdl_now() - t0) / TDL_SEC);
 
   /* sample until the end */
   int every = S.seconds >= 300 ? 5 : 2;
@@ -524,7 +524,7 @@ static void *conductor(void *arg)
   if (e < 0)
     bad("workers did not finish", e);
   for (int i = 0; i < 500 && atomic_load(&S.posts_done) != S.posts_sent; i++)
-    tdl_sleep_for(10 * TDL_MSEC);
+    tdl_sleep(tdl_after(10 * TDL_MSEC));
 
   /* accounting */
   uint64_t lost = 0;
@@ -603,9 +603,9 @@ int main(int argc, char **argv)
       return 1;
     tdl_post_init(&posts[i], on_post, NULL);
   }
-  int e = tdl_group_start(&S.group, &(tdl_group_options){.loops = GROUP_LOOPS, .main = echo_main});
+  int e = tdl_group_new(&S.group, &(tdl_group_options){.loops = GROUP_LOOPS, .main = echo_main});
   if (e < 0) {
-    fprintf(stderr, "soak: tdl_group_start: %s\n", tdl_strerror(e));
+    fprintf(stderr, "soak: tdl_group_new: %s\n", tdl_strerror(e));
     return 1;
   }
   if ((e = tdl_loop_new(&S.loop, NULL)) < 0) {
@@ -613,7 +613,7 @@ int main(int argc, char **argv)
     return 1;
   }
   tdl_fiber_t c;
-  if ((e = tdl_fiber_spawn(S.loop, &c, conductor, NULL, &normal)) < 0 ||
+  if ((e = tdl_fiber_spawn(&c, S.loop, conductor, NULL, &normal)) < 0 ||
       (e = tdl_loop_run(S.loop, TDL_LOOP_DEFAULT)) < 0) {
     fprintf(stderr, "soak: main loop: %s\n", tdl_strerror(e));
     return 1;

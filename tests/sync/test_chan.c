@@ -165,18 +165,26 @@ static void closed_buffered_channel_drains_first(void **state)
   tdl_chan_free(C);
 }
 
-/* ---- destroy with waiters ---- */
+/* ---- freeing a channel in use ---- */
 
+/* Freeing or destroying a channel that fibers wait on fails with -EBUSY
+ * and changes nothing (treadle.h, Teardown): the waiters still wait, and a
+ * close lets them go; then the free succeeds. */
 static void *destroyer(void *arg)
 {
   (void)arg;
   tdl_fiber_yield();
-  tdl_chan_free(C); /* fibers still wait on it */
+  assert_int_equal(tdl_chan_free(C), -EBUSY); /* two receivers wait on it */
+  int v = 5;
+  assert_int_equal(tdl_chan_send(C, &v, TDL_FOREVER), 0); /* still works: one receiver takes it */
+  assert_int_equal(tdl_chan_free(C), -EBUSY);
+  assert_int_equal(tdl_chan_close(C), 0); /* the other wakes with -EPIPE, and leaves it alone */
+  assert_int_equal(tdl_chan_free(C), 0);
   C = NULL;
   return NULL;
 }
 
-static void destroy_wakes_waiters(void **state)
+static void free_in_use_is_refused(void **state)
 {
   (void)state;
   memset(close_results, 0, sizeof close_results);
@@ -185,8 +193,42 @@ static void destroy_wakes_waiters(void **state)
   go(recv_and_report, (void *)1);
   go(destroyer, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(close_results[0], -EBADF);
-  assert_int_equal(close_results[1], -EBADF);
+  assert_int_equal(close_results[0], 0);
+  assert_int_equal(close_results[1], -EPIPE);
+  assert_null(C);
+}
+
+/* A waiter whose wait was ended by a cancel (or its deadline) stays
+ * queued until its fiber runs again: until then the channel in the
+ * caller's memory is still in use. */
+static tdl_chan mem_ch;
+static tdl_fiber_t mem_waiter;
+static void *cancelled_waiter(void *arg)
+{
+  (void)arg;
+  int v;
+  assert_int_equal(tdl_chan_recv(&mem_ch, &v, TDL_FOREVER), -ECANCELED);
+  return NULL;
+}
+
+static void *mem_destroyer(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_chan_destroy(&mem_ch), -EBUSY); /* parked on it */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), mem_waiter), 0);
+  assert_int_equal(tdl_chan_destroy(&mem_ch), -EBUSY); /* woken, not yet gone */
+  tdl_fiber_yield();
+  assert_int_equal(tdl_chan_destroy(&mem_ch), 0);
+  return NULL;
+}
+
+static void destroy_waits_for_woken_waiters(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_chan_init(&mem_ch, sizeof(int), 0, NULL, 0), 0);
+  mem_waiter = go(cancelled_waiter, NULL);
+  go(mem_destroyer, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
 /* ---- deadlines and cancellation ---- */
@@ -239,7 +281,7 @@ static void cancelled_sender_delivers_nothing(void **state)
   (void)state;
   int rc = 0;
   assert_int_equal(tdl_chan_new(&C, sizeof(int), 0), 0);
-  assert_int_equal(tdl_fiber_spawn(L, &victim, cancelled_sender, &rc, NULL), 0);
+  assert_int_equal(tdl_fiber_spawn(&victim, L, cancelled_sender, &rc, NULL), 0);
   tdl_fiber_detach(L, victim);
   go(cancel_then_receive, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
@@ -260,10 +302,10 @@ static void bad_arguments(void **state)
   assert_int_equal(tdl_chan_new(&ch, 1, TDL_CHAN_MAX_BYTES + 1), -EINVAL);
   tdl_chan m;
   char buf[16];
-  assert_int_equal(tdl_chan_init_mem(&m, 4, 8, buf, sizeof buf), -EINVAL); /* too small */
-  assert_int_equal(tdl_chan_init_mem(&m, 4, 4, NULL, 16), -EINVAL);
-  assert_int_equal(tdl_chan_init_mem(&m, 4, 4, buf, sizeof buf), 0);
-  assert_int_equal(tdl_chan_init_mem(&m, 4, 0, NULL, 0), 0);
+  assert_int_equal(tdl_chan_init(&m, 4, 8, buf, sizeof buf), -EINVAL); /* too small */
+  assert_int_equal(tdl_chan_init(&m, 4, 4, NULL, 16), -EINVAL);
+  assert_int_equal(tdl_chan_init(&m, 4, 4, buf, sizeof buf), 0);
+  assert_int_equal(tdl_chan_init(&m, 4, 0, NULL, 0), 0);
   int v = 1;
   /* Outside a fiber the blocking forms refuse; the try_ forms work. */
   assert_int_equal(tdl_chan_send(&m, &v, TDL_FOREVER), -EPERM);
@@ -487,7 +529,7 @@ static void *canceller(void *arg)
 {
   (void)arg;
   for (int k = 0; k < 3; k++) {
-    tdl_sleep_for((tdl_time_t)(1 + rnd(3)) * TDL_MSEC);
+    tdl_sleep(tdl_after((tdl_time_t)(1 + rnd(3)) * TDL_MSEC));
     tdl_fiber_cancel(tdl_fiber_loop(), prod_h[rnd(NPROD)]);
   }
   return NULL;
@@ -506,7 +548,7 @@ static void randomized_model(void **state)
     assert_int_equal(tdl_chan_new(&R[i], sizeof(int), i % 2 ? 3 : 0), 0);
   producers_left = NPROD;
   for (int p = 0; p < NPROD; p++) {
-    assert_int_equal(tdl_fiber_spawn(L, &prod_h[p], producer, (void *)(intptr_t)p, NULL), 0);
+    assert_int_equal(tdl_fiber_spawn(&prod_h[p], L, producer, (void *)(intptr_t)p, NULL), 0);
     tdl_fiber_detach(L, prod_h[p]);
   }
   for (int c = 0; c < NCONS; c++)
@@ -534,7 +576,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(buffered_room_and_fifo_senders, setup, teardown),
       cmocka_unit_test_setup_teardown(close_wakes_everyone, setup, teardown),
       cmocka_unit_test_setup_teardown(closed_buffered_channel_drains_first, setup, teardown),
-      cmocka_unit_test_setup_teardown(destroy_wakes_waiters, setup, teardown),
+      cmocka_unit_test_setup_teardown(free_in_use_is_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(destroy_waits_for_woken_waiters, setup, teardown),
       cmocka_unit_test_setup_teardown(deadlines, setup, teardown),
       cmocka_unit_test_setup_teardown(cancelled_sender_delivers_nothing, setup, teardown),
       cmocka_unit_test(bad_arguments),

@@ -60,12 +60,12 @@ static void *waitkey(void *arg)
 static void *key_writer_and_client(void *arg)
 {
   (void)arg;
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(tdl_fiber_unpark(tdl_fiber_loop(), waiter), 0);
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(steps, 1);
   assert_int_equal(write(S[1], "hi", 2), 2);
-  tdl_sleep_for(TDL_MSEC);
+  tdl_sleep(tdl_after(TDL_MSEC));
   assert_int_equal(steps, 2);
   close(S[1]);
   S[1] = -1;
@@ -77,7 +77,7 @@ static void waitkey_without_a_helper_fiber(void **state)
   (void)state;
   open_pair();
   steps = 0;
-  assert_int_equal(tdl_fiber_spawn(L, &waiter, waitkey, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&waiter, L, waitkey, NULL, &(tdl_fiber_options){.detached = true}), 0);
   go(key_writer_and_client, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(steps, 3);
@@ -214,7 +214,7 @@ static void cancelled_select_lets_go(void **state)
   (void)state;
   open_pair();
   int r = 1;
-  assert_int_equal(tdl_fiber_spawn(L, &victim, victim_selects, &r, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&victim, L, victim_selects, &r, &(tdl_fiber_options){.detached = true}), 0);
   go(canceller, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(r, -ECANCELED);
@@ -295,7 +295,7 @@ static void select_misuse(void **state)
   (void)state;
   open_pair();
   tdl_fiber_t reader;
-  assert_int_equal(tdl_fiber_spawn(L, &reader, busy_reader, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&reader, L, busy_reader, NULL, &(tdl_fiber_options){.detached = true}), 0);
   go(misuse, &reader);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   /* Outside a fiber: select refuses, try_select works (an FD clause asks the

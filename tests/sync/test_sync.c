@@ -55,11 +55,11 @@ static tdl_once O;
 
 static void reset_objects(void)
 {
-  assert_int_equal(tdl_mutex_init(&M), 0);
-  assert_int_equal(tdl_cond_init(&C), 0);
+  tdl_mutex_init(&M);
+  tdl_cond_init(&C);
   assert_int_equal(tdl_sem_init(&S, 0, 0), 0);
-  assert_int_equal(tdl_waitgroup_init(&WG), 0);
-  assert_int_equal(tdl_once_init(&O), 0);
+  tdl_waitgroup_init(&WG);
+  tdl_once_init(&O);
   nev = 0;
 }
 
@@ -85,8 +85,8 @@ static void *first_holder(void *arg)
   go(locker, (void *)4);
   yield_n(3); /* they all queue */
   assert_int_equal(tdl_mutex_unlock(&M), 0);
-  /* Handed to 2, which has not run yet: no barging, by trylock or lock. */
-  assert_int_equal(tdl_mutex_trylock(&M), -EBUSY);
+  /* Handed to 2, which has not run yet: no barging, by try_lock or lock. */
+  assert_int_equal(tdl_mutex_try_lock(&M), -EBUSY);
   assert_false(tdl_mutex_owned(&M));
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), 0);
   note(10);
@@ -119,7 +119,7 @@ static void *lock_with_deadline(void *arg)
   tdl_time_t d = ms((tdl_time_t)(intptr_t)arg);
   int r = tdl_mutex_lock(&M, d);
   assert_int_equal(r, -ETIMEDOUT);
-  assert_true(tdl_loop_now(L) >= d);
+  assert_true(tdl_now() >= d);
   assert_false(tdl_mutex_owned(&M));
   note(3);
   return NULL;
@@ -131,7 +131,7 @@ static void *lock_forever_note(void *arg)
   note((int)(intptr_t)arg);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   /* Free mutex: a deadline already past does not matter. */
-  assert_int_equal(tdl_mutex_lock(&M, tdl_loop_now(L) - 1), 0);
+  assert_int_equal(tdl_mutex_lock(&M, tdl_now() - 1), 0);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   return NULL;
 }
@@ -160,7 +160,7 @@ static void *lock_expect_cancel(void *arg)
   while (M.owner)
     tdl_fiber_yield();
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), -ECANCELED);
-  assert_int_equal(tdl_mutex_trylock(&M), 0);
+  assert_int_equal(tdl_mutex_try_lock(&M), 0);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   return NULL;
 }
@@ -228,7 +228,7 @@ static void *mutex_misuser(void *arg)
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), 0);
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), -EDEADLK); /* recursive */
   assert_int_equal(tdl_mutex_lock(&M, ms(1)), -EDEADLK);
-  assert_int_equal(tdl_mutex_trylock(&M), -EDEADLK);
+  assert_int_equal(tdl_mutex_try_lock(&M), -EDEADLK);
   assert_true(tdl_mutex_owned(&M));
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   assert_int_equal(tdl_mutex_unlock(&M), -EPERM); /* twice */
@@ -237,7 +237,7 @@ static void *mutex_misuser(void *arg)
   tdl_fiber_yield();
   assert_non_null(M.owner);
   assert_int_equal(tdl_mutex_unlock(&M), -EPERM);
-  assert_int_equal(tdl_mutex_trylock(&M), -EBUSY);
+  assert_int_equal(tdl_mutex_try_lock(&M), -EBUSY);
   assert_false(tdl_mutex_owned(&M));
   assert_int_equal(tdl_mutex_destroy(&M), -EBUSY);
   *flag = 1;
@@ -253,7 +253,7 @@ static void mutex_misuse(void **state)
   reset_objects();
   /* Outside a fiber. */
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_mutex_trylock(&M), -EPERM);
+  assert_int_equal(tdl_mutex_try_lock(&M), -EPERM);
   assert_int_equal(tdl_mutex_unlock(&M), -EPERM);
   assert_false(tdl_mutex_owned(&M));
   int flag = 0;
@@ -299,13 +299,13 @@ static void *late_lockers(void *arg)
   tdl_mutex *m2 = arg;
   /* The owner is gone; the first acquisition reports it, once. */
   assert_null(M.owner);
-  assert_int_equal(tdl_mutex_trylock(m2), -EOWNERDEAD);
+  assert_int_equal(tdl_mutex_try_lock(m2), -EOWNERDEAD);
   assert_int_equal(tdl_mutex_unlock(m2), 0);
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), -EOWNERDEAD);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), 0);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
-  assert_int_equal(tdl_mutex_trylock(m2), 0);
+  assert_int_equal(tdl_mutex_try_lock(m2), 0);
   assert_int_equal(tdl_mutex_unlock(m2), 0);
   note(9);
   return NULL;
@@ -427,14 +427,14 @@ static void *cond_timeout_waiter(void *arg)
   (void)arg;
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), 0);
   /* Already past: at once, M never released. */
-  assert_int_equal(tdl_cond_wait(&C, &M, tdl_loop_now(L) - 1), -ETIMEDOUT);
+  assert_int_equal(tdl_cond_wait(&C, &M, tdl_now() - 1), -ETIMEDOUT);
   assert_true(tdl_mutex_owned(&M));
   note(1);
   go(hold_for, (void *)10); /* takes M while we wait, past our deadline */
   tdl_time_t d = ms(2);
   assert_int_equal(tdl_cond_wait(&C, &M, d), -ETIMEDOUT);
   assert_true(tdl_mutex_owned(&M)); /* taken back, after the holder let go */
-  assert_true(tdl_loop_now(L) >= d);
+  assert_true(tdl_now() >= d);
   note(3);
   assert_int_equal(tdl_mutex_unlock(&M), 0);
   return NULL;
@@ -977,7 +977,7 @@ static int recursive_init(void *arg)
 static void *once_timeout_caller(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_once_call(&O, recursive_init, NULL, tdl_loop_now(L) - 1), -ETIMEDOUT);
+  assert_int_equal(tdl_once_call(&O, recursive_init, NULL, tdl_now() - 1), -ETIMEDOUT);
   note(7);
   return NULL;
 }
@@ -1042,7 +1042,7 @@ static void outside_fibers(void **state)
   reset_objects();
   /* Every blocking call refuses at once. */
   assert_int_equal(tdl_mutex_lock(&M, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_mutex_trylock(&M), -EPERM);
+  assert_int_equal(tdl_mutex_try_lock(&M), -EPERM);
   assert_int_equal(tdl_mutex_unlock(&M), -EPERM);
   assert_int_equal(tdl_cond_wait(&C, &M, TDL_FOREVER), -EPERM);
   assert_int_equal(tdl_sem_acquire(&S, TDL_FOREVER), -EPERM);
@@ -1150,7 +1150,7 @@ static void *self_cancelled(void *arg)
   assert_int_equal(tdl_once_call(&O, recursive_init, NULL, TDL_FOREVER), -ECANCELED);
   assert_false(tdl_once_done(&O));
   /* The non-blocking ones work, so that the fiber can unwind. */
-  assert_int_equal(tdl_mutex_trylock(&M), 0);
+  assert_int_equal(tdl_mutex_try_lock(&M), 0);
   assert_int_equal(tdl_cond_wait(&C, &M, TDL_FOREVER), -ECANCELED);
   assert_true(tdl_mutex_owned(&M));
   assert_int_equal(tdl_mutex_unlock(&M), 0);
@@ -1536,7 +1536,7 @@ static tdl_time_t rdeadline(uint64_t *s)
 {
   switch (below(s, 4)) {
   case 0: return TDL_FOREVER;
-  case 1: return tdl_loop_now(L) - 1;
+  case 1: return tdl_now() - 1;
   case 2: return tdl_after((tdl_time_t)below(s, 100) * TDL_USEC);
   default: return tdl_after((tdl_time_t)below(s, 1500) * TDL_USEC);
   }
@@ -1584,7 +1584,7 @@ static bool r_locked_section(uint64_t *s, int idx)
     cs_leave();
     R.calls++;
     tdl_time_t d = below(s, 8) == 0 ? TDL_FOREVER : rdeadline(s);
-    bool past = d != TDL_FOREVER && d <= tdl_loop_now(L);
+    bool past = d != TDL_FOREVER && d <= tdl_now();
     int r = BLOCKING(tdl_cond_wait(&C, &M, d));
     count_result(r);
     if (r == -ETIMEDOUT && !past)
@@ -1681,12 +1681,12 @@ static void *r_chaos(void *arg)
 {
   (void)arg;
   uint64_t s = R.seed ^ 0xc4a05ull;
-  tdl_time_t last = tdl_loop_now(L);
+  tdl_time_t last = tdl_now();
   for (unsigned round = 0; R.finished < RFIBERS; round++) {
     tdl_fiber_yield();
-    if (tdl_loop_now(L) - last >= 2 * TDL_MSEC) {
+    if (tdl_now() - last >= 2 * TDL_MSEC) {
       R.signalled += tdl_cond_broadcast(&C);
-      last = tdl_loop_now(L);
+      last = tdl_now();
     }
     if (round % 64 == 63)
       assert_int_equal(tdl_sleep(tdl_after(100 * TDL_USEC)), 0);

@@ -25,7 +25,7 @@ static long rounds(long full) { return RUNNING_ON_VALGRIND ? full / 20 : full; }
 static tdl_group *run_group(unsigned loops, tdl_fiber_fn main)
 {
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = loops, .main = main}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = loops, .main = main}), 0);
   return g;
 }
 
@@ -153,12 +153,12 @@ static void *recv_cancel_close(void *arg)
     __atomic_store_n(&S.done, 3, __ATOMIC_SEQ_CST);
   } else {
     while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 1)
-      tdl_sleep_for(TDL_MSEC);
+      tdl_sleep(tdl_after(TDL_MSEC));
     void *r = NULL;
     assert_int_equal(tdl_port_call(tdl_group_port(tdl_group_self(), 1), cancel_there, NULL, &r, TDL_FOREVER), 0);
     assert_int_equal((intptr_t)r, 0);
     while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 2)
-      tdl_sleep_for(TDL_MSEC);
+      tdl_sleep(tdl_after(TDL_MSEC));
     /* The cancelled receiver took nothing: loop 2's gets this one. */
     v = 77;
     assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), 0);
@@ -166,7 +166,7 @@ static void *recv_cancel_close(void *arg)
     assert_int_equal(tdl_chan_close(S.a), -EPIPE);
     assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), -EPIPE);
     while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 3)
-      tdl_sleep_for(TDL_MSEC);
+      tdl_sleep(tdl_after(TDL_MSEC));
     tdl_group_stop(tdl_group_self());
   }
   return NULL;
@@ -265,8 +265,8 @@ static void one_loop_and_misuse(void **state)
   assert_int_equal(tdl_chan_new_shared(&ch[0], sizeof(long), 0), 0);
   assert_int_equal(tdl_chan_new_shared(&ch[1], sizeof(long), 2), 0);
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, ping, ch, &(tdl_fiber_options){.detached = true}), 0);
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, pong, ch, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, ping, ch, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, pong, ch, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(loop), 0);
   /* Outside fibers: the try calls work, the blocking ones refuse. */
@@ -291,6 +291,74 @@ static void one_loop_and_misuse(void **state)
   assert_int_equal(tdl_chan_free(ch[1]), 0);
 }
 
+/* ---- freeing a shared channel in use ---- */
+
+/* A fiber waits on the channel (on the same loop, so that the test knows
+ * when it waits); freeing it meanwhile is refused (-EBUSY) and changes
+ * nothing.  A close wakes the waiter; until the waiter has run again and
+ * left (a buffered one tries the ring once more), the free is still
+ * refused. */
+static tdl_loop *one_loop(void)
+{
+  tdl_loop *loop;
+  assert_int_equal(tdl_loop_new(&loop, NULL), 0);
+  return loop;
+}
+
+static void *waiting_receiver(void *arg)
+{
+  (void)arg;
+  long v;
+  S.results[0] = tdl_chan_recv(S.a, &v, tdl_after(60 * TDL_SEC));
+  S.done++;
+  return NULL;
+}
+
+static void *waiting_selector(void *arg)
+{
+  (void)arg;
+  long v;
+  tdl_select_op op = {.kind = TDL_SELECT_RECV, .ch = S.a, .val = &v};
+  S.results[1] = tdl_select(&op, 1, tdl_after(60 * TDL_SEC));
+  S.results[2] = op.result;
+  S.done++;
+  return NULL;
+}
+
+static void *freer(void *arg)
+{
+  (void)arg;
+  assert_int_equal(tdl_chan_free(S.a), -EBUSY); /* two fibers wait on it */
+  assert_int_equal(tdl_chan_len(S.a), 0);        /* still a channel */
+  assert_int_equal(tdl_chan_close(S.a), 0);
+  assert_int_equal(tdl_chan_free(S.a), -EBUSY); /* woken, not yet gone */
+  while (S.done < 2)
+    assert_int_equal(tdl_fiber_yield(), 0);
+  assert_int_equal(tdl_chan_free(S.a), 0);
+  S.a = NULL;
+  return NULL;
+}
+
+static void free_in_use_is_refused(void **state)
+{
+  (void)state;
+  for (size_t cap = 0; cap <= 4; cap += 4) {
+    memset(&S, 0, sizeof S);
+    assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+    tdl_loop *loop = one_loop();
+    tdl_fiber_options detached = {.detached = true};
+    assert_int_equal(tdl_fiber_spawn(NULL, loop, waiting_receiver, NULL, &detached), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, loop, waiting_selector, NULL, &detached), 0);
+    assert_int_equal(tdl_fiber_spawn(NULL, loop, freer, NULL, &detached), 0);
+    assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+    assert_int_equal(tdl_loop_free(loop), 0);
+    assert_null(S.a);
+    assert_int_equal(S.results[0], -EPIPE);
+    assert_int_equal(S.results[1], 0);  /* the clause won... */
+    assert_int_equal(S.results[2], -EPIPE); /* ...with the close */
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -300,6 +368,7 @@ int main(void)
       cmocka_unit_test(close_deadline_cancel),
       cmocka_unit_test(select_across_loops),
       cmocka_unit_test(one_loop_and_misuse),
+      cmocka_unit_test(free_in_use_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

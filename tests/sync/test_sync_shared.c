@@ -48,7 +48,7 @@ static void *adder(void *arg)
 
 static void *two_adders(void *arg)
 {
-  tdl_fiber_spawn(tdl_fiber_loop(), NULL, adder, arg, &(tdl_fiber_options){.detached = true});
+  tdl_fiber_spawn(NULL, tdl_fiber_loop(), adder, arg, &(tdl_fiber_options){.detached = true});
   return adder(arg);
 }
 
@@ -61,7 +61,7 @@ static void one_permit_excludes(void **state)
   assert_int_equal(tdl_waitgroup_init_shared(&S.wg), 0);
   assert_int_equal(tdl_waitgroup_add(&S.wg, 4), 0);
   tdl_group *g;
-  assert_int_equal(tdl_group_start(&g, &(tdl_group_options){.loops = 2, .main = two_adders}), 0);
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = two_adders}), 0);
   finish(g);
   assert_int_equal(S.counter, 4 * S.rounds);
   assert_int_equal(tdl_sem_value(&S.sem), 1);
@@ -100,7 +100,7 @@ static void from_a_plain_thread(void **state)
   assert_int_equal(tdl_waitgroup_init_shared(&S.wg), 0);
   assert_int_equal(tdl_waitgroup_add(&S.wg, 1), 0);
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, waiter, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, waiter, NULL, &(tdl_fiber_options){.detached = true}), 0);
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, plain_thread, NULL), 0);
   /* Only a parked fiber waiting for another thread: not a deadlock. */
@@ -148,8 +148,8 @@ static void cancel_and_misuse(void **state)
   assert_int_equal(tdl_sem_init_shared(&bad, 5, 2), -EINVAL);
   assert_int_equal(tdl_sem_init_shared(&S.sem, 0, 0), 0);
   tdl_loop *loop = t_loop_new();
-  assert_int_equal(tdl_fiber_spawn(loop, &parked, parks_on_sem, NULL, &(tdl_fiber_options){.detached = true}), 0);
-  assert_int_equal(tdl_fiber_spawn(loop, NULL, checks, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(&parked, loop, parks_on_sem, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, checks, NULL, &(tdl_fiber_options){.detached = true}), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_int_equal(tdl_loop_free(loop), 0);
   /* Outside a fiber: acquire refuses, the rest works. */

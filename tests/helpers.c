@@ -59,7 +59,7 @@ int t_hold_port(int family, int port)
   if (bind(s, (struct sockaddr *)&ss, len) < 0) {
     int e = errno;
     close(s);
-    return e == EADDRNOTAVAIL ? -EAFNOSUPPORT : -e; /* no ::1 on this host */
+    return e == EADDRNOTAVAIL ? -EAFNOSUPPORT : -e; /* no ::1 on the machine */
   }
   return s;
 }

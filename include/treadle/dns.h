@@ -110,16 +110,20 @@ TDL_API int tdl_dns_resolve(const char *host, const char *service, int family, t
 #define TDL_DNS_DIAL_MAX 16
 
 /*
- * From a fiber: connect to "host:port" and return the connected fd
- * (non-blocking, close-on-exec), like Go's net.Dial.
+ * From a fiber: connect to an address string and return the connected fd
+ * (non-blocking, close-on-exec), like Go's net.Dial.  The one way to connect
+ * to a string, be it a literal or a name.
  *
- * hostport: whatever tdl_dns_dial() takes ("127.0.0.1:80",
- *   "[::1]:80", "localhost:80", "unix:/run/app.sock"...), which goes
- *   straight to it with the same meaning; or "NAME:PORT", "[IPV6%ifname]:PORT"
- *   and "HOST:SERVICE" with host and port as tdl_dns_resolve takes them
- *   (a colon separates the port; an IPv6 literal goes in brackets).
+ * hostport: an address as tdl_addr_parse (net.h) reads it ("127.0.0.1:80",
+ *   "[::1]:80", "localhost:80", "*:80", "unix:/run/app.sock"...), which is
+ *   connected to at once, with no lookup and no pool thread: "localhost" and
+ *   the wildcard (the local host, as the kernel reads a connect to 0.0.0.0) try
+ *   127.0.0.1 and then ::1, both under the one deadline; or "NAME:PORT",
+ *   "[IPV6%ifname]:PORT" and "HOST:SERVICE", with host and port as
+ *   tdl_dns_resolve takes them (a colon separates the port; an IPv6 literal
+ *   goes in brackets).
  *
- * The name is resolved (AF_UNSPEC) and its addresses, at most the first
+ * A name is resolved (AF_UNSPEC) and its addresses, at most the first
  * TDL_DNS_DIAL_MAX, are tried one after another with tdl_net_connect, all
  * under the one deadline: resolving and every attempt.  So that one address
  * that never answers (its packets are dropped) cannot use up the whole
@@ -140,7 +144,8 @@ TDL_API int tdl_dns_resolve(const char *host, const char *service, int family, t
  *   unless that one only says its family is missing here (-EAFNOSUPPORT,
  *   -EADDRNOTAVAIL, -ENETUNREACH): then the first error that says more
  *   (-ECONNREFUSED, -EHOSTUNREACH, -ETIMEDOUT for an attempt whose share ran
- *   out...).  Literal forms: the errors of tdl_dns_dial.
+ *   out...).  A literal that is refused or unreachable on 127.0.0.1 is tried on
+ *   ::1 the same way.
  * Cost: tdl_dns_resolve's, then tdl_net_connect's per address tried.
  * Thread: the fiber's loop's thread.
  */

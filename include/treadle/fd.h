@@ -1,13 +1,17 @@
 /*
- * Fiber I/O: system calls that park the fiber, not the thread, on fds that
- * have readiness (sockets, pipes, terminals, eventfds...).  Include
- * <treadle.h>, not this file.  Regular files are fs.h's; connecting and
- * accepting, net.h's.
+ * Fiber I/O: the system calls on fds that have readiness (sockets, pipes,
+ * terminals, eventfds...), parking the fiber instead of the thread.  Include
+ * <treadle.h>, not this file.  Regular files are fs.h's (the kernel never
+ * says EAGAIN for them); accepting, connecting and whole-buffer transfers
+ * are net.h's, built on these.
  *
- * The rules of fiber.h hold: each call takes an absolute deadline, returns
- * -ETIMEDOUT when it passes and -ECANCELED on a cancelled fiber, and
- * -EPERM at once outside a fiber (tdl_fd_wait, tdl_fd_blocked and the
- * transfers); tdl_close works anywhere.
+ * fiber.h's rules hold: every call that can wait takes an absolute deadline
+ * and returns -ETIMEDOUT when it passes, -ECANCELED on a cancelled fiber,
+ * and -EPERM at once outside a fiber; tdl_close works anywhere.
+ *
+ * One reader and one writer fiber per fd at a time: a second fiber reading
+ * (or writing, or waiting in that direction) while one is parked gets
+ * -EBUSY.
  */
 #ifndef TREADLE_FD_H
 #define TREADLE_FD_H
@@ -24,6 +28,62 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- transfers ---- */
+
+/*
+ * I/O that parks the fiber instead of the thread.  Each tries the system call
+ * first and parks only on EAGAIN, so data that is already there costs no
+ * round trip through the loop.  The fd is made non-blocking on first use.
+ * Results are the system call's (bytes) or a negative errno;
+ * in addition: -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EBUSY (see
+ * tdl_fd_wait).  A partial transfer is returned as such (no retry loop); a
+ * timed-out call has transferred nothing.  MSG_DONTWAIT in the flags of
+ * tdl_recv, tdl_send, tdl_recvfrom or tdl_sendto means what it means to the
+ * kernel: -EAGAIN instead of parking.
+ *
+ * On a loop whose back end is uring (loop.h), a call that would park is
+ * handed to the kernel as an io_uring operation instead, and completes with
+ * the data: no second system call.  The kernel may then finish it just as its
+ * deadline passes or its fiber is cancelled: the call then returns what it
+ * transferred rather than -ETIMEDOUT or -ECANCELED, so nothing is lost.
+ * tdl_recvfrom and tdl_sendto wait for readiness on every back end.
+ *
+ * An fd used with these calls must be closed with tdl_close (below).
+ */
+TDL_API ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline);
+TDL_API ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline);
+TDL_API ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
+TDL_API ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
+TDL_API ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline);
+TDL_API ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline);
+TDL_API ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+                             socklen_t *addrlen, tdl_time_t deadline);
+TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,
+                           socklen_t addrlen, tdl_time_t deadline);
+
+/*
+ * Close fd: wake the fibers waiting on it (they get -EBADF), forget what
+ * the loops of the calling thread know about it (in a fiber, its loop's;
+ * outside a fiber, every loop of the thread), then close(2) it.  For any
+ * fd: sockets, pipes, files.  An fd used with the calls of this header
+ * must be closed with it: a plain close() leaves the loop's state behind
+ * for a later fd with the same number, and on a uring loop an operation in
+ * flight keeps the file open until it ends.
+ * Returns 0, or close(2)'s error (-EBADF, -EIO...).  Linux releases the fd
+ * even when close(2) fails, so the call is never to be retried, and -EINTR
+ * is reported as 0.
+ * Close never blocks, with one exception that is the kernel's: a socket
+ * whose SO_LINGER is on with a non-zero time makes close(2) wait, even on a
+ * non-blocking socket, until its unsent data is acknowledged or that time
+ * passes, and the whole loop waits with it.  Linger with a time of 0 (a
+ * reset) does not wait; for a bounded graceful close, use
+ * tdl_net_shutdown(fd, SHUT_WR) and read until the end under a deadline,
+ * then tdl_close.
+ */
+TDL_API int tdl_close(int fd);
+
+/* ---- waiting for readiness, for I/O made outside these calls ---- */
 
 /* Park until fd is ready for `events` (TDL_READ and/or TDL_WRITE); returns
  * the ready events (> 0, including TDL_ERR/TDL_HUP when they happened).
@@ -48,41 +108,8 @@ TDL_API int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline);
  * (fd < 0) or -ENOMEM. */
 TDL_API int tdl_fd_blocked(int fd, unsigned events);
 
-/*
- * I/O that parks the fiber instead of the thread.  Each tries the system call
- * first and parks only on EAGAIN, so data that is already there costs no
- * round trip through the loop.  The fd is made non-blocking on first use.
- * Results are the system call's (bytes, or the new fd) or a negative errno;
- * in addition: -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EBUSY (see
- * tdl_fd_wait).  A partial transfer is returned as such (no retry loop); a
- * timed-out call has transferred nothing.  MSG_DONTWAIT in the flags of
- * tdl_recv, tdl_send, tdl_recvfrom or tdl_sendto means what it means to the
- * kernel: -EAGAIN instead of parking.
- *
- * On a loop whose back end is uring (loop.h), a call that would park is
- * handed to the kernel as an io_uring operation instead, and completes with
- * the data: no second system call.  The kernel may then finish it just as its
- * deadline passes or its fiber is cancelled: the call then returns what it
- * transferred rather than -ETIMEDOUT or -ECANCELED, so nothing is lost.
- * tdl_recvfrom and tdl_sendto wait for readiness on every back end.
- *
- * An fd used with these calls must be closed with tdl_close(), which also
- * wakes any fiber still waiting on it (with -EBADF) and clears what the loop
- * cached about the fd; a plain close() leaves that state behind for a later
- * fd with the same number (and on uring, an operation in flight on it keeps
- * the file open until the operation ends).
- */
-TDL_API ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline);
-TDL_API ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline);
-TDL_API ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
-TDL_API ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline);
-TDL_API ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline);
-TDL_API ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline);
-TDL_API ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
-                             socklen_t *addrlen, tdl_time_t deadline);
-TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,
-                           socklen_t addrlen, tdl_time_t deadline);
-/* (Accepting and connecting are in net.h: tdl_net_accept, tdl_net_connect.) */
+/* ---- receiving ahead and sending behind (io_uring loops) ---- */
+
 /*
  * Receive ahead on a connected stream socket (uring loops only): the kernel
  * keeps one multishot receive armed on fd and receives into the loop's
@@ -178,17 +205,6 @@ TDL_API int tdl_fd_writebehind(int fd, bool on);
  * fiber is writing fd and waits), -EPERM (outside a fiber).  On an fd that
  * does not send behind: 0 at once. */
 TDL_API int tdl_fd_flush(int fd, tdl_time_t deadline);
-/* Wake fibers waiting on fd (they get -EBADF), forget it, close it.  Usable
- * outside fibers too (it then clears the fd in every loop of the calling
- * thread).  Returns 0 or close()'s error.
- * Close never blocks, with one exception that is the kernel's: a socket
- * whose SO_LINGER is on with a non-zero time makes close(2) wait, even on a
- * non-blocking socket, until its unsent data is acknowledged or that time
- * passes, and the whole loop waits with it (measured: 2 s for {1, 2} with a
- * peer that does not read).  Linger with a time of 0 (a reset) does not
- * wait; for a bounded graceful close, use tdl_net_shutdown(fd, SHUT_WR) and
- * read until the end under a deadline, then tdl_close. */
-TDL_API int tdl_close(int fd);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@
  * tdl_sleep, tdl_chan_recv, ...) and the call cannot complete at once, the
  * fiber parks and the loop runs other fibers and callbacks until the fd is
  * ready, the deadline passes, or something wakes it.  A switch between fibers
- * saves a few registers (~10 ns); no system call is made.
+ * saves and restores a few registers; no system call is made.
  *
  * Scheduling: runnable fibers run in FIFO order; a fiber that yields goes to
  * the back.  A fiber runs until it blocks or yields: there is no preemption.
@@ -21,7 +21,7 @@
  * succeed.  A call on a cancelled fiber returns -ECANCELED.  A blocking call
  * made outside a fiber (from main before the loop runs, or from a callback)
  * returns -EPERM at once; it never blocks the thread.  (The exceptions are
- * spawn.h's tdl_process_wait and tdl_process_run, which outside a fiber
+ * process.h's tdl_process_wait and tdl_process_run, which outside a fiber
  * block the calling thread, as documented there.)
  *
  * Handles: a tdl_fiber_t names a fiber until it has been joined, or has
@@ -44,9 +44,7 @@
 #endif
 
 #include <stdbool.h>
-#include <sys/socket.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,16 +83,19 @@ typedef struct tdl_fiber_options {
  * NULL.
  * Errors: -EINVAL (stack size below TDL_STACK_MIN or above TDL_STACK_MAX, or
  * fn NULL); -ENOMEM (no memory for the stack; nothing is left behind).
- * Cost: a few ns with a cached stack, ~11 us for a new one.
+ * Cost: no system call with a stack from the loop's cache (see
+ * tdl_fiber_stats); a new stack costs an mmap, an mprotect for its guard and
+ * a page fault.
  *
  * Stacks: each has a PROT_NONE guard page below it, so an overflow stops the
  * process with a message naming the fiber instead of corrupting memory.  The
  * kernel allows only so many separate mappings (vm.max_map_count): past a
- * quarter of that limit (~16,000 fibers by default), new stacks are mapped
+ * quarter of that limit (16,382 fibers with Linux's default), new stacks are mapped
  * without a guard, so that 100,000 and more fibers still fit; an overflow
  * of such a stack goes undetected.  tdl_fiber_stats_get() reports how many.
  */
-TDL_API int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts);
+TDL_API int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg,
+                            const tdl_fiber_options *opts);
 
 /* The running fiber's handle, or 0 outside a fiber. */
 TDL_API tdl_fiber_t tdl_fiber_self(void);
@@ -166,7 +167,6 @@ TDL_API int tdl_fiber_main(tdl_fiber_fn fn, void *arg, void **result);
 
 /* Park until the deadline.  Returns 0, -ECANCELED, or -EPERM. */
 TDL_API int tdl_sleep(tdl_time_t deadline);
-
 
 /* ---- fiber-local storage ---- */
 

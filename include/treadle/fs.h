@@ -7,10 +7,10 @@
  *
  *   reads (read, pread, preadv) first try preadv2(..., RWF_NOWAIT), which
  *     the kernel answers only from the page cache and otherwise refuses with
- *     EAGAIN at once.  A cached 4 KiB read so costs one system call (well
- *     under a microsecond) and no thread; only a miss goes to the
- *     blocking-work pool (pool.h, TDL_LANE_FILE), which costs a hand-off
- *     of several microseconds on top of the disk's time.
+ *     EAGAIN at once.  A cached read so costs one system call and no
+ *     thread; only a miss goes to the blocking-work pool (pool.h,
+ *     TDL_LANE_FILE), which adds a hand-off to another thread and back to
+ *     the disk's time.
  *   writes (write, pwrite, pwritev) try pwritev2(..., RWF_NOWAIT) the same
  *     way.  Where the file system refuses buffered RWF_NOWAIT writes
  *     (ext4 does, with EOPNOTSUPP) the first refusal is remembered and every
@@ -18,13 +18,14 @@
  *     quick but can wait on dirty-page throttling for a long time.
  *   fsync, fdatasync, open, stat, unlink, rename, mkdir always run on the
  *     pool: each may wait for the disk (a journal commit, a directory block).
- *   fstat and close run directly: they touch only what the open fd holds
- *     (and, unlike the others, work outside fibers too).
+ *   fstat runs directly: it touches only what the open fd holds (and,
+ *     unlike the others, works outside fibers too).  Close a file with
+ *     tdl_close (fd.h), which never blocks either.
  *
  * tdl_fs_stats_get says how many calls took each path.
  *
  * These are for regular files and directories.  Pipes, sockets and
- * terminals have readiness: use tdl_read and friends (fiber.h), or a pool
+ * terminals have readiness: use tdl_read and friends (fd.h), or a pool
  * thread would be held for as long as the peer stays silent.
  *
  * Deadlines and cancels.  A call that has not started when its deadline
@@ -36,8 +37,7 @@
  * returned).  A deadline already past returns -ETIMEDOUT without a call.
  *
  * Files are opened close-on-exec (O_CLOEXEC is added), as every fd treadle
- * makes.  tdl_close is close(2) that never asks for a retry: Linux
- * releases the fd even when close fails, so -EINTR is reported as 0.
+ * makes.
  *
  * Results and errors are those of the system call, negated: a count, or
  * -ENOENT, -EISDIR, -EACCES, -EBADF, -EINVAL, ...  Reads may return fewer
@@ -116,7 +116,7 @@ typedef enum tdl_fs_engine { TDL_FS_AUTO = 0, TDL_FS_POOL = 1, TDL_FS_DIRECT = 2
 TDL_API int tdl_fs_set_engine(tdl_fs_engine engine);
 
 typedef struct tdl_fs_stats {
-  uint64_t direct;      /* calls made on the loop's thread (reads the page cache answered, fstat, close) */
+  uint64_t direct;      /* calls made on the loop's thread (reads the page cache answered, fstat) */
   uint64_t pool;        /* calls run on the pool */
   uint64_t nowait_miss; /* reads or writes first refused by RWF_NOWAIT (then run on the pool or the ring) */
   uint64_t ring;        /* reads and writes run as io_uring operations (uring loops) */

@@ -1,6 +1,6 @@
 /*
  * The event loop: fd readiness, timers, wakeups from other threads, signals,
- * deferred callbacks, hooks and the watchdog.  Include <treadle.h>, not this
+ * deferred callbacks, observers and the watchdog.  Include <treadle.h>, not this
  * file.
  *
  * A loop runs on one thread.  It sleeps in its back end (epoll on Linux, or
@@ -71,7 +71,7 @@ TDL_API int tdl_loop_new(tdl_loop **out, const tdl_loop_options *opts);
  * while it runs or while any watcher, timer, signal, wakeup or deferred
  * callback is still started on it (stop them first: the caller owns their
  * memory), or any fiber is not released yet: a fiber is released when it has
- * been joined, or has finished after being detached.  Hooks do not count, nor
+ * been joined, or has finished after being detached.  Observers do not count, nor
  * does a watchdog: freeing stops it (see tdl_watchdog_stop). */
 TDL_API int tdl_loop_free(tdl_loop *loop);
 
@@ -122,7 +122,8 @@ TDL_API tdl_time_t tdl_loop_timeout(tdl_loop *loop);
  */
 
 /* Now: the cached time of the loop this thread is running (inside one of its
- * callbacks or fibers), else a fresh reading of the clock (~20 ns, vDSO).
+ * callbacks or fibers), else a fresh reading of the clock (no system call:
+ * the vDSO).
  * Usable anywhere, with or without a loop. */
 TDL_API tdl_time_t tdl_now(void);
 
@@ -398,7 +399,7 @@ TDL_API int tdl_signal_stop(tdl_loop *loop, tdl_signal *s);
 static inline bool tdl_signal_active(const tdl_signal *s) { return s->link.next != NULL; }
 
 /* ------------------------------------------------------------------------ */
-/* Deferred callbacks and hooks                                              */
+/* Deferred callbacks and observers                                          */
 /* ------------------------------------------------------------------------ */
 
 typedef struct tdl_defer tdl_defer;
@@ -427,7 +428,7 @@ typedef enum tdl_observer_kind {
 } tdl_observer_kind;
 
 typedef struct tdl_observer tdl_observer;
-typedef void (*tdl_observer_cb)(tdl_loop *loop, tdl_observer *h);
+typedef void (*tdl_observer_cb)(tdl_loop *loop, tdl_observer *o);
 
 struct tdl_observer {
   void *data;
@@ -436,13 +437,19 @@ struct tdl_observer {
   int kind;
 };
 
-/* Prepare h to call cb(loop, h).  Never fails. */
-TDL_API void tdl_observer_init(tdl_observer *h, tdl_observer_cb cb, void *data);
-/* Call h on every iteration at the given point.  Hooks do not keep the loop
- * alive.  Errors: -EINVAL for an unknown kind. */
-TDL_API int tdl_observer_start(tdl_loop *loop, tdl_observer *h, tdl_observer_kind kind);
-TDL_API int tdl_observer_stop(tdl_loop *loop, tdl_observer *h);
-static inline bool tdl_observer_active(const tdl_observer *h) { return h->link.next != NULL; }
+/*
+ * An observer: a callback the loop runs on every iteration at one point
+ * around its poll (libuv's prepare and check handles), e.g. to flush what
+ * the iteration's callbacks buffered just before the loop may sleep.
+ */
+
+/* Prepare o to call cb(loop, o).  Never fails. */
+TDL_API void tdl_observer_init(tdl_observer *o, tdl_observer_cb cb, void *data);
+/* Call o on every iteration at the given point.  Observers do not keep the
+ * loop alive.  Errors: -EINVAL for an unknown kind. */
+TDL_API int tdl_observer_start(tdl_loop *loop, tdl_observer *o, tdl_observer_kind kind);
+TDL_API int tdl_observer_stop(tdl_loop *loop, tdl_observer *o);
+static inline bool tdl_observer_active(const tdl_observer *o) { return o->link.next != NULL; }
 
 /* ------------------------------------------------------------------------ */
 /* Watchdog: finding the call that blocks a loop                             */
@@ -488,7 +495,7 @@ typedef struct tdl_watchdog_report {
   const char *loop_name;  /* tdl_watchdog_options.name, or "" */
   /* The fiber that was running when the stall was noticed ("" if it has no
    * name), or NULL when the loop was in its own code: a callback of a
-   * watcher, timer, hook, deferred callback or post. */
+   * watcher, timer, observer, deferred callback or post. */
   const char *fiber;
   uint64_t fiber_id;      /* that fiber's id (tdl_fiber_info.id), 0 for a callback */
   tdl_time_t since;       /* when the loop left its poll (the loop's time) */

@@ -23,7 +23,8 @@
  *
  * Names resolve nowhere here: addresses are literals, the wildcard, or
  * "localhost" (no DNS, no /etc/hosts; see tdl_addr_parse).  Host names are
- * dns.h's: tdl_dns_resolve, and tdl_dns_dial for "host:port".
+ * dns.h's: tdl_dns_resolve; and tdl_dns_dial connects to any address string,
+ * a literal or a name ("10.0.0.7:80", "localhost:80", "db.internal:5432").
  */
 #ifndef TREADLE_NET_H
 #define TREADLE_NET_H
@@ -88,8 +89,8 @@ typedef struct tdl_addr {
  * "localhost" needs no resolver: RFC 6761 (section 6.3) lets name APIs map
  * it to the loopback without asking DNS, and treadle does, without reading
  * /etc/hosts either.  tdl_addr_parse() gives 127.0.0.1; tdl_dns_dial()
- * tries 127.0.0.1 and then ::1.  Other host names are refused for now (name
- * resolution blocks, and comes with a pool for blocking work).
+ * tries 127.0.0.1 and then ::1.  Other host names are refused here: they
+ * are resolved by dns.h, on the pool (a lookup blocks).
  *
  * Errors: -EINVAL for NULL arguments or any string not of these forms; *a is
  * then zeroed (len 0).  tdl_addr_parse_error() says what is wrong and where.

@@ -4,7 +4,7 @@
  *
  * A fiber that calls something that blocks (a file read that misses the
  * page cache, a name lookup, a library that does its own I/O) stalls every
- * fiber of its loop.  tdl_blocking runs such a call on a pool thread and
+ * fiber of its loop.  tdl_pool_call runs such a call on a pool thread and
  * parks only the calling fiber; the result comes back through the fiber's
  * loop (a post to its port: a wake-up only if that loop sleeps).
  *
@@ -16,7 +16,7 @@
  * is idle, up to a cap (default 256), and a thread idle for a few seconds
  * (default 5) exits.  Work goes in lanes, each with a cap on the threads it
  * may hold at once, so that one kind cannot starve another: TDL_LANE_USER
- * (tdl_blocking's), TDL_LANE_FILE (fs.h's file calls), TDL_LANE_NAME (host
+ * (your work), TDL_LANE_FILE (fs.h's file calls), TDL_LANE_NAME (host
  * names; at most half the threads by default: a slow DNS server must not
  * hold up file reads).  Within a lane, work starts in the order it came.
  *
@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 typedef enum tdl_lane {
-  TDL_LANE_USER = 0, /* tdl_blocking */
+  TDL_LANE_USER = 0, /* the program's own work */
   TDL_LANE_FILE = 1, /* file calls (fs.h) */
   TDL_LANE_NAME = 2, /* host names */
 } tdl_lane;
@@ -83,7 +83,7 @@ TDL_API int tdl_pool_configure(const tdl_pool_options *opts);
  * way back is a post to the fiber's loop.
  */
 TDL_API int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg),
-                              void **result, tdl_time_t deadline);
+                          void **result, tdl_time_t deadline);
 
 typedef struct tdl_pool_stats {
   unsigned threads;            /* started and not exited */

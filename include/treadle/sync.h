@@ -1,10 +1,11 @@
 /*
- * Synchronization between the fibers of one loop: mutex, condition variable,
- * counting semaphore, wait group, once.  Include <treadle.h>.
+ * Synchronization between fibers: mutex, condition variable, counting
+ * semaphore, wait group, once, and channels with select (at the end).
+ * Include <treadle.h>.
  *
- * Memory.  Every object is a struct the caller owns.  It is ready when
+ * Memory.  Every lock is a struct the caller owns.  It is ready when
  * zero-filled, when set from its TDL_*_INIT macro, or after its init
- * function; nothing is ever allocated.  A fiber that must wait links a record
+ * function; nothing is allocated (but for the _shared forms).  A fiber that must wait links a record
  * that lives on its own stack into the object's queue.  An object must not be
  * moved or freed while it is in use (see the destroy functions).
  *
@@ -23,7 +24,7 @@
  *   - sticky cancellation: on a cancelled fiber, a blocking call returns
  *     -ECANCELED at once, even when it could have succeeded without waiting
  *     (as fiber I/O does); a fiber cancelled while it waits wakes with
- *     -ECANCELED.  The non-blocking calls (trylock, unlock, try_acquire,
+ *     -ECANCELED.  The non-blocking calls (try_lock, unlock, try_acquire,
  *     release, signal, add, done) still work, so that a cancelled fiber can
  *     unwind: unlock what it holds, give back its permits.
  *   - outside a fiber (in main, in a callback), blocking calls return -EPERM
@@ -51,13 +52,11 @@
  * the caller freed it.  On success the object is reset to its initial state
  * and may be freed or reused.
  *
- * Threads.  These objects are for the fibers of loops run by one thread; they
- * are not THREAD-SAFE, except a semaphore or wait group made with its
- * _init_shared function, which fibers of several loops (and, for releasing,
- * any thread) may use at once.
- *
- * Fields of the structs below are private; they are public only so that the
- * objects can live in the caller's memory.
+ * Threads.  These objects are for the fibers of one loop; they are not
+ * THREAD-SAFE, except a semaphore, wait group or channel made by its
+ * _shared constructor, which fibers of several loops (and, for releasing,
+ * any thread) may use at once.  A mutex is for one loop's fibers only: a
+ * shared semaphore of one permit excludes across loops.
  */
 #ifndef TREADLE_SYNC_H
 #define TREADLE_SYNC_H
@@ -115,9 +114,9 @@ TDL_API void tdl_mutex_init(tdl_mutex *m);
  *   -ETIMEDOUT   the deadline passed first (the caller does not hold m);
  *   -ECANCELED   the fiber is cancelled (does not hold m);
  *   -EPERM       called outside a fiber.
- * Cost: uncontended, ~3 ns (a lock/unlock pair measured ~6 ns of CPU on a
- * 2-core AMD EPYC VM) and never a system call; contended, one park, and the
- * unlock that hands it over costs ~25 ns including the switch.
+ * Cost: uncontended, a few stores and never a system call; contended, one
+ * park, and the unlock that hands it over queues the waiter (its run is
+ * one register switch).
  */
 TDL_API int tdl_mutex_lock(tdl_mutex *m, tdl_time_t deadline);
 
@@ -257,8 +256,8 @@ TDL_API int tdl_sem_init_shared(tdl_sem *s, uint32_t value, uint32_t max);
 
 /* Take one permit, waiting until the deadline if there is none.
  * Returns 0, -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber).  A call that
- * fails took no permit.  Cost: O(1), a few ns; one park when it must wait (a
- * release/acquire ping-pong between two fibers costs ~27 ns per hop). */
+ * fails took no permit.  Cost: O(1), no system call; one park when it must
+ * wait. */
 TDL_API int tdl_sem_acquire(tdl_sem *s, tdl_time_t deadline);
 
 /* Take one permit if one is free; never waits; callable anywhere.

@@ -13,10 +13,11 @@
  * Status flags (MXCSR exception flags, x87 status word, FPSR) are not
  * per-context: like errno, treat them as clobbered by any switch.  A switch
  * never makes a system call; in particular the signal mask is per thread,
- * not per fiber (glibc's swapcontext pays ~300 ns for that syscall).
+ * not per fiber (glibc's swapcontext pays a system call for it on every
+ * switch).
  *
- * Cost: ~9 ns per switch on an idle reference machine (MEASURED.md); 15-17
- * ns measured while the 2-vCPU VM ran other builds (x86-64).
+ * Cost: a few loads and stores of registers (docs/PERFORMANCE.md, ring and
+ * chan, has what a hop between fibers costs).
  *
  * Use from the scheduler: call tdl__switch() / tdl__switch_exit() for every
  * switch and tdl__switch_entered() first thing in every fiber entry

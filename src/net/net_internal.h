@@ -81,7 +81,7 @@ int tdl__addr_parse_kind(tdl_addr *a, const char *s, int *kind);
 void tdl__addr_ip(tdl_addr *a, int family, bool loopback, int port);
 
 /* Connect to an address string of tdl_addr_parse's forms (no host names):
- * "localhost" tries 127.0.0.1 then ::1, the wildcard means this host; the
+ * "localhost" tries 127.0.0.1 then ::1, the wildcard means the local host; the
  * one deadline covers both tries.  tdl_dns_dial's path for literals. */
 int tdl__net_dial_literal(const char *s, tdl_time_t deadline);
 

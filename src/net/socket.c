@@ -327,7 +327,7 @@ int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
 /* ---- listen and connect from a string ---- */
 
 /* The addresses a string stands for, in the order to try them: a literal is
- * itself; "localhost" (and, for connecting, the wildcard: "this host", as
+ * itself; "localhost" (and, for connecting, the wildcard: the local host, as
  * the kernel reads a connect to 0.0.0.0) is 127.0.0.1 then ::1; the wildcard
  * for listening is [::] then 0.0.0.0.  Returns their count or -EINVAL. */
 static int candidates(const char *s, bool listening, tdl_addr c[2])

@@ -40,8 +40,8 @@ int tdl__spawn_debug;
 
 /* The child runs only spawn_child.c's few frames and system calls; 64 KiB
  * leaves room for sanitizer builds.  One stack is kept for the next spawn:
- * mapping and faulting in a fresh one costs ~11 us (MEASURED.md), a few
- * percent of a whole spawn.  Concurrent spawns simply map their own. */
+ * mapping and faulting in a fresh one costs an mmap, an mprotect and page
+ * faults, a few percent of a whole spawn.  Concurrent spawns simply map their own. */
 #define CHILD_STACK_SIZE (64 * 1024)
 
 static _Atomic(void *) stack_cache;

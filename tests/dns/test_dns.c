@@ -300,7 +300,7 @@ static void *hosts_body(void *arg)
     inet_ntop(AF_INET, &want.u.in4.sin_addr, ip, sizeof ip);
     snprintf(at, sizeof at, "%s:0", ip);
     tdl_addr bound;
-    int lfd = listen_on(at, &bound); /* any of 127/8 is this host */
+    int lfd = listen_on(at, &bound); /* any of 127/8 is the local host */
     snprintf(to, sizeof to, "%s:%d", name, tdl_addr_port(&bound));
     int c = tdl_dns_dial(to, tdl_after(LONG));
     if (c < 0)

@@ -1,4 +1,4 @@
-/* Accepting while the process is out of fds (issue 5, item 2).
+/* Accepting while the process is out of fds (tdl_net_accept, net.h).
  *
  * A forked child lowers RLIMIT_NOFILE, opens fds until it gets EMFILE and
  * then accepts in a loop, as a server would.  The parent hammers the listener

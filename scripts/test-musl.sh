@@ -9,25 +9,49 @@
 #
 # The tests need a cmocka built against musl, and Debian ships none.  Its
 # source package is fetched from the Debian archive, verified by apt against
-# the archive's signed index, and built into $build/deps.  apt runs with its
-# own lists, cache and sources under $build/apt (a deb-src line for this
-# release), so the machine's apt sources are neither needed nor changed.
+# the archive's signed index (debian-archive-keyring), and built into
+# $build/deps.  The archive is the one this machine's apt already uses for
+# this release's main component, as apt itself reads its sources
+# (/etc/apt/sources.list, sources.list.d/*.list and deb822 *.sources); apt
+# then runs with its own lists, cache and sources under $build/apt (a deb-src
+# line for that archive), so the machine's apt state is not changed.
 #
 # Environment: WERROR=ON|OFF (default OFF), JOBS (default 2),
-#   TDL_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+#   TDL_DEBIAN_MIRROR (the archive's URI, e.g. http://mirror.example/debian:
+#   overrides the one from apt's sources).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=$PWD/build/musl
 jobs=${JOBS:-2}
-mirror=${TDL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 prefix=$build/deps
 
 scripts/deps.sh musl
 
+# The URI of the Debian archive that apt's sources name first for release $1's
+# main component (its -updates or -backports suite will do: the same
+# archive; not -security, another one).  --no-release-info: apt lists its
+# sources without having downloaded their indexes.
+debian_archive() {
+  apt-get --no-release-info indextargets --format '$(RELEASE) $(COMPONENT) $(REPO_URI)' |
+    awk -v c="$1" '$2 != "main" { next }
+      $1 == c && !exact { exact = $3 }
+      index($1, c "-") == 1 && $1 != c "-security" && !near { near = $3 }
+      END { if (exact) print exact; else if (near) print near }'
+}
+
 # --- cmocka for musl ----------------------------------------------------------
 if [ ! -f "$prefix/lib/pkgconfig/cmocka.pc" ]; then
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+  mirror=${TDL_DEBIAN_MIRROR:-}
+  if [ -z "$mirror" ]; then
+    mirror=$(debian_archive "$codename") || mirror=""
+  fi
+  if [ -z "$mirror" ]; then
+    echo "musl: apt has no source for Debian $codename main (apt-get indextargets);" \
+      "set TDL_DEBIAN_MIRROR to a Debian archive's URI" >&2
+    exit 1
+  fi
   apt=$build/apt
   rm -rf "$apt" "$build/cmocka-src" "$build/cmocka-build"
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/parts" "$apt/src"
@@ -39,7 +63,7 @@ if [ ! -f "$prefix/lib/pkgconfig/cmocka.pc" ]; then
   if [ "$(id -u)" = 0 ] && id _apt >/dev/null 2>&1; then
     chown _apt "$apt/src"
   fi
-  echo "musl: fetching Debian's cmocka source ($codename)" >&2
+  echo "musl: fetching Debian's cmocka source ($codename, from $mirror)" >&2
   apt-get "${aptopts[@]}" update >/dev/null
   (cd "$apt/src" && apt-get "${aptopts[@]}" source --download-only cmocka >/dev/null)
   # The upstream tarball alone: Debian's only patch concerns the docs.

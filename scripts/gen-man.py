@@ -84,6 +84,7 @@ def comment_lines(raw):
 
 
 BANNER_RULE = re.compile(r"^/\* -{20,} \*/$")
+SPDX_LINE = re.compile(r"^/\*\s*SPDX-License-Identifier:.*\*/$")
 BANNER_INLINE = re.compile(r"^/\* -{3,} (.*?) -{3,} \*/$")
 FUNC_NAME = re.compile(r"\b(tdl_[a-z0-9_]+)\s*\(")
 
@@ -100,6 +101,8 @@ def scan(path):
         start = i + 1
         if not s:
             items.append(Item("blank", "", start))
+            i += 1
+        elif SPDX_LINE.match(s):  # the licence line: not documentation
             i += 1
         elif BANNER_RULE.match(s) and i + 2 < len(lines) and BANNER_RULE.match(lines[i + 2].strip()):
             title = lines[i + 1].strip()[2:-2].strip()

@@ -11,14 +11,16 @@ file's first line, or its first after a "#!" line (and after a Python
 encoding declaration, which must stay on line 1 or 2):
 
     C, headers, assembly (.c .h .S .s)      /* <tag>: MIT */
+    Go and Rust (.go go.mod .rs)            // <tag>: MIT
     CMake (CMakeLists.txt .cmake .cmake.in) # <tag>: MIT
     Python (.py, or a python "#!")          # <tag>: MIT
     shell (.sh, or an sh/bash "#!")         # <tag>: MIT
+    Makefile, Cargo.toml, the pkg-config
+    and nginx templates (.pc.in .conf.in)   # <tag>: MIT
 
 (<tag> being SPDX-License-Identifier.)  A file that already has such a line
 among its first lines, whatever the licence it names, is left as it is.
-Other files (Markdown, data, Go and Rust benchmark peers, Makefile,
-pkg-config and nginx templates) are not touched.  Running it twice changes
+Other files (Markdown, data, lock files) are not touched.  Running it twice changes
 nothing the second time.
 """
 import argparse
@@ -38,6 +40,7 @@ HAS_TAG = re.compile(rb"^\s*(?:#|//|/\*|\*)\s*" + TAG.encode() + rb":")
 PY_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
 
 C_STYLE = "c"
+SLASH_STYLE = "slash"
 HASH_STYLE = "hash"
 
 
@@ -46,7 +49,9 @@ def style_of(path, head):
     name = os.path.basename(path)
     if name.endswith((".c", ".h", ".S", ".s")):
         return C_STYLE
-    if name == "CMakeLists.txt" or name.endswith((".cmake", ".cmake.in")):
+    if name.endswith((".go", ".rs")) or name == "go.mod":
+        return SLASH_STYLE
+    if name in ("CMakeLists.txt", "Makefile", "Cargo.toml") or name.endswith((".cmake", ".cmake.in", ".pc.in", ".conf.in")):
         return HASH_STYLE
     if name.endswith((".py", ".sh")):
         return HASH_STYLE
@@ -86,6 +91,10 @@ def tagged(data, style, is_python):
     newline = b"\r\n" if lines and lines[0].endswith(b"\r\n") else b"\n"
     if style == C_STYLE:
         line = f"/* {TAG}: {LICENCE} */".encode() + newline
+    elif style == SLASH_STYLE:
+        # A blank line after it, so that Go does not take it for the start of
+        # the package's documentation.
+        line = f"// {TAG}: {LICENCE}".encode() + newline + newline
     else:
         line = f"# {TAG}: {LICENCE}".encode() + newline
     at = 0

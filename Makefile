@@ -74,8 +74,8 @@ bench: bench-build
 CHARTS_CSV ?= docs/charts/pipes-sweep.csv
 .PHONY: charts
 charts: bench-build
-	python3 bench/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
-	python3 bench/charts.py --csv $(CHARTS_CSV)
+	python3 bench/tools/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
+	python3 bench/tools/charts.py --csv $(CHARTS_CSV)
 
 clean:
 	rm -rf build

@@ -106,15 +106,15 @@ IMPLS = {
     # responsive: the blocking calls through the pool, or made in the fibers
     "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
     "treadle-direct": ("treadle-bench", ["--mode", "direct"], {}),
-    # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
+    # Drivers that are scripts in bench/drivers/ (SCRIPT prefix) are handed --build.
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "epoll"}),
     "treadle-kv-uring": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "uring"}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
-    # hiredis: a fresh redis-server per run (bench/hiredis_driver.py), then one client program.
+    # hiredis: a fresh redis-server per run (bench/drivers/hiredis_driver.py), then one client program.
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
     "hiredis-libev": ("script:hiredis_driver.py", ["--impl", "hiredis-libev"], {}),
-    # echo: one echo server per run, treadle-bench's echo client against it (bench/echo_driver.py).
+    # echo: one echo server per run, treadle-bench's echo client against it (bench/drivers/echo_driver.py).
     "treadle-uring": ("script:echo_driver.py", ["--server", "treadle-uring"], {}),
     "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
     "treadle-uring-single": ("script:echo_driver.py", ["--server", "treadle-uring-single"], {}),
@@ -283,7 +283,7 @@ GROUP_NOTES = {
     "fs": "64 fibers (Go: 64 goroutines, GOMAXPROCS unset, so every CPU; libuv: 64 uv_fs_read requests "
           "in flight on its pool of 4) read 4 KiB at random 4 KiB-aligned offsets of one S MiB file in the "
           "page cache (made once in the build directory and read whole before every run: "
-          "bench/fs_file.h) until N reads are done, each checked for its length and its first word. "
+          "bench/common/fs_file.h) until N reads are done, each checked for its length and its first word. "
           "treadle-fs-auto tries preadv2(RWF_NOWAIT) on the loop's thread and sends only misses to the "
           "pool; treadle-fs-pool sends every read to the pool (libuv's way); treadle-fs-direct reads on "
           "the loop's thread; pread is one thread calling pread(2) in a loop, no library: the floor. "
@@ -305,13 +305,13 @@ GROUP_NOTES = {
     "kv": "examples/kv (treadle, one loop, a fiber per connection; treadle-kv on epoll, treadle-kv-uring "
           "on uring, where it receives ahead and sends behind) and redis-server (Debian's 7.0) "
           "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
-          "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
+          "to CPU 1 (bench/drivers/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
           "reads_per_req: the server's read() calls per request (/proc/PID/io syscr; on uring the kernel "
           "receives, and none are made).",
     "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (Debian's 7.0; "
                "--save '' --appendonly no --maxclients F+100) until N commands are done in all, every "
-               "reply checked; the server pinned to CPU 0 and the client to CPU 1 (bench/hiredis_driver.py). "
+               "reply checked; the server pinned to CPU 0 and the client to CPU 1 (bench/drivers/hiredis_driver.py). "
                "treadle-hook: F fibers on one loop running hiredis's synchronous API, unmodified, through "
                "libtreadle-hook (bench-hiredis-fibers); pthreads: the same code in F threads of 64 KiB "
                "stacks; hiredis-libev: hiredis's async API on libev (adapters/libev.h), F connections, each "
@@ -324,7 +324,7 @@ GROUP_NOTES = {
                "≤ 1.25 on cmds_per_s, and 0 stalls.",
     "echo": "C = 1000 TCP connections over loopback to an echo server on one thread of work (a fiber, "
             "goroutine or task per connection, 16 KiB buffer, TCP_NODELAY); each connection sends B bytes and "
-            "waits for them back, M round trips in all, every byte checked (bench/echo_driver.py). The client is "
+            "waits for them back, M round trips in all, every byte checked (bench/drivers/echo_driver.py). The client is "
             "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
             "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end (on uring each "
             "connection receives ahead, tdl_fd_readahead, and sends behind, tdl_fd_writebehind; "
@@ -332,7 +332,7 @@ GROUP_NOTES = {
             "--writebehind no, a send(2) per answer); go-1-server: "
             "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
             "current_thread runtime. floor-single and floor-multishot are no library: liburing directly, one "
-            "thread (treadle-bench uring-floor --mode echo, bench/bench_uring_floor.c): one ring with "
+            "thread (treadle-bench uring-floor --mode echo, bench/workloads/bench_uring_floor.c): one ring with "
             "SINGLE_ISSUER and DEFER_TASKRUN, a multishot accept, and per connection either one receive at a time "
             "into its own 16 KiB buffer (single) or a multishot receive from a ring of 4096 provided buffers of "
             "2 KiB (multishot), each message sent back with send(2): what io_uring itself allows on this machine, "
@@ -561,7 +561,7 @@ def main():
             name = IMPLS[impl][0]
             if name not in binaries:
                 if name.startswith(SCRIPT):
-                    cand = os.path.join(ROOT, "bench", name[len(SCRIPT):])
+                    cand = os.path.join(ROOT, "bench", "drivers", name[len(SCRIPT):])
                     binaries[name] = cand if os.access(cand, os.X_OK) else None
                 elif name.startswith(BASELINE):
                     binaries[name] = find_binary(opts.baseline, name[len(BASELINE):])

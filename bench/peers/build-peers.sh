@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the Go and tokio peers of treadle-bench (see shared/BENCHMARKS.md):
+# Builds the Go and tokio peers of treadle-bench (see docs/BENCHMARKS.md):
 #
 #   bench/peers/build-peers.sh [BUILDDIR]      (default: build)
 #

@@ -84,9 +84,11 @@ SIZES = {
     "hiredis_commands": (1_000_000, 50_000),
     "hiredis_fibers": (1_000, 200),
     "echo_messages": (1_000_000, 100_000),
-    # HTTP: seconds of each measured wrk run (--duration), of the warm-up
-    # before it, and of a balance probe.
+    # HTTP: seconds of each measured wrk run (--duration; a connection per
+    # request needs longer than one second, which is a SYN's first
+    # retransmission), of the warm-up before it, and of a balance probe.
     "http_seconds": (8, 1),
+    "close_seconds": (8, 2),
     "http_warmup": (1, 0),
     "balance_seconds": (2, 1),
 }
@@ -312,8 +314,8 @@ def http_experiments(conns):
             ["httpd-2d", "httpd-2r"], ["loop_spread", "loop_min", "loop_max"], cost("balance_seconds", 1.0, 0.5)))
     out.append(experiment(
         "http-close", f"c={conns[0]}", "http",
-        f"--conns {conns[0]} --duration {{http_seconds}} --warmup {{http_warmup}} --place pinned --close",
-        HTTP_CLOSE, HTTP_KEYS, with_warmup))
+        f"--conns {conns[0]} --duration {{close_seconds}} --warmup {{http_warmup}} --place pinned --close",
+        HTTP_CLOSE, HTTP_KEYS, lambda impl, s: cost("close_seconds", 1.0, 1.2)(impl, s) + s["http_warmup"]))
     return out
 
 
@@ -701,7 +703,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="one round at small sizes: a quick look, not a measurement; never writes the doc")
     ap.add_argument("--duration", type=int, metavar="S", help="HTTP groups: seconds per wrk run (default: 8; "
-                    "--quick: 1)")
+                    "--quick: 1, and 2 for http-close)")
     ap.add_argument("--conns", metavar="C,...", help="HTTP groups: connection counts (default: 75,1000; "
                     "--quick: 75)")
     ap.add_argument("--write", action="store_true", help="rewrite the doc's sections of the groups that ran")
@@ -717,7 +719,7 @@ def main():
     size_idx = 1 if opts.quick else 0
     sizes = {k: v[size_idx] for k, v in SIZES.items()}
     if opts.duration:
-        sizes["http_seconds"] = max(1, opts.duration)
+        sizes["http_seconds"] = sizes["close_seconds"] = max(1, opts.duration)
     experiments = EXPERIMENTS
     if opts.conns or opts.quick:
         try:

@@ -331,7 +331,7 @@ def main():
     if m:
         errors += int(m.group(1))
     if not requests:
-        print(f"http_driver: {o.server}: wrk made no request", file=sys.stderr)
+        print(f"http_driver: {o.server}: wrk made no request: {' '.join(out.split())[-300:]}", file=sys.stderr)
         return 1
     print(f"RESULT impl={o.server} bench=http conns={o.conns} duration_s={o.duration} place={place} "
           f"close={int(o.close)} rps={rps:.0f} p99_us={p99 * 1e6:.0f} "

@@ -17,8 +17,9 @@ round, because a machine drifts between rounds far more than within one.
 for a rate such as msgs_per_s, that it is faster).
 
 Without --quick: medians of --rounds rounds (3) at the sizes of
-docs/PERFORMANCE.md, about twenty minutes plus the HTTP groups'.  With
---quick: one round at smaller sizes, a few minutes, printed as a quick look:
+docs/PERFORMANCE.md, about fifty minutes on two CPUs (half of it the HTTP
+groups).  With --quick: one round at smaller sizes, about three minutes,
+printed as a quick look:
 its figures show that everything runs and roughly where treadle stands; they
 are no measurement, and --quick never writes the doc.
 
@@ -30,7 +31,7 @@ treadle-bench column, the same workload from another build, in the same
 rounds: its ratio is the before/after figure.
 
 Before the first run it prints the runs it will make and the time they
-should take (from the sizes and docs/PERFORMANCE.md's figures: see COST);
+should take (the sizes times docs/PERFORMANCE.md's figures: see cost());
 progress (each run, round i of n, elapsed, estimate left) and each run's
 figures go to stderr; stdout gets a table per group, the load average at the
 start and the end with a warning for every figure whose rounds spread more

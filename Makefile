@@ -1,6 +1,7 @@
 # Entry points for a fresh machine.  The two in the README:
-#   make bench   build in Release, build the peers that are installed, and run the
-#                interleaved comparison (docs/BENCHMARKS.md)
+#   make bench   build in Release, build the peers that are installed, and take a
+#                quick look at every benchmark group (one round at small sizes);
+#                make bench-full runs the measurement itself (docs/BENCHMARKS.md)
 #   make test    build with misuse checks, check the layering, run every test on
 #                both back ends, run them again under valgrind, check an installed
 #                copy is usable, and compile and run the README's program
@@ -15,7 +16,7 @@ WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake
 
-.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 test-musl abi-check bench bench-build clean soak
+.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 test-musl abi-check bench bench-full bench-build clean soak
 
 all: test-build
 
@@ -66,14 +67,27 @@ soak:
 	$(CMAKE) --build build/soak -j$(JOBS) --target soak
 	build/soak/tests/soak/soak $(SOAK_SECONDS)
 
+# The Release build and the Go and tokio peers (bench/peers/build-peers.sh),
+# side by side: neither keeps two CPUs busy alone.
 bench-build:
 	@scripts/deps.sh bench
-	$(CMAKE) -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTDL_TESTS=OFF >/dev/null
-	$(CMAKE) --build build/release -j$(JOBS)
-	@if [ -x bench/peers/build-peers.sh ]; then bench/peers/build-peers.sh build/release || true; fi
+	@mkdir -p build/release
+	@bench/peers/build-peers.sh build/release >build/release/peers.log 2>&1 & peers=$$!; \
+	  $(CMAKE) -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTDL_TESTS=OFF >/dev/null && \
+	  $(CMAKE) --build build/release -j$(JOBS); rc=$$?; \
+	  wait $$peers; cat build/release/peers.log; exit $$rc
 
+# A quick look: every group once at small sizes (bench/run.py --quick), about
+# five minutes on two cores from a fresh clone, the builds included.
 bench: bench-build
-	python3 bench/run.py --build build/release
+	python3 bench/run.py --build build/release --quick
+
+# The measurement: every group, 3 interleaved rounds at full sizes, about
+# fifty minutes on two cores (twenty-five of them the HTTP groups).
+# WRITE=1 rewrites docs/PERFORMANCE.md's tables; BENCH_ARGS passes options
+# (BENCH_ARGS="--only http,http-2 --rounds 5").
+bench-full: bench-build
+	python3 bench/run.py --build build/release $(if $(WRITE),--write) $(BENCH_ARGS)
 
 # The pipes sweep (2010's charts redrawn, docs/charts/README.md): ~20 minutes;
 # progress on stderr.  SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--messages 1000000";
@@ -81,8 +95,8 @@ bench: bench-build
 CHARTS_CSV ?= docs/charts/pipes-sweep.csv
 .PHONY: charts
 charts: bench-build
-	python3 bench/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
-	python3 bench/charts.py --csv $(CHARTS_CSV)
+	python3 bench/tools/sweep.py --build build/release --out $(CHARTS_CSV) $(SWEEP_ARGS)
+	python3 bench/tools/charts.py --csv $(CHARTS_CSV)
 
 clean:
 	rm -rf build

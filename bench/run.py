@@ -1,36 +1,51 @@
 #!/usr/bin/env python3
 """Run treadle's benchmarks against its peers, interleaved, and report medians.
 
-Each experiment runs every implementation once per round (A B C A B C ...,
-rounds outermost, so that a slow spell of a shared machine is spread over all
-implementations instead of landing on one; the order rotates from round to
-round, B C A in the second, so that no implementation always runs first,
-right after another workload's exit), reads the RESULT line that every
-driver prints (docs/BENCHMARKS.md), and takes the median of each key that
-matters.  Ratios are peer / treadle, paired: the median over rounds of the
-peer's figure divided by treadle's figure of the same round, because the
-machine drifts between rounds far more than within one.  Above 1 means
-treadle does the unit of work for less.
+    python3 bench/run.py [--build DIR] [--quick] [--rounds R] [--only NAME,...]
+                         [--duration S] [--conns C,...] [--write] [--baseline DIR] [--list]
 
-    python3 bench/run.py [--build DIR] [--rounds R] [--only GROUP ...] [--quick] [--write]
-                         [--baseline DIR]
+Every group of docs/BENCHMARKS.md is a set of experiments (rows), each run
+by every implementation of the group (columns).  Each experiment runs every
+implementation once per round (A B C, then B C A, ...: rounds outermost, so
+that a slow spell of a shared machine is spread over all implementations
+instead of landing on one, and no implementation always runs first), reads
+the RESULT line that every driver prints, and takes the median of each key
+over the rounds.  Ratios are paired: the median over rounds of an
+implementation's figure divided by the first column's figure of the same
+round, because a machine drifts between rounds far more than within one.
+"figure / treadle" above 1 means the peer spends more per unit of work (or,
+for a rate such as msgs_per_s, that it is faster).
 
-Progress (each run, round i of n, elapsed, estimate left) and each run's
-figures go to stderr; stdout gets a heading and a table per group, the load
-average at the start and the end with a warning for every figure whose rounds
-spread more than 20%, and a closing verdict against the targets (TARGETS).
+Without --quick: medians of --rounds rounds (3) at the sizes of
+docs/PERFORMANCE.md, about fifty minutes on two CPUs (half of it the HTTP
+groups).  With --quick: one round at smaller sizes, about three minutes,
+printed as a quick look:
+its figures show that everything runs and roughly where treadle stands; they
+are no measurement, and --quick never writes the doc.
 
---baseline DIR adds, beside each treadle column, the same treadle workload
-from another build (say, the commit before a refactor), run in the same
-interleaved rounds: its ratio to treadle's is the before/after figure.
+--only takes group names and implementation names: groups select groups,
+implementations keep only those columns (of the selected groups, or of every
+group that has them).  --duration and --conns are the HTTP groups' seconds
+per wrk run and connection counts.  --baseline DIR adds, beside each
+treadle-bench column, the same workload from another build, in the same
+rounds: its ratio is the before/after figure.
 
---write rewrites the group's section of docs/PERFORMANCE.md, between
-<!-- BEGIN <group> --> and <!-- END <group> -->.  A missing peer binary is
-skipped with a note and a failed run is reported; neither makes this script
-fail: benchmarks report numbers, they never fail a build.
+Before the first run it prints the runs it will make and the time they
+should take (the sizes times docs/PERFORMANCE.md's figures: see cost());
+progress (each run, round i of n, elapsed, estimate left) and each run's
+figures go to stderr; stdout gets a table per group, the load average at the
+start and the end with a warning for every figure whose rounds spread more
+than 20%, the verdict against the targets (TARGETS), and the elapsed time.
+
+--write rewrites docs/PERFORMANCE.md's section of each group that ran
+(between <!-- BEGIN group --> and <!-- END group -->), and, when every group
+ran, the machine table (<!-- BEGIN machine -->) and the verdict
+(<!-- BEGIN verdict -->).  A missing peer is skipped with a note and a failed
+run is reported; neither makes this script fail: benchmarks report numbers,
+they never fail a build.
 
 To add a workload, add its implementations to IMPLS (if new) and its rows to
-EXPERIMENTS; sizes that --quick shrinks go in SIZES and are written as
+EXPERIMENTS, with what a run costs; sizes go in SIZES and are written as
 {name} in the arguments.
 """
 
@@ -40,10 +55,13 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---------------------------------------------------------------------------
 # The data table.
@@ -51,43 +69,55 @@ import time
 
 # Sizes substituted into experiment arguments: (full run, --quick run).
 SIZES = {
-    "messages": (1_000_000, 20_000),
-    "timers": (1_000_000, 100_000),
-    "hops": (10_000_000, 200_000),
-    "spawns": (2_000, 100),
-    "fibers": (100_000, 10_000),
-    "xhops": (10_000_000, 200_000),
+    "messages": (1_000_000, 200_000),
+    "timers": (1_000_000, 200_000),
+    "hops": (10_000_000, 2_000_000),
+    "spawns": (2_000, 300),
+    "big_spawns": (100, 10),
+    "fibers": (100_000, 20_000),
+    "xhops": (10_000_000, 2_000_000),
     "trips": (1_000_000, 20_000),
     "kv_requests": (300_000, 20_000),
-    "calls": (200_000, 5_000),
-    "reads": (1_000_000, 20_000),
-    "file_mib": (256, 16),
+    "calls": (200_000, 50_000),
+    "reads": (1_000_000, 200_000),
+    "file_mib": (256, 64),
     "seconds": (3, 1),
-    "hiredis_commands": (1_000_000, 20_000),
-    "hiredis_fibers": (1_000, 100),
-    "echo_messages": (1_000_000, 20_000),
+    "hiredis_commands": (1_000_000, 50_000),
+    "hiredis_fibers": (1_000, 200),
+    "echo_messages": (1_000_000, 100_000),
+    # HTTP: seconds of each measured wrk run (--duration; a connection per
+    # request needs longer than one second, which is a SYN's first
+    # retransmission), of the warm-up before it, and of a balance probe.
+    "http_seconds": (8, 1),
+    "close_seconds": (8, 2),
+    "http_warmup": (1, 0),
+    "balance_seconds": (2, 1),
 }
+# The HTTP groups' connection counts (--conns): full run, --quick run.
+CONNS = ([75, 1000], [75])
 
-# Implementation label -> (driver binary found under the build directory,
-# extra arguments after the experiment's, extra environment).  The label is
-# what tables show; the driver prints its own impl= too.
+# Implementation label -> (driver binary found under the build directory, or
+# a script of bench/drivers/ (SCRIPT prefix, handed --build); extra arguments
+# after the experiment's; extra environment).  The label is what tables show.
 IMPLS = {
     "treadle": ("treadle-bench", [], {}),
-    "treadle-callback": ("treadle-bench", [], {}),
-    "treadle-watch": ("treadle-bench", [], {}),
-    "treadle-fiber": ("treadle-bench", [], {}),
+    "treadle-callback": ("treadle-bench", ["--style", "callback"], {}),
+    "treadle-watch": ("treadle-bench", [], {}),  # pipes-watch passes --style watch to every column
+    "treadle-fiber": ("treadle-bench", ["--style", "fiber"], {}),
+    # pipes-fiber's callback column: treadle's callback style in the same rounds
+    "treadle-callback-vs-fiber": ("treadle-bench", ["--style", "callback"], {}),
     "libev": ("bench-libev", [], {}),
     "libuv": ("bench-libuv", [], {}),
     "libevent": ("bench-libevent", [], {}),
-    # bench/peers/build-peers.sh puts these in the build directory.
+    # bench/peers/build-peers.sh puts the Go and tokio peers in the build directory.
     "go": ("bench-go", [], {}),
     "go-1": ("bench-go", [], {"GOMAXPROCS": "1"}),
+    "go-2": ("bench-go", [], {"GOMAXPROCS": "2"}),
     "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
     "floor": ("treadle-bench", ["--floor", "1"], {}),
-    "treadle-2-loops": ("treadle-bench", ["--loops", "2"], {}),
-    "go-2": ("bench-go", [], {"GOMAXPROCS": "2"}),
+    "treadle-2-loops": ("treadle-bench", ["--style", "callback", "--loops", "2"], {}),
     # spawn methods, all in treadle-bench
     "popen": ("treadle-bench", ["--method", "popen"], {}),
     "fork": ("treadle-bench", ["--method", "fork"], {}),
@@ -98,145 +128,201 @@ IMPLS = {
     "treadle-fs-pool": ("treadle-bench", ["--engine", "pool"], {}),
     "treadle-fs-direct": ("treadle-bench", ["--engine", "direct"], {}),
     "treadle-fs-uring": ("treadle-bench", ["--engine", "uring"], {}),
+    "pread": ("treadle-bench", ["--engine", "floor"], {}),
     # the pipes workload on the uring back end
     "treadle-callback-uring": ("treadle-bench", ["--style", "callback", "--backend", "uring"], {}),
     "treadle-fiber-uring": ("treadle-bench", ["--style", "fiber", "--backend", "uring"], {}),
     "treadle-ops-uring": ("treadle-bench", ["--style", "ops"], {}),
-    "pread": ("treadle-bench", ["--engine", "floor"], {}),
     # responsive: the blocking calls through the pool, or made in the fibers
     "treadle-pool": ("treadle-bench", ["--mode", "pool"], {}),
     "treadle-direct": ("treadle-bench", ["--mode", "direct"], {}),
-    # Drivers that are scripts in bench/ (SCRIPT prefix) are handed --build.
+    # kv: examples/kv or redis-server under redis-benchmark (drivers/kv_driver.py).
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "epoll"}),
     "treadle-kv-uring": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "uring"}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
-    # hiredis: a fresh redis-server per run (bench/hiredis_driver.py), then one client program.
+    # hiredis: a fresh redis-server per run, then one client program (drivers/hiredis_driver.py).
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
     "hiredis-libev": ("script:hiredis_driver.py", ["--impl", "hiredis-libev"], {}),
-    # echo: one echo server per run, treadle-bench's echo client against it (bench/echo_driver.py).
+    # echo: one echo server per run, treadle-bench's echo client against it (drivers/echo_driver.py).
     "treadle-uring": ("script:echo_driver.py", ["--server", "treadle-uring"], {}),
     "treadle-epoll": ("script:echo_driver.py", ["--server", "treadle-epoll"], {}),
     "treadle-uring-single": ("script:echo_driver.py", ["--server", "treadle-uring-single"], {}),
     "treadle-uring-sends": ("script:echo_driver.py", ["--server", "treadle-uring-sends"], {}),
     "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
     "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
-    # ...and the floor: no library, liburing directly (treadle-bench uring-floor).
     "floor-single": ("script:echo_driver.py", ["--server", "floor-single"], {}),
     "floor-multishot": ("script:echo_driver.py", ["--server", "floor-multishot"], {}),
 }
 SCRIPT = "script:"
+# HTTP: one server per run, wrk against it (drivers/http_driver.py names them).
+HTTP_ONE = ["httpd-1u", "httpd-1", "httpd-1us", "httpd-1un", "floor-1", "floor-1m", "floor-1mr", "go-1-http",
+            "nginx-1"]
+HTTP_TWO = ["httpd-2du", "httpd-2ru", "httpd-2d", "httpd-2r", "httpd-2x1", "go-2-http", "nginx-2"]
+HTTP_CLOSE = ["httpd-1u", "httpd-1", "floor-1", "floor-1as", "floor-1ae", "nginx-1"]
+for _k in dict.fromkeys(HTTP_ONE + HTTP_TWO + HTTP_CLOSE):
+    # go-1-http, go-2-http: the table's names (go-1 and go-2 are bench-go's);
+    # the driver's are go-1, go-2.
+    IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-http", "")], {})
 
 FIBER_PEERS = ["go-1", "go", "tokio-ct", "tokio-mt"]
-
 C_PEERS = ["libev", "libuv", "libevent"]
 
 
-def experiment(group, label, bench, args, impls, keys, note=None):
-    """One row of the tables: `impls[0]` is the baseline of the ratios."""
-    return {
-        "group": group,
-        "label": label,
-        "bench": bench,
-        "args": args.split(),
-        "impls": impls,
-        "keys": keys,
-        "note": note,
-    }
+def cost(units, per_unit, fixed=0.05, **by_impl):
+    """What one run takes, in seconds: `fixed` plus SIZES[units] times the
+    seconds per unit, `per_unit` or an implementation's own (by_impl, with _
+    for -).  The figures are wall times per unit from docs/PERFORMANCE.md's
+    tables, rounded up; they give the expected time, nothing else."""
+    by = {k.replace("_", "-"): v for k, v in by_impl.items()}
+    return lambda impl, s: fixed + (s[units] if units else 1) * by.get(impl, per_unit)
 
 
+def experiment(group, label, bench, args, impls, keys, est, also_vs=()):
+    """One row of the tables: `impls[0]` is the baseline of the ratios;
+    also_vs adds, under each key's row, the ratios to another column."""
+    return {"group": group, "label": label, "bench": bench, "args": args.split(), "impls": impls, "keys": keys,
+            "est": est, "also_vs": list(also_vs)}
+
+
+US = 1e-6
 EXPERIMENTS = []
-for pipes, delay in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
+for _p, _d in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
+    _slow = 1.8 if (_p == 9000 or _d) else 1.2
     EXPERIMENTS.append(experiment(
-        "pipes-callback", f"P={pipes} D={delay}", "pipes",
-        f"--pipes {pipes} --messages {{messages}} --delay-us {delay} --style callback",
-        ["treadle-callback"] + C_PEERS, ["cpu_us_per_msg"]))
+        "pipes-callback", f"P={_p} D={_d}", "pipes",
+        f"--pipes {_p} --messages {{messages}} --delay-us {_d}",
+        ["treadle-callback"] + C_PEERS, ["cpu_us_per_msg"],
+        cost("messages", _slow * US, 0.1 + _p / 30000,
+             libev=(4.0 if _d else _slow) * US, libuv=(5.5 if _d else _slow) * US,
+             libevent=(4.5 if _d else _slow) * US)))
 EXPERIMENTS.append(experiment(
-    "pipes-watch", "P=1000 D=0", "pipes",
-    "--pipes 1000 --messages {messages} --delay-us 0 --style watch",
-    ["treadle-watch"] + C_PEERS, ["cpu_us_per_msg"]))
+    "pipes-watch", "P=1000 D=0", "pipes", "--pipes 1000 --messages {messages} --delay-us 0 --style watch",
+    ["treadle-watch"] + C_PEERS, ["cpu_us_per_msg"],
+    cost("messages", 3.7 * US, 0.1, treadle_watch=1.3 * US, libuv=5.3 * US)))
 EXPERIMENTS.append(experiment(
     "timers", "add_cancel N={timers}", "timers", "--timers {timers} --mode add_cancel",
-    ["treadle"] + C_PEERS, ["ns_per_add", "ns_per_cancel"]))
+    ["treadle"] + C_PEERS, ["ns_per_add", "ns_per_cancel"],
+    cost("timers", 0.3 * US, 0.1, libuv=0.8 * US, libevent=0.6 * US)))
 EXPERIMENTS.append(experiment(
     "timers", "fire N={timers}", "timers", "--timers {timers} --mode fire",
-    ["treadle"] + C_PEERS, ["ns_per_timer", "cpu_ns_per_timer"]))
-
-for via in ["wake", "chan"]:
+    ["treadle"] + C_PEERS, ["ns_per_timer", "cpu_ns_per_timer"],
+    cost("timers", 0.6 * US, 0.3, libuv=1.7 * US, libevent=2.3 * US)))
+for _via in ["wake", "chan"]:
     EXPERIMENTS.append(experiment(
-        "ring", f"via {via}, 503 fibers, T={{hops}}", "ring", f"--threads 503 --hops {{hops}} --via {via}",
-        ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"]))
+        "ring", f"via {_via}, 503 fibers, T={{hops}}", "ring", f"--threads 503 --hops {{hops}} --via {_via}",
+        ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"],
+        cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.12 * US, tokio_mt=0.23 * US)))
 EXPERIMENTS.append(experiment(
     "chan", "ping-pong T={hops}", "chan", "--hops {hops}",
-    ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"]))
+    ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"],
+    cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.1 * US)))
 EXPERIMENTS.append(experiment(
     "idle", "F={fibers}", "idle", "--fibers {fibers}",
-    ["treadle"] + FIBER_PEERS, ["bytes_per_fiber"]))
-for pipes, delay in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
+    ["treadle"] + FIBER_PEERS, ["bytes_per_fiber"], cost("fibers", 3 * US, 0.3)))
+for _p, _d in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
     EXPERIMENTS.append(experiment(
-        "pipes-fiber", f"P={pipes} D={delay}", "pipes",
-        f"--pipes {pipes} --messages {{messages}} --delay-us {delay}",
-        ["treadle-fiber", "treadle-callback"] + FIBER_PEERS, ["cpu_us_per_msg"]))
-# treadle-fiber and treadle-callback differ only in --style, added per impl.
-IMPLS["treadle-fiber"] = ("treadle-bench", ["--style", "fiber"], {})
-IMPLS["treadle-callback-vs-fiber"] = ("treadle-bench", ["--style", "callback"], {})
-for e in EXPERIMENTS:
-    if e["group"] == "pipes-fiber":
-        e["impls"] = ["treadle-fiber", "treadle-callback-vs-fiber"] + FIBER_PEERS
-        e["args"] = [a for a in e["args"]]
-    if e["group"] in ("ring", "chan", "idle", "pipes-fiber"):
-        pass
+        "pipes-fiber", f"P={_p} D={_d}", "pipes",
+        f"--pipes {_p} --messages {{messages}} --delay-us {_d}",
+        ["treadle-fiber", "treadle-callback-vs-fiber"] + FIBER_PEERS, ["cpu_us_per_msg"],
+        cost("messages", (2.0 if _d else 1.4) * US, 0.1 + _p / 20000)))
 EXPERIMENTS.append(experiment(
     "loops", "xchan T={xhops}", "xchan", "--hops {xhops}",
-    ["treadle", "go-2", "tokio-mt"], ["msgs_per_s", "cpu_ns_per_msg", "wakeups_per_msg"]))
+    ["treadle", "go-2", "tokio-mt"], ["msgs_per_s", "cpu_ns_per_msg", "wakeups_per_msg"],
+    cost("xhops", 0.08 * US, 0.05, treadle=0.06 * US, tokio_mt=0.17 * US)))
 EXPERIMENTS.append(experiment(
-    "loops", "pipes P=1000 D=0", "pipes", "--pipes 1000 --messages {messages} --delay-us 0 --style callback",
-    ["treadle-callback", "treadle-2-loops"], ["msgs_per_s", "cpu_us_per_msg"]))
+    "loops", "pipes P=1000 D=0", "pipes", "--pipes 1000 --messages {messages} --delay-us 0",
+    ["treadle-callback", "treadle-2-loops"], ["msgs_per_s", "cpu_us_per_msg"],
+    cost("messages", 1.1 * US, 0.1, treadle_2_loops=0.6 * US)))
 EXPERIMENTS.append(experiment(
     "loops", "xping T={trips}", "xping", "--hops {trips}",
-    ["treadle", "treadle-spin", "go-2", "floor"], ["ns_per_round_trip", "cpu_ns_per_round_trip"]))
+    ["treadle", "treadle-spin", "go-2", "floor"], ["ns_per_round_trip", "cpu_ns_per_round_trip"],
+    cost("trips", 0.7 * US, 0.05, treadle=65 * US, treadle_spin=2.4 * US)))
 EXPERIMENTS.append(experiment(
     "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
-    ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"]))
+    ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"],
+    cost("spawns", 600 * US, 0.05, popen=1200 * US)))
 EXPERIMENTS.append(experiment(
-    "spawn", "2 GiB parent, K=100", "spawn", "--count 100 --parent-mib 2048",
-    ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"]))
-
+    "spawn", "2 GiB parent, K={big_spawns}", "spawn", "--count {big_spawns} --parent-mib 2048",
+    ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"],
+    cost("big_spawns", 600 * US, 3.0, fork=0.1)))
 EXPERIMENTS.append(experiment(
     "blocking", "F=64 N={calls}", "blocking", "--calls {calls} --fibers 64",
-    ["treadle", "libuv", "tokio-mt", "tokio-ct"], ["us_per_call", "cpu_us_per_call"]))
+    ["treadle", "libuv", "tokio-mt", "tokio-ct"], ["us_per_call", "cpu_us_per_call"],
+    cost("calls", 0.8 * US, 0.1, tokio_mt=8 * US, tokio_ct=8 * US)))
 # {build} is the build directory: every implementation reads the same file there.
 EXPERIMENTS.append(experiment(
     "fs", "C=64 S={file_mib} MiB N={reads}", "fs", "--reads {reads} --fibers 64 --file-mib {file_mib} --dir {build}",
     ["treadle-fs-auto", "treadle-fs-pool", "treadle-fs-direct", "treadle-fs-uring", "go", "libuv", "pread"],
-    ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "ring", "nowait_miss"]))
+    ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "ring", "nowait_miss"],
+    cost("reads", 1.2 * US, 0.3, treadle_fs_pool=2.0 * US)))
 EXPERIMENTS.append(experiment(
     "responsive", "F=64 call=10 ms S={seconds} s", "responsive", "--fibers 64 --call-ms 10 --seconds {seconds}",
     ["treadle-pool", "treadle-direct"],
-    ["lateness_p50_us", "lateness_p99_us", "lateness_p999_us", "lateness_max_us", "ticks", "calls_done"]))
-for clients, pipeline in [(50, 1), (50, 16), (1000, 1)]:
+    ["lateness_p50_us", "lateness_p99_us", "lateness_p999_us", "lateness_max_us", "ticks", "calls_done"],
+    cost("seconds", 1.0, 0.7)))
+for _c, _pl in [(50, 1), (50, 16), (1000, 1)]:
     EXPERIMENTS.append(experiment(
-        "kv", f"-c{clients} -P{pipeline}", "kv",
-        f"--clients {clients} --pipeline {pipeline} --requests {{kv_requests}}",
-        ["treadle-kv", "treadle-kv-uring", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"]))
+        "kv", f"-c{_c} -P{_pl}", "kv", f"--clients {_c} --pipeline {_pl} --requests {{kv_requests}}",
+        ["treadle-kv", "treadle-kv-uring", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"],
+        # two tests (SET, GET) of N requests each
+        cost("kv_requests", (0.2 if _pl > 1 else 2 * 18 if _c == 1000 else 2 * 14) * US, 2.0)))
 EXPERIMENTS.append(experiment(
     "hiredis", "F={hiredis_fibers} N={hiredis_commands}", "hiredis",
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
     ["treadle-hook", "pthreads", "hiredis-libev"],
-    ["cmds_per_s", "cpu_us_per_cmd", "stalls", "server_cpu_us_per_cmd"]))
-# The pipes workload on the uring back end (issue 14), against libev on epoll.
-for pipes in (1000, 9000):
+    ["cmds_per_s", "cpu_us_per_cmd", "stalls", "server_cpu_us_per_cmd"],
+    cost("hiredis_commands", 9 * US, 1.0, pthreads=16 * US)))
+# The pipes workload on the uring back end, against libev on epoll.
+for _p in (1000, 9000):
     EXPERIMENTS.append(experiment(
-        "uring", f"pipes P={pipes} D=0", "pipes", f"--pipes {pipes} --messages {{messages}} --delay-us 0",
+        "uring", f"pipes P={_p} D=0", "pipes", f"--pipes {_p} --messages {{messages}} --delay-us 0",
         ["treadle-ops-uring", "treadle-fiber-uring", "treadle-callback-uring", "treadle-callback", "libev"],
-        ["cpu_us_per_msg"]))
-# also_vs: more baselines, each a row of ratios under the figures' row.
-EXPERIMENTS.append(dict(experiment(
+        ["cpu_us_per_msg"], cost("messages", (1.1 if _p == 1000 else 1.8) * US, 0.1 + _p / 30000)))
+EXPERIMENTS.append(experiment(
     "echo", "C=1000 M={echo_messages} B=64", "echo", "--conns 1000 --messages {echo_messages} --size 64",
-    ["treadle-uring", "treadle-uring-single", "treadle-uring-sends", "treadle-epoll", "floor-single", "floor-multishot", "go-1-server", "tokio-ct-server"],
-    ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"]), also_vs=["treadle-epoll"]))
+    ["treadle-uring", "treadle-uring-single", "treadle-uring-sends", "treadle-epoll", "floor-single",
+     "floor-multishot", "go-1-server", "tokio-ct-server"],
+    ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"],
+    cost("echo_messages", 7 * US, 1.0, go_1_server=9 * US), also_vs=["treadle-epoll"]))
 
-# What each group's section of the doc says about its figures.
+HTTP_KEYS = ["rps", "p99_us", "server_cpu_us_per_req", "errors"]
+HTTP_GROUPS = ("http", "http-2", "http-close")
+
+
+def http_experiments(conns):
+    """The HTTP groups' rows for these connection counts."""
+    run = cost("http_seconds", 1.0, 1.2)
+
+    def with_warmup(impl, s):
+        return run(impl, s) + s["http_warmup"]
+
+    out = []
+    for c in conns:
+        out.append(experiment(
+            "http", f"c={c}", "http",
+            f"--conns {c} --duration {{http_seconds}} --warmup {{http_warmup}} --place pinned",
+            HTTP_ONE, HTTP_KEYS, with_warmup, also_vs=["httpd-1"]))
+    for place, text in (("shared", "shared"), ("wrk1", "wrk on CPU 1")):
+        for c in conns:
+            out.append(experiment(
+                "http-2", f"c={c} {text}", "http",
+                f"--conns {c} --duration {{http_seconds}} --warmup {{http_warmup}} --place {place}",
+                HTTP_TWO, HTTP_KEYS, with_warmup))
+    for c in conns:
+        out.append(experiment(
+            "http-2", f"balance c={c}", "balance", f"--conns {c} --duration {{balance_seconds}}",
+            ["httpd-2d", "httpd-2r"], ["loop_spread", "loop_min", "loop_max"], cost("balance_seconds", 1.0, 0.5)))
+    out.append(experiment(
+        "http-close", f"c={conns[0]}", "http",
+        f"--conns {conns[0]} --duration {{close_seconds}} --warmup {{http_warmup}} --place pinned --close",
+        HTTP_CLOSE, HTTP_KEYS, lambda impl, s: cost("close_seconds", 1.0, 1.2)(impl, s) + s["http_warmup"]))
+    return out
+
+
+EXPERIMENTS += http_experiments(CONNS[0])
+
+# What each group's section of the doc says under its table.
 GROUP_NOTES = {
     "pipes-callback": "CPU time (user+sys) per message, `cpu_us_per_msg`; callback style.",
     "pipes-watch": "CPU time (user+sys) per message, `cpu_us_per_msg`; watch style "
@@ -252,7 +338,7 @@ GROUP_NOTES = {
             "directly (treadle: tdl_fiber_park/unpark; Go: a 1-slot channel per goroutine as a permit; "
             "tokio: a Notify per task); `via chan` uses an unbuffered channel between neighbours (tokio has "
             "no rendezvous channel: capacity-1 mpsc). `ns_per_hop` is wall time, `cpu_ns_per_hop` CPU "
-            "time. go-1 is GOMAXPROCS=1, go the default (2 here); tokio-ct is current_thread, tokio-mt "
+            "time. go-1 is GOMAXPROCS=1, go the default (every CPU); tokio-ct is current_thread, tokio-mt "
             "multi_thread.",
     "chan": "Two fibers pass a value back and forth over one unbuffered channel; a hop is one send and "
             "its receive (tokio: a capacity-1 mpsc per direction). Columns as in ring.",
@@ -271,11 +357,11 @@ GROUP_NOTES = {
              "a bounded mpsc of 1024); msgs_per_s is wall time, so above 1 the peer is faster; "
              "wakeups_per_msg counts eventfd writes. xping: two fibers pass one value back and forth "
              "over two unbuffered shared channels (Go: unbuffered channels); treadle-spin lets each "
-             "loop spin 100 us before it sleeps (tdl_loop_options.spin); floor is no library: two threads on the two "
-             "CPUs pass a counter through two cache lines, spinning, the least a round trip between two "
-             "threads costs (Go's goroutines share one thread when they can). pipes: the callback-style pipes "
-             "workload on one loop, and split over a group of 2 (treadle-2-loops: 500 pipes and half the "
-             "messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
+             "loop spin 100 µs before it sleeps (tdl_loop_options.spin); floor is no library: two threads on "
+             "the two CPUs pass a counter through two cache lines, spinning, the least a round trip between "
+             "two threads costs (Go's goroutines share one thread when they can). pipes: the callback-style "
+             "pipes workload on one loop, and split over a group of 2 (treadle-2-loops: half the pipes and "
+             "half the messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
     "blocking": "64 fibers (libuv: 64 requests in flight; tokio: 64 tasks) each call a trivial function "
                 "through the blocking-work pool (tdl_blocking; uv_queue_work on libuv's pool of 4; "
                 "spawn_blocking) until N calls are done; the pools are warmed first. us_per_call is wall "
@@ -283,16 +369,16 @@ GROUP_NOTES = {
     "fs": "64 fibers (Go: 64 goroutines, GOMAXPROCS unset, so every CPU; libuv: 64 uv_fs_read requests "
           "in flight on its pool of 4) read 4 KiB at random 4 KiB-aligned offsets of one S MiB file in the "
           "page cache (made once in the build directory and read whole before every run: "
-          "bench/fs_file.h) until N reads are done, each checked for its length and its first word. "
+          "bench/common/fs_file.h) until N reads are done, each checked for its length and its first word. "
           "treadle-fs-auto tries preadv2(RWF_NOWAIT) on the loop's thread and sends only misses to the "
           "pool; treadle-fs-pool sends every read to the pool (libuv's way); treadle-fs-direct reads on "
-          "the loop's thread; pread is one thread calling pread(2) in a loop, no library: the floor. "
-          "cpu_us_per_read is CPU time (user+sys, every thread) over N; reads_per_s and us_per_read are "
-          "wall time, so for reads_per_s a ratio above 1 means the peer is faster. pool and nowait_miss "
-          "(treadle only, tdl_fs_stats_get over the run): reads run on the pool, and of those the ones "
-          "RWF_NOWAIT refused first; 0 for auto means the page cache answered every read on the loop's "
-          "thread. Targets: treadle-fs-auto's CPU per read at most 1.3 × Go's (go's cpu_us_per_read "
-          "ratio ≥ 0.77) and its reads/s at least 3 × libuv's (libuv's reads_per_s ratio ≤ 0.33).",
+          "the loop's thread; treadle-fs-uring makes every read a ring operation (IORING_OP_READ); pread "
+          "is one thread calling pread(2) in a loop, no library: the floor. cpu_us_per_read is CPU time "
+          "(user+sys, every thread) over N; reads_per_s and us_per_read are wall time, so for reads_per_s "
+          "a ratio above 1 means the peer is faster. pool, ring and nowait_miss (treadle only, "
+          "tdl_fs_stats_get over the run): reads run on the pool, on the ring, and the ones RWF_NOWAIT "
+          "refused first; 0 on the pool for auto means the page cache answered every read on the loop's "
+          "thread.",
     "responsive": "64 fibers loop making a 10 ms blocking call (nanosleep) for S seconds while a repeating "
                   "1 ms tdl_timer on the same loop records how late each firing is: CLOCK_MONOTONIC read "
                   "in its callback minus the deadline it fired for (nearest-rank percentiles over every "
@@ -300,67 +386,91 @@ GROUP_NOTES = {
                   "treadle-direct makes them in the fibers, each then sleeping 1 ns so that the loop gets "
                   "a turn: fibers woken together run back to back, so the timer waits for all 64 calls "
                   "(~640 ms) and fires only a few times (ticks: a repeating timer skips the periods it "
-                  "missed). calls_done counts the calls made. Target: treadle-pool's lateness_p99_us "
-                  "≤ 1000; treadle-direct's ratio is what the pool saves.",
+                  "missed). calls_done counts the calls made. treadle-direct's ratio is what the pool saves.",
     "kv": "examples/kv (treadle, one loop, a fiber per connection; treadle-kv on epoll, treadle-kv-uring "
-          "on uring, where it receives ahead and sends behind) and redis-server (Debian's 7.0) "
+          "on uring, where it receives ahead, sends behind and accepts ahead) and redis-server "
           "under redis-benchmark -t set,get -r 100000, the server pinned to CPU 0 and the client "
-          "to CPU 1 (bench/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
+          "to CPU 1 (bench/drivers/kv_driver.py). rps: requests/s over both tests (above 1, the peer "
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
           "reads_per_req: the server's read() calls per request (/proc/PID/io syscr; on uring the kernel "
           "receives, and none are made).",
-    "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (Debian's 7.0; "
-               "--save '' --appendonly no --maxclients F+100) until N commands are done in all, every "
-               "reply checked; the server pinned to CPU 0 and the client to CPU 1 (bench/hiredis_driver.py). "
-               "treadle-hook: F fibers on one loop running hiredis's synchronous API, unmodified, through "
-               "libtreadle-hook (bench-hiredis-fibers); pthreads: the same code in F threads of 64 KiB "
-               "stacks; hiredis-libev: hiredis's async API on libev (adapters/libev.h), F connections, each "
-               "sending its next command from the last one's reply callback. Connections are made before "
-               "the clock starts. cmds_per_s is wall time, so a ratio below 1 means the peer is slower; "
-               "cpu_us_per_cmd is the client's CPU time (user+sys, every thread) per command; "
-               "server_cpu_us_per_cmd the server's over the client's whole run (setup included; clock "
-               "ticks of 10 ms). stalls (treadle only): reports of treadle's loop watchdog, threshold 5 ms, "
-               "while the commands ran. Targets: pthreads/treadle-hook ≤ 0.5 and hiredis-libev/treadle-hook "
-               "≤ 1.25 on cmds_per_s, and 0 stalls.",
-    "echo": "C = 1000 TCP connections over loopback to an echo server on one thread of work (a fiber, "
-            "goroutine or task per connection, 16 KiB buffer, TCP_NODELAY); each connection sends B bytes and "
-            "waits for them back, M round trips in all, every byte checked (bench/echo_driver.py). The client is "
-            "the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU 1, the server to "
-            "CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back end (on uring each "
-            "connection receives ahead, tdl_fd_readahead, and sends behind, tdl_fd_writebehind; "
-            "treadle-uring-single: with --readahead no, a receive request per read; treadle-uring-sends: with "
-            "--writebehind no, a send(2) per answer); go-1-server: "
-            "bench-go echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the "
-            "current_thread runtime. floor-single and floor-multishot are no library: liburing directly, one "
-            "thread (treadle-bench uring-floor --mode echo, bench/bench_uring_floor.c): one ring with "
-            "SINGLE_ISSUER and DEFER_TASKRUN, a multishot accept, and per connection either one receive at a time "
-            "into its own 16 KiB buffer (single) or a multishot receive from a ring of 4096 provided buffers of "
-            "2 KiB (multishot), each message sent back with send(2): what io_uring itself allows on this machine, "
-            "the floor under treadle-uring's figures. msgs_per_s is the client's wall time, so above 1 the peer "
-            "served faster; "
-            "server_cpu_us_per_msg is the server's CPU time (utime+stime of every thread, /proc/PID/stat, clock "
-            "ticks of 10 ms) over the timed round trips only (the connections are made and warmed before), per "
-            "message; client_cpu_us_per_msg the client's. The rows 'vs treadle-epoll' are the same runs' ratios "
-            "to treadle-epoll. Target (issue 14): treadle-uring's msgs/s at least 1.2 x go-1-server's.",
+    "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (--save '' "
+               "--appendonly no --maxclients F+100) until N commands are done in all, every "
+               "reply checked; the server pinned to CPU 0 and the client to CPU 1 "
+               "(bench/drivers/hiredis_driver.py). treadle-hook: F fibers on one loop running hiredis's "
+               "synchronous API, unmodified, through libtreadle-hook (bench-hiredis-fibers); pthreads: the "
+               "same code in F threads of 64 KiB stacks; hiredis-libev: hiredis's async API on libev "
+               "(adapters/libev.h), F connections, each sending its next command from the last one's reply "
+               "callback. Connections are made before the clock starts. cmds_per_s is wall time, so a ratio "
+               "below 1 means the peer is slower; cpu_us_per_cmd is the client's CPU time (user+sys, every "
+               "thread) per command; server_cpu_us_per_cmd the server's over the client's whole run (setup "
+               "included; clock ticks of 10 ms). stalls (treadle only): reports of treadle's loop watchdog, "
+               "threshold 5 ms, while the commands ran.",
     "uring": "The pipes workload (CPU time per message) on the io_uring back end: treadle-ops-uring is "
              "the callback style on completions (tdl_op: each message's write and the read that takes it are "
              "queued together and completed in one io_uring_enter); treadle-fiber-uring the fiber style, "
              "whose calls are made directly and become ring operations only where they would block (at D=0 "
              "none does); treadle-callback-uring is the watcher style on a uring loop (watchers stay on "
-             "epoll: epoll's cost); treadle-callback and libev on epoll in the same rounds. Target (issue "
-             "14): CPU/msg at most 0.88 x libev's for the callback (ops) and fiber styles.",
+             "epoll: epoll's cost); treadle-callback (callback style) and libev on epoll in the same rounds.",
+    "echo": "C = 1000 TCP connections over loopback to an echo server on one thread of work (a fiber, "
+            "goroutine or task per connection, 16 KiB buffer, TCP_NODELAY); each connection sends B bytes and "
+            "waits for them back, M round trips in all, every byte checked (bench/drivers/echo_driver.py). "
+            "The client is the same for every server: treadle-bench echo on its own epoll loop, pinned to CPU "
+            "1, the server to CPU 0. treadle-uring and treadle-epoll: treadle-bench echo-server on each back "
+            "end (on uring each connection receives ahead, tdl_fd_readahead, and sends behind, "
+            "tdl_fd_writebehind; treadle-uring-single: with --readahead no, a receive request per read; "
+            "treadle-uring-sends: with --writebehind no, a send(2) per answer); go-1-server: bench-go "
+            "echo-server with GOMAXPROCS=1; tokio-ct-server: bench-tokio echo-server on the current_thread "
+            "runtime. floor-single and floor-multishot are no library: liburing directly, one thread "
+            "(treadle-bench uring-floor --mode echo, bench/workloads/bench_uring_floor.c): one ring with "
+            "SINGLE_ISSUER and DEFER_TASKRUN, a multishot accept, and per connection either one receive at a "
+            "time into its own 16 KiB buffer (single) or a multishot receive from a ring of 4096 provided "
+            "buffers of 2 KiB (multishot), each message sent back with send(2): what io_uring itself allows "
+            "on the machine, the floor under treadle-uring's figures. msgs_per_s is the client's wall time, so "
+            "above 1 the peer served faster; server_cpu_us_per_msg is the server's CPU time (utime+stime of "
+            "every thread, /proc/PID/stat, clock ticks of 10 ms) over the timed round trips only (the "
+            "connections are made and warmed before), per message; client_cpu_us_per_msg the client's. The "
+            "rows 'vs treadle-epoll' are the same runs' ratios to treadle-epoll.",
+    "http": "One core: every server answers GET / with \"Hello, World!\" over keep-alive connections, pinned "
+            "to CPU 0, under `wrk -t1 -c<conns> --latency` pinned to CPU 1 (bench/drivers/http_driver.py): "
+            "httpd-1 is examples/httpd with one loop on epoll, httpd-1u the same on io_uring (receiving "
+            "ahead and sending behind), httpd-1us with a receive request per read, httpd-1un with a send(2) "
+            "per answer; floor-1, floor-1m and floor-1mr are no library (treadle-bench uring-floor --mode "
+            "http: one receive at a time, a multishot receive, and a multishot receive with every answer a "
+            "send request on the ring); go-1-http is Go's net/http with GOMAXPROCS=1; nginx-1 one nginx "
+            "worker. rps is wrk's requests per second (above 1, the peer served more), p99_us wrk's 99th "
+            "percentile latency, server_cpu_us_per_req the server's CPU time (utime+stime of the server and "
+            "its workers, /proc/PID/stat) per request, errors wrk's socket errors and non-2xx answers. Each "
+            "run starts its server afresh and warms it with wrk first. wrk, one thread on one CPU, can be the "
+            "limit on requests/s; CPU per request then tells the servers apart. The rows 'vs httpd-1' are "
+            "the same runs' ratios to httpd-1.",
+    "http-2": "Two cores, the same servers and keys as the http group: httpd with two loops (--loops 2) "
+              "accepting with --accept distribute (one acceptor hands each connection to the least-loaded "
+              "loop: httpd-2d, on uring httpd-2du) or reuseport (a listener per loop: httpd-2r, httpd-2ru), "
+              "httpd with one loop (httpd-2x1), Go's net/http with GOMAXPROCS=2 (go-2-http), nginx with two "
+              "workers (nginx-2). \"shared\": nothing pinned, wrk shares both CPUs with the server; \"wrk on "
+              "CPU 1\": wrk restricted to CPU 1, the server free to use both. With the load generator on the "
+              "same two CPUs, what a second loop gives a server is what wrk leaves it: CPU per request is "
+              "the figure to read. balance: a fresh httpd-2d or httpd-2r, one wrk run at that many "
+              "connections (wrk opens each once), then the connections each loop took: loop_spread is the "
+              "most over the fewest.",
+    "http-close": "One core, placed as in the http group, every request sent with \"Connection: close\" "
+                  "(wrk -H), so that each request is a connection of its own: accept, one request, close. "
+                  "It measures what a connection costs: server_cpu_us_per_req is then per connection. "
+                  "floor-1 accepts with one multishot accept, floor-1as with one accept request at a time, "
+                  "floor-1ae as treadle does on a uring loop (accept4 until EAGAIN, then one accept request).",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
              "copies the page tables; the vfork-style methods do not.",
 }
 
-# The targets, from docs/PERFORMANCE.md's summary table and the issues, as
-# data: the closing verdict reads only this.  Each compares one figure of one
-# experiment (group, label as written in EXPERIMENTS, key): with `den`, the
-# paired ratio num / den (the median over rounds of num's figure over den's
-# in the same round), else num's own median; `op` and `bound` say what meets
-# the target.  Of issue 14's io_uring goals only the echo one is here so far.
+
+# The targets, as data: the verdict reads only this.  Each compares one figure
+# of one experiment (group, label as written in EXPERIMENTS, key): with `den`,
+# the paired ratio num / den (the median over rounds of num's figure over
+# den's in the same round), else num's own median; `op` and `bound` say what
+# meets the target.
 def target(text, group, label, key, num, den, op, bound):
     return {"text": text, "group": group, "label": label, "key": key, "num": num, "den": den, "op": op,
             "bound": bound}
@@ -403,35 +513,37 @@ TARGETS += [
            "posix_spawn", ">=", 0.97),
     target("spawn: spawns/s >= 2 x popen's", "spawn", "small parent, K={spawns}", "spawns_per_s", "treadle", "popen",
            ">=", 2.0),
-    target("spawn, 2 GiB parent: spawns/s >= 50 x fork's", "spawn", "2 GiB parent, K=100", "spawns_per_s", "treadle",
-           "fork", ">=", 50.0),
-    target("xchan (issue 12): msgs/s >= 1.5 x Go's (GOMAXPROCS=2)", "loops", "xchan T={xhops}", "msgs_per_s",
+    target("spawn, 2 GiB parent: spawns/s >= 50 x fork's", "spawn", "2 GiB parent, K={big_spawns}", "spawns_per_s",
+           "treadle", "fork", ">=", 50.0),
+    target("xchan: msgs/s >= 1.5 x Go's (GOMAXPROCS=2)", "loops", "xchan T={xhops}", "msgs_per_s",
            "treadle", "go-2", ">=", 1.5),
-    target("xchan (issue 12): msgs/s >= tokio-mt's", "loops", "xchan T={xhops}", "msgs_per_s", "treadle", "tokio-mt",
+    target("xchan: msgs/s >= tokio-mt's", "loops", "xchan T={xhops}", "msgs_per_s", "treadle", "tokio-mt",
            ">=", 1.0),
-    target("xchan (issue 12): <= 0.05 wake-ups per message", "loops", "xchan T={xhops}", "wakeups_per_msg", "treadle",
+    target("xchan: <= 0.05 wake-ups per message", "loops", "xchan T={xhops}", "wakeups_per_msg", "treadle",
            None, "<=", 0.05),
-    target("xping (issue 12), sleeping: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
+    target("xping, sleeping: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
            "treadle", "go-2", "<=", 1.0),
-    target("xping (issue 12), spinning: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
+    target("xping, spinning: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
            "treadle-spin", "go-2", "<=", 1.0),
-    target("pipes --loops 2 (issue 12): msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
+    target("pipes on 2 loops: msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
            "treadle-2-loops", "treadle-callback", ">=", 1.8),
-    target("blocking (issue 13): us/call <= libuv's", "blocking", "F=64 N={calls}", "us_per_call", "treadle", "libuv",
+    target("blocking: us/call <= libuv's", "blocking", "F=64 N={calls}", "us_per_call", "treadle", "libuv",
            "<=", 1.0),
-    target("blocking (issue 13): us/call <= tokio-mt's", "blocking", "F=64 N={calls}", "us_per_call", "treadle",
+    target("blocking: us/call <= tokio-mt's", "blocking", "F=64 N={calls}", "us_per_call", "treadle",
            "tokio-mt", "<=", 1.0),
-    target("fs (issue 13): CPU/read <= 1.3 x Go's", "fs", "C=64 S={file_mib} MiB N={reads}", "cpu_us_per_read",
+    target("fs: CPU/read <= 1.3 x Go's", "fs", "C=64 S={file_mib} MiB N={reads}", "cpu_us_per_read",
            "treadle-fs-auto", "go", "<=", 1.3),
-    target("fs (issue 13): reads/s >= 3 x libuv's", "fs", "C=64 S={file_mib} MiB N={reads}", "reads_per_s",
+    target("fs: reads/s >= 3 x libuv's", "fs", "C=64 S={file_mib} MiB N={reads}", "reads_per_s",
            "treadle-fs-auto", "libuv", ">=", 3.0),
-    target("responsive (issue 13): p99 lateness <= 1000 us", "responsive", "F=64 call=10 ms S={seconds} s",
+    target("fs on the ring: CPU/read <= Go's", "fs", "C=64 S={file_mib} MiB N={reads}", "cpu_us_per_read",
+           "treadle-fs-uring", "go", "<=", 1.0),
+    target("responsive: p99 lateness <= 1000 us", "responsive", "F=64 call=10 ms S={seconds} s",
            "lateness_p99_us", "treadle-pool", None, "<=", 1000.0),
-    target("hiredis (issue 15): cmds/s >= 2 x pthreads'", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+    target("hiredis: cmds/s >= 2 x pthreads'", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
            "cmds_per_s", "treadle-hook", "pthreads", ">=", 2.0),
-    target("hiredis (issue 15): cmds/s >= 0.8 x hiredis-libev's", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+    target("hiredis: cmds/s >= 0.8 x hiredis-libev's", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
            "cmds_per_s", "treadle-hook", "hiredis-libev", ">=", 0.8),
-    target("hiredis (issue 15): no watchdog stall over 5 ms", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
+    target("hiredis: no watchdog stall over 5 ms", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",
            "stalls", "treadle-hook", None, "<=", 0.0),
 ]
 for _c, _pl in ((50, 1), (50, 16), (1000, 1)):
@@ -444,12 +556,39 @@ for _c, _pl in ((50, 1), (50, 16), (1000, 1)):
                               "treadle-kv", None, "<=", 1.05))
 for _p in (1000, 9000):
     for _impl in ("treadle-ops-uring", "treadle-fiber-uring"):
-        TARGETS.append(target(f"uring (issue 14) {_impl} P={_p} D=0: CPU/msg <= 0.88 x libev's", "uring",
+        TARGETS.append(target(f"uring {_impl} P={_p} D=0: CPU/msg <= 0.88 x libev's", "uring",
                               f"pipes P={_p} D=0", "cpu_us_per_msg", _impl, "libev", "<=", 0.88))
-TARGETS.append(target("fs (issue 14): uring CPU/read <= Go's", "fs", "C=64 S={file_mib} MiB N={reads}",
-                      "cpu_us_per_read", "treadle-fs-uring", "go", "<=", 1.0))
-TARGETS.append(target("echo (issue 14): msgs/s >= 1.2 x Go's (GOMAXPROCS=1)", "echo", "C=1000 M={echo_messages} B=64",
+TARGETS.append(target("echo on uring: msgs/s >= 1.2 x Go's (GOMAXPROCS=1)", "echo", "C=1000 M={echo_messages} B=64",
                       "msgs_per_s", "treadle-uring", "go-1-server", ">=", 1.2))
+# HTTP, one core at 75 connections, and two cores (httpd on uring, its faster
+# back end there; the epoll rows run beside them, part of no target).
+TARGETS += [
+    target("httpd one core, uring: CPU/req <= 0.85 x nginx's", "http", "c=75", "server_cpu_us_per_req",
+           "httpd-1u", "nginx-1", "<=", 0.85),
+    target("httpd one core: req/s >= 1.2 x Go's", "http", "c=75", "rps", "httpd-1", "go-1-http", ">=", 1.2),
+    target("httpd one core: req/s >= nginx's", "http", "c=75", "rps", "httpd-1", "nginx-1", ">=", 1.0),
+    target("httpd one core: CPU/req <= Go's", "http", "c=75", "server_cpu_us_per_req", "httpd-1", "go-1-http",
+           "<=", 1.0),
+    target("httpd one core: CPU/req <= nginx's", "http", "c=75", "server_cpu_us_per_req", "httpd-1", "nginx-1",
+           "<=", 1.0),
+]
+for _place in ("shared", "wrk on CPU 1"):
+    for _impl, _mode in (("httpd-2du", "distribute"), ("httpd-2ru", "reuseport")):
+        for _c in (75, 1000):
+            _what = f"httpd two cores ({_place}), {_mode}, c={_c}"
+            _label = f"c={_c} {_place}"
+            TARGETS += [
+                target(f"{_what}: req/s >= nginx's", "http-2", _label, "rps", _impl, "nginx-2", ">=", 1.0),
+                target(f"{_what}: req/s >= 1.5 x Go's", "http-2", _label, "rps", _impl, "go-2-http", ">=", 1.5),
+                target(f"{_what}: CPU/req <= nginx's", "http-2", _label, "server_cpu_us_per_req", _impl, "nginx-2",
+                       "<=", 1.0),
+                target(f"{_what}: CPU/req <= Go's", "http-2", _label, "server_cpu_us_per_req", _impl, "go-2-http",
+                       "<=", 1.0),
+            ]
+for _impl, _mode in (("httpd-2d", "distribute"), ("httpd-2r", "reuseport")):
+    for _c in (75, 1000):
+        TARGETS.append(target(f"httpd two loops, {_mode}, c={_c}: connections per loop within 1.5 x", "http-2",
+                              f"balance c={_c}", "loop_spread", _impl, None, "<=", 1.5))
 
 # Rounds whose figures for one implementation spread more than this (max/min - 1)
 # are reported: the machine was probably busy.
@@ -457,7 +596,8 @@ SPREAD_WARN = 0.20
 
 # ---------------------------------------------------------------------------
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK_BANNER = ("QUICK LOOK: one round at small sizes. It shows that everything runs and roughly where treadle "
+                "stands; it is not a measurement (`make bench-full`: medians of 3 interleaved rounds at full sizes).")
 
 
 def find_binary(build, name):
@@ -466,7 +606,7 @@ def find_binary(build, name):
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     for dirpath, dirnames, filenames in os.walk(build):
-        dirnames[:] = [d for d in dirnames if d != "CMakeFiles"]
+        dirnames[:] = [d for d in dirnames if d not in ("CMakeFiles", "peers-tokio-target")]
         if name in filenames:
             cand = os.path.join(dirpath, name)
             if os.access(cand, os.X_OK):
@@ -501,6 +641,18 @@ def fmt(v):
     return f"{v:.3g}" if v < 1 else f"{v:.2f}"
 
 
+def fmt_secs(s):
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def load_average():
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 BASELINE = "baseline:"
 
 
@@ -518,41 +670,104 @@ def add_baseline(e):
     return e
 
 
+def expected(e, impl, sizes):
+    """Seconds one run should take (the baseline twin: as its original)."""
+    return e["est"](impl.split("@")[0], sizes)
+
+
+def ensure_http_tools():
+    """wrk and nginx for the HTTP groups: installed with apt-get when missing
+    and run as root; otherwise their runs are skipped with a note."""
+    missing = [pkg for pkg, tool in (("wrk", "wrk"), ("nginx-light", "nginx"))
+               if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}")]
+    if missing and os.geteuid() == 0 and shutil.which("apt-get"):
+        print(f"run.py: installing {' '.join(missing)} for the HTTP groups", file=sys.stderr, flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        if any(not shutil.which(t) and not os.path.exists(f"/usr/sbin/{t}") for t in ("wrk", "nginx")):
+            subprocess.run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    elif missing:
+        print(f"run.py: {' '.join(missing)} not installed: the HTTP runs that need them are skipped "
+              f"(apt-get install {' '.join(missing)})", file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build", help="build directory (default: build)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of interleaved runs (default: 3)")
-    ap.add_argument("--only", action="append", default=[], metavar="GROUP",
-                    help="run only this group (repeatable, or comma-separated)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of interleaved runs (default: 3; --quick: 1)")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run only these groups and/or implementations (repeatable, or comma-separated)")
     ap.add_argument("--quick", action="store_true",
-                    help="small sizes and 1 round, for a smoke test; never writes the doc")
-    ap.add_argument("--write", action="store_true", help="rewrite the groups' sections of the doc")
+                    help="one round at small sizes: a quick look, not a measurement; never writes the doc")
+    ap.add_argument("--duration", type=int, metavar="S", help="HTTP groups: seconds per wrk run (default: 8; "
+                    "--quick: 1, and 2 for http-close)")
+    ap.add_argument("--conns", metavar="C,...", help="HTTP groups: connection counts (default: 75,1000; "
+                    "--quick: 75)")
+    ap.add_argument("--write", action="store_true", help="rewrite the doc's sections of the groups that ran")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run (default: 600)")
-    ap.add_argument("--list", action="store_true", help="list the groups and experiments and exit")
+    ap.add_argument("--list", action="store_true",
+                    help="list the groups, their experiments and expected times, and exit")
     ap.add_argument("--baseline", metavar="DIR",
-                    help="also run each treadle workload from the build in DIR (before/after ratios)")
+                    help="also run each treadle-bench workload from the build in DIR (before/after ratios)")
     opts = ap.parse_args()
 
     check_targets()
-    groups = list(dict.fromkeys(e["group"] for e in EXPERIMENTS))
     size_idx = 1 if opts.quick else 0
     sizes = {k: v[size_idx] for k, v in SIZES.items()}
-    if opts.list:
-        for e in EXPERIMENTS:
-            print(f"{e['group']:16} {e['label'].format(**sizes):24} {' '.join(e['impls'])}")
-        return 0
-    only = [g for arg in opts.only for g in arg.split(",") if g]
-    unknown = [g for g in only if g not in groups]
+    if opts.duration:
+        sizes["http_seconds"] = sizes["close_seconds"] = max(1, opts.duration)
+    experiments = EXPERIMENTS
+    if opts.conns or opts.quick:
+        try:
+            conns = [int(c) for c in opts.conns.split(",")] if opts.conns else CONNS[1]
+        except ValueError:
+            ap.error(f"--conns: not a list of numbers: {opts.conns}")
+        experiments = [e for e in EXPERIMENTS if e["group"] not in HTTP_GROUPS] + http_experiments(conns)
+    groups = list(dict.fromkeys(e["group"] for e in experiments))
+    rounds = 1 if opts.quick else max(1, opts.rounds)
+
+    names = [n for arg in opts.only for n in arg.split(",") if n]
+    want_groups = [n for n in names if n in groups]
+    want_impls = [n for n in names if n in IMPLS]
+    unknown = [n for n in names if n not in groups and n not in IMPLS]
     if unknown:
-        print(f"run.py: unknown group(s) {', '.join(unknown)}; groups: {', '.join(groups)}", file=sys.stderr)
+        print(f"run.py: unknown name(s) {', '.join(unknown)}; groups: {', '.join(groups)}; implementations: "
+              f"{', '.join(IMPLS)}", file=sys.stderr)
         return 2
-    selected = [e for e in EXPERIMENTS if not only or e["group"] in only]
+    selected = []
+    for e in experiments:
+        if want_groups and e["group"] not in want_groups:
+            continue
+        if want_impls:
+            keep = [i for i in e["impls"] if i in want_impls]
+            if not keep:
+                continue
+            e = dict(e, impls=keep, also_vs=[x for x in e["also_vs"] if x in keep])
+        selected.append(e)
     if opts.baseline:
         selected = [add_baseline(e) for e in selected]
-    rounds = 1 if opts.quick else max(1, opts.rounds)
+    everything = not names and not opts.baseline
+
+    per_group = {}
+    for e in selected:
+        per_group[e["group"]] = per_group.get(e["group"], 0) + sum(expected(e, i, sizes) for i in e["impls"])
+    if opts.list:
+        for e in selected:
+            print(f"{e['group']:15} {e['label'].format(**sizes):30} {' '.join(e['impls'])}")
+        print()
+        for g, s in per_group.items():
+            print(f"{g:15} about {fmt_secs(s * rounds)} ({rounds} round{'s' if rounds > 1 else ''})")
+        print(f"{'in all':15} about {fmt_secs(sum(per_group.values()) * rounds)}")
+        return 0
     if opts.quick and opts.write:
-        print("run.py: --quick never writes the doc; ignoring --write")
+        print("run.py: --quick never writes the doc; ignoring --write", file=sys.stderr)
+    if any(e["bench"] in ("http", "balance") for e in selected):
+        ensure_http_tools()
 
     # Locate binaries once; a missing one is a note, not an error.
     binaries, missing = {}, set()
@@ -561,7 +776,7 @@ def main():
             name = IMPLS[impl][0]
             if name not in binaries:
                 if name.startswith(SCRIPT):
-                    cand = os.path.join(ROOT, "bench", name[len(SCRIPT):])
+                    cand = os.path.join(ROOT, "bench", "drivers", name[len(SCRIPT):])
                     binaries[name] = cand if os.access(cand, os.X_OK) else None
                 elif name.startswith(BASELINE):
                     binaries[name] = find_binary(opts.baseline, name[len(BASELINE):])
@@ -572,17 +787,27 @@ def main():
     for impl in sorted(missing):
         print(f"note: {IMPLS[impl][0]} not found under {opts.build}: {impl} skipped")
 
+    todo = [(i, impl) for i, e in enumerate(selected) for impl in e["impls"] if impl not in missing]
+    est = {(i, impl): expected(selected[i], impl, sizes) for i, impl in todo}
+    total_est = sum(est.values()) * rounds
+    if opts.quick:
+        print(QUICK_BANNER + "\n")
+    print(f"run.py: {len(todo) * rounds} runs ({len(todo)} per round, {rounds} round{'s' if rounds > 1 else ''}) "
+          f"in {len(per_group)} group{'s' if len(per_group) > 1 else ''}; expected about {fmt_secs(total_est)} "
+          "(the sizes times docs/PERFORMANCE.md's figures; a slower or busier machine takes longer)", flush=True)
+
     # Other work on a shared machine moves the figures: say how busy it was.
     load = load_average()
+    started = datetime.datetime.now(datetime.timezone.utc)
     print(f"run.py: load average {load} at the start", file=sys.stderr, flush=True)
     samples = {}   # (experiment index, impl) -> list of result dicts
     failures = []  # (experiment, impl, message)
     # Progress: a run takes about as long as the same run in an earlier round;
-    # a run not timed yet, as long as the runs so far did on average.
+    # a run not timed yet, what COST expects, scaled by how the runs so far
+    # compared with what it expected of them.
     took = {}  # (experiment index, impl) -> seconds of its last run
-    todo = [(i, impl) for i, e in enumerate(selected) for impl in e["impls"] if impl not in missing]
-    total_runs = len(todo) * rounds
     n_done, t0 = 0, time.monotonic()
+    spent = expected_done = 0.0
     for r in range(rounds):
         done_round = set()
         for i, e in enumerate(selected):
@@ -595,18 +820,14 @@ def main():
                 binary, extra, env = IMPLS[impl]
                 cmd = [binaries[binary], e["bench"]] + args + extra
                 if binary.startswith(SCRIPT):
-                    cmd += ["--build", opts.build]
+                    cmd = [sys.executable] + cmd + ["--build", opts.build]
                 tag = f"[{r + 1}/{rounds}] {e['group']} {label} {impl}"
-                elapsed = time.monotonic() - t0
-                mean = sum(took.values()) / len(took) if took else None
-                left = None
-                if mean is not None:
-                    this_round = sum(took.get(x, mean) for x in todo if x not in done_round)
-                    left = this_round + (rounds - r - 1) * sum(took.get(x, mean) for x in todo)
+                scale = spent / expected_done if expected_done else 1.0
+                this_round = sum(took.get(x, est[x] * scale) for x in todo if x not in done_round)
+                later = (rounds - r - 1) * sum(took.get(x, est[x] * scale) for x in todo)
                 print(f"run.py: {e['group']} {label} {impl}: round {r + 1} of {rounds}, run {n_done + 1} of "
-                      f"{total_runs}, elapsed {fmt_secs(elapsed)}, "
-                      f"{'about ' + fmt_secs(left) + ' left' if left is not None else 'estimate after the first run'}",
-                      file=sys.stderr, flush=True)
+                      f"{len(todo) * rounds}, elapsed {fmt_secs(time.monotonic() - t0)}, about "
+                      f"{fmt_secs(this_round + later)} left", file=sys.stderr, flush=True)
                 t1 = time.monotonic()
                 n_done += 1
                 done_round.add((i, impl))
@@ -624,6 +845,9 @@ def main():
                     res, err = None, str(ex)
                 finally:
                     took[(i, impl)] = time.monotonic() - t1
+                    if r == 0:
+                        spent += took[(i, impl)]
+                        expected_done += est[(i, impl)]
                 if res is None:
                     failures.append((e, impl, err))
                     print(f"{tag}: FAILED ({err})\n    command: {shlex.join(cmd)}", file=sys.stderr, flush=True)
@@ -632,15 +856,17 @@ def main():
                 samples.setdefault((i, impl), []).append(res)
                 vals = " ".join(f"{k}={fmt(res.get(k))}" for k in e["keys"] if isinstance(res.get(k), float))
                 print(f"{tag}: {vals}", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - t0
     load_end = load_average()
-    print(f"run.py: {n_done} runs in {fmt_secs(time.monotonic() - t0)}; load average {load} at the start, "
+    print(f"run.py: {n_done} runs in {fmt_secs(elapsed)}; load average {load} at the start, "
           f"{load_end} at the end", file=sys.stderr, flush=True)
 
     sections = {}
     for g in [g for g in groups if any(e["group"] == g for e in selected)]:
         sections[g] = render_group(g, selected, samples, missing, failures, sizes, rounds)
-        base = ", ".join(sorted({e["impls"][0] for e in selected if e["group"] == g}))
-        runs = "1 run" if rounds == 1 else f"medians of {rounds} interleaved rounds"
+        base = ", ".join(dict.fromkeys(e["impls"][0] for e in selected if e["group"] == g))
+        runs = "quick look, 1 run" if opts.quick else (
+            "1 run" if rounds == 1 else f"medians of {rounds} interleaved rounds")
         print(f"\n## {g}: {runs}, ratio = figure / {base}'s in the same round\n")
         print(sections[g])
 
@@ -648,25 +874,20 @@ def main():
     for w in spread_warnings(selected, samples, sizes):
         print(f"warning: {w}")
     print()
-    print(verdict(selected, samples, sizes))
+    verdict_text = verdict(selected, samples, sizes)
     if opts.quick:
-        print("(--quick: small sizes and 1 round, a smoke test; these figures are no verdict)")
+        print("## Verdict against the targets: quick look (one round at small sizes, not a measurement)\n")
+    else:
+        print(f"## Verdict against the targets ({'1 run' if rounds == 1 else f'medians of {rounds} rounds'})\n")
+    print(verdict_text)
+    print(f"\nElapsed {fmt_secs(elapsed)} (expected about {fmt_secs(total_est)}).")
+    if opts.quick:
+        print("\n" + QUICK_BANNER)
 
     if opts.write and not opts.quick:
-        write_doc(opts.doc, sections, rounds, load)
+        machine = machine_table(opts.build, started, load, load_end) if everything else None
+        write_doc(opts.doc, sections, rounds, load, started, machine, verdict_text if everything else None)
     return 0
-
-
-def load_average():
-    try:
-        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def fmt_secs(s):
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def spread_warnings(selected, samples, sizes):
@@ -697,13 +918,13 @@ def paired(samples, i, key, num, den):
 
 
 def verdict(selected, samples, sizes):
-    """The closing verdict: each target of TARGETS whose group ran."""
-    lines = ["## Verdict against the targets (docs/PERFORMANCE.md's summary table, issues 12-15)", "",
-             "| target | figure | measured | met |", "|---|---|---:|---|"]
+    """The verdict: each target of TARGETS whose experiment ran."""
+    lines = ["| target | figure | measured | met |", "|---|---|---:|---|"]
     met = missed = unmeasured = 0
     for t in TARGETS:
         idx = [i for i, e in enumerate(selected) if e["group"] == t["group"] and e["label"] == t["label"]]
-        if not idx:
+        if not idx or t["num"] not in selected[idx[0]]["impls"] or (
+                t["den"] and t["den"] not in selected[idx[0]]["impls"]):
             continue
         v = paired(samples, idx[0], t["key"], t["num"], t["den"])
         what = f"{t['key']} {t['num']}" + (f" / {t['den']}" if t["den"] else "") + f" {t['op']} {t['bound']:g}"
@@ -734,6 +955,8 @@ def check_targets():
         for impl in (t["num"], t["den"]):
             assert impl is None or impl in e["impls"], f"target {t['text']!r}: {impl} does not run {t['label']}"
         assert t["op"] in ("<=", ">="), t["op"]
+    groups = {e["group"] for e in EXPERIMENTS}
+    assert not groups & set(IMPLS), f"names both a group and an implementation: {groups & set(IMPLS)}"
 
 
 def render_group(group, selected, samples, missing, failures, sizes, rounds):
@@ -780,58 +1003,168 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                               if isinstance(s.get(key), float) and other_by_round.get(s["_round"])]
                     ok = impl in e["impls"] and impl != other and ratios
                     cells.append(f"{statistics.median(ratios):.2f}×" if ok else "")
-                lines.append(f"| {e['label'].format(**sizes)} | {key} vs {other} | " + " | ".join(cells) + " |")
+                if any(cells):
+                    lines.append(f"| {e['label'].format(**sizes)} | {key} vs {other} | " + " | ".join(cells) + " |")
     notes = []
     if group in GROUP_NOTES:
         notes.append(GROUP_NOTES[group])
-    bases = sorted({e["impls"][0] for _, e in exps})
+    bases = list(dict.fromkeys(e["impls"][0] for _, e in exps))
     runs = "1 run" if rounds == 1 else f"the median of {rounds} interleaved runs"
-    paired = "" if rounds == 1 else (" (paired: the median over rounds of the peer's figure over "
-                                     f"{', '.join(bases)}'s in the same round)")
+    paired_note = "" if rounds == 1 else (" (paired: the median over rounds of the figure over "
+                                          f"{', '.join(bases)}'s in the same round)")
     notes.append(f"Each cell is {runs}; (×) is the ratio to "
-                 f"{', '.join(bases)} in the same row{paired}: above 1 means the peer spends more.")
+                 f"{', '.join(bases)} in the same row{paired_note}: above 1 means the column spends more, or "
+                 "for a rate (…_per_s, rps) does more.")
     for impl in sorted(missing & set(impls)):
-        notes.append(f"{impl}: not built on this machine (its library is not installed), skipped.")
+        notes.append(f"{impl}: not built on this machine, skipped.")
     for e, impl, err in failures:
         if e["group"] == group:
             notes.append(f"{impl} failed a run of {e['label'].format(**sizes)}: {err.splitlines()[-1] if err else ''}")
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in dict.fromkeys(notes))
 
 
-def machine_line():
-    cpu = "unknown CPU"
+def _cpuinfo():
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                k, sep, v = line.partition(":")
+                if sep and k.strip() not in info:
+                    info[k.strip()] = v.strip()
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} CPUs"
+    return info
 
 
-def write_doc(path, sections, rounds, load):
+def machine_line():
+    """One line: CPU model and count (also bench/tools/sweep.py's)."""
+    return f"{_cpuinfo().get('model name', 'unknown CPU')}, {os.cpu_count()} CPUs"
+
+
+def _first_line(argv, stream="stdout"):
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (p.stdout if stream == "stdout" else p.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def _deb_version(pkg):
+    v = _first_line(["dpkg-query", "-W", "-f=${Version}", pkg])
+    if not v:
+        return None
+    return re.sub(r"^\d+:", "", v).split("-")[0].split("+")[0]
+
+
+def machine_table(build, started, load, load_end):
+    """The machine, read from it: a markdown table."""
+    cpu = _cpuinfo()
+    rows = [("date", started.strftime("%Y-%m-%d %H:%M UTC"))]
+    rev = _first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    if rev:
+        dirty = _first_line(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+        rows.append(("treadle", rev + (" with uncommitted changes" if dirty else "")))
+    model = cpu.get("model name", "unknown")
+    detail = ", ".join(f"{k} {cpu[k]}" for k in ("cpu family", "model", "stepping") if k in cpu)
+    virt = " (a virtual machine: hypervisor flag set)" if " hypervisor" in " " + cpu.get("flags", "") else ""
+    rows.append(("CPU", f"{model}{' (' + detail + ')' if detail else ''}{virt}"))
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    rows.append(("CPUs", f"{os.cpu_count()} online, {usable} usable by the run"))
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(next(l for l in f if l.startswith("MemTotal:")).split()[1])
+        rows.append(("memory", f"{kb / 1024 / 1024:.1f} GiB"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    rows.append(("kernel", f"Linux {platform.release()} {platform.machine()}"))
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        libc = None
+    rows.append(("C library", libc or " ".join(platform.libc_ver()).strip() or "unknown"))
+    cc, btype = None, None
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_C_COMPILER:"):
+                    cc = line.split("=", 1)[1].strip()
+                elif line.startswith("CMAKE_BUILD_TYPE:"):
+                    btype = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    ccv = _first_line([cc, "--version"]) if cc else None
+    rows.append(("compiler", f"{ccv or cc or 'unknown'}" + (f", CMAKE_BUILD_TYPE={btype}" if btype else "")
+                 + "; benchmarks at -O2"))
+    peers = []
+    for name, pkg in (("libev", "libev-dev"), ("libuv", "libuv1-dev"), ("libevent", "libevent-dev"),
+                      ("hiredis", "libhiredis-dev"), ("liburing", "liburing-dev")):
+        v = _deb_version(pkg)
+        if v:
+            peers.append(f"{name} {v}")
+    redis = _first_line(["redis-server", "--version"])
+    m = re.search(r"v=(\S+)", redis or "")
+    if m:
+        peers.append(f"redis-server {m.group(1)}")
+    nginx = _first_line(["nginx", "-v"], "stderr") or _first_line(["/usr/sbin/nginx", "-v"], "stderr")
+    m = re.search(r"nginx/(\S+)", nginx or "")
+    if m:
+        peers.append(f"nginx {m.group(1)}")
+    v = _deb_version("wrk")
+    if v:
+        peers.append(f"wrk {v}")
+    go = _first_line(["go", "version"])
+    m = re.search(r"go(\d\S*)", go or "")
+    if m:
+        peers.append(f"Go {m.group(1)}")
+    rustc = _first_line(["rustc", "--version"])
+    if rustc:
+        tokio = None
+        try:
+            with open(os.path.join(ROOT, "bench", "peers", "tokio", "Cargo.lock")) as f:
+                m = re.search(r'name = "tokio"\nversion = "([^"]+)"', f.read())
+                tokio = m.group(1) if m else None
+        except OSError:
+            pass
+        peers.append(f"rustc {rustc.split()[1]}" + (f" (tokio {tokio})" if tokio else ""))
+    rows.append(("peers", ", ".join(peers) or "none found"))
+    rows.append(("load average", f"{load} at the start, {load_end} at the end (1 / 5 / 15 min)"))
+    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def replace_section(doc, name, body, heading):
+    block = f"<!-- BEGIN {name} -->\n{body}\n<!-- END {name} -->"
+    pat = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
+    if pat.search(doc):
+        return pat.sub(lambda _m: block, doc, count=1)
+    return doc.rstrip("\n") + f"\n\n## {heading}\n\n{block}\n"
+
+
+def write_doc(path, sections, rounds, load, started, machine, verdict_text):
     try:
         with open(path) as f:
             doc = f.read()
     except FileNotFoundError:
         doc = "# treadle performance\n"
-    cmd = shlex.join(["python3"] + sys.argv)
-    stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    cmd = shlex.join(["python3"] + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+    stamp = started.strftime("%Y-%m-%d %H:%M UTC")
+    head = (f"Measured {stamp} with `{cmd}`, {rounds} round{'s' if rounds != 1 else ''}, on {machine_line()}, "
+            f"Linux {platform.release()}, load average {load} when the run began.")
+    if machine is not None:
+        doc = replace_section(doc, "machine", machine, "The machine")
+    if verdict_text is not None:
+        doc = replace_section(doc, "verdict", f"{head}\n\n{verdict_text}", "Verdict")
     for group, body in sections.items():
-        block = (f"<!-- BEGIN {group} -->\n"
-                 f"Measured {stamp} with `{cmd}`, {rounds} round{'s' if rounds != 1 else ''}, on {machine_line()}, "
-                 f"`uname -r` {platform.release()}, load average {load} when the run began."
-                 f"\n\n{body}\n<!-- END {group} -->")
-        pat = re.compile(rf"<!-- BEGIN {re.escape(group)} -->.*?<!-- END {re.escape(group)} -->", re.S)
-        if pat.search(doc):
-            doc = pat.sub(lambda _m: block, doc, count=1)
-        else:
-            doc = doc.rstrip("\n") + f"\n\n## {group}\n\n{block}\n"
+        doc = replace_section(doc, group, f"{head}\n\n{body}", group)
     with open(path, "w") as f:
         f.write(doc)
-    print(f"run.py: wrote {', '.join(sections)} to {path}")
+    written = ", ".join((["machine", "verdict"] if machine is not None else []) + list(sections))
+    print(f"run.py: wrote {written} to {path}")
+    if machine is None:
+        print("run.py: the machine table and the verdict are written only by a run of every group")
 
 
 if __name__ == "__main__":

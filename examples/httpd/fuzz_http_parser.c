@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the request parser (bench/http/fuzz.sh builds and runs
+ * libFuzzer target for the request parser (fuzz/run.sh builds and runs
  * it with -fsanitize=fuzzer,address,undefined).
  *
  * Input: one control byte, then the bytes of a request.  Checked:

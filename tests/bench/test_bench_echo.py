@@ -4,7 +4,7 @@ benchmark runs: treadle-bench echo-server on each back end (uring where this
 kernel and build have it) with treadle-bench's echo client, tiny sizes; the
 client's check of every byte, the server's count of the bytes it echoed and
 its clean exit when stdin ends; the client's refusals; and one run through
-bench/echo_driver.py, as bench/run.py makes it.
+bench/drivers/echo_driver.py, as bench/run.py makes it.
 
     tests/bench/test_bench_echo.py BUILD/bench/treadle-bench BUILD
 
@@ -18,7 +18,7 @@ import sys
 import time
 
 BIN, BUILD = sys.argv[1], sys.argv[2]
-DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "echo_driver.py")
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "drivers", "echo_driver.py")
 TIMEOUT = 60
 failures = []
 

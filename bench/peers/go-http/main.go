@@ -1,4 +1,4 @@
-// The Go peer of examples/httpd for bench/http: a net/http server answering
+// The Go peer of examples/httpd for the HTTP groups: a net/http server answering
 // "Hello, World!" on "/", written the way the standard library is meant to be
 // used.  GOMAXPROCS (environment) picks how many cores it may use.
 //

@@ -1,6 +1,6 @@
 package main
 
-// echo-server: the Go peer of treadle-bench's echo-server (shared/BENCHMARKS.md,
+// echo-server: the Go peer of treadle-bench's echo-server (docs/BENCHMARKS.md,
 // "echo"), with the same contract: listen (default 127.0.0.1:0), print
 // "PORT n" on stdout, serve until stdin reaches end of file, exit 0.  A
 // goroutine per connection echoes what arrives (Read into a 16 KiB buffer,
@@ -8,7 +8,7 @@ package main
 // GOMAXPROCS=1 for the one-loop figure.  Go sets TCP_NODELAY on every TCP
 // connection by default, as treadle's server and client do explicitly.
 //
-// The client is treadle-bench echo for every server; bench/echo_driver.py
+// The client is treadle-bench echo for every server; bench/drivers/echo_driver.py
 // measures the server's CPU time from /proc.
 
 import (

@@ -17,7 +17,7 @@ import (
 // the goroutine's own thread; a read that blocks long enough has the runtime
 // hand its P to another thread.
 //
-// The file is the one bench/fs_file.h describes, found or made the same way,
+// The file is the one bench/common/fs_file.h describes, found or made the same way,
 // byte for byte: the treadle driver, the libuv peer and this one share it.
 // Each goroutine has its own splitmix64 PRNG (goroutine i starts at i+1), and
 // every read is checked for its length and for its first word.

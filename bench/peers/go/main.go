@@ -1,5 +1,5 @@
 // bench-go: the Go peer of treadle-bench for the fiber-level workloads of
-// shared/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs), with the
+// docs/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs), with the
 // same command line and the same RESULT line as the C driver.
 //
 //	bench-go ring  --threads 503 --hops T [--via wake|chan]
@@ -187,6 +187,6 @@ func main() {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs|echo-server [options]\n"+
-		"       (see shared/BENCHMARKS.md)\n")
+		"       (see docs/BENCHMARKS.md)\n")
 	os.Exit(2)
 }

@@ -22,7 +22,7 @@ import (
 // a one-permit semaphore: the waker's send never blocks (as a wake must not),
 // a wake that comes before the park is not lost, and when the target is
 // already parked in the receive the runtime hands over directly to it and
-// makes it runnable, without touching the buffer.  (Measured on this machine:
+// makes it runnable, without touching the buffer.  (Measured:
 // as cheap as an unbuffered channel or a sync.Cond+flag per goroutine, within
 // noise, and ~1.6x cheaper than a locked sync.Mutex per goroutine unlocked by
 // the predecessor.)

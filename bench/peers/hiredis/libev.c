@@ -1,5 +1,5 @@
 /*
- * bench-hiredis-libev: the hiredis workload (shared/BENCHMARKS.md) with
+ * bench-hiredis-libev: the hiredis workload (docs/BENCHMARKS.md) with
  * hiredis's asynchronous API on libev, through hiredis's own adapter
  * (<hiredis/adapters/libev.h>): F connections on one loop, each issuing its
  * next command from the previous one's reply callback (SET, then GET once

@@ -1,5 +1,5 @@
 /*
- * bench-hiredis-pthreads: the hiredis workload (shared/BENCHMARKS.md) with
+ * bench-hiredis-pthreads: the hiredis workload (docs/BENCHMARKS.md) with
  * the synchronous code of the fibers (../../hiredis_sync.h) in F pthreads,
  * each with its own blocking connection.  Stacks of 64 KiB, as treadle's
  * fibers have by default, so that thousands of threads fit.  Every thread

@@ -1,5 +1,5 @@
 /*
- * pipes (shared/BENCHMARKS.md) on libev, written the way libev is meant to be
+ * pipes (docs/BENCHMARKS.md) on libev, written the way libev is meant to be
  * used: ev_io watchers, which libev reports level-triggered, and one ev_timer
  * per pipe for the delayed read.
  */

@@ -1,4 +1,4 @@
-/* timers (shared/BENCHMARKS.md) on libev: ev_timer, libev's 4-ary heap. */
+/* timers (docs/BENCHMARKS.md) on libev: ev_timer, libev's 4-ary heap. */
 #include <ev.h>
 
 #include "../peer.h"

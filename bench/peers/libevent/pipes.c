@@ -1,5 +1,5 @@
 /*
- * pipes (shared/BENCHMARKS.md) on libevent 2: a persistent EV_READ event per
+ * pipes (docs/BENCHMARKS.md) on libevent 2: a persistent EV_READ event per
  * read end, a one-shot EV_WRITE event per write end (libevent removes it
  * when it fires: that is its "stop after the write"), and one timer event per
  * pipe for the delayed read.  Events live in the pipe struct (event_assign),

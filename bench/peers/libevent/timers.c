@@ -1,4 +1,4 @@
-/* timers (shared/BENCHMARKS.md) on libevent 2: timer events (a min-heap),
+/* timers (docs/BENCHMARKS.md) on libevent 2: timer events (a min-heap),
  * kept in one array with evtimer_assign like the other implementations'
  * caller-owned timers. */
 #include <event2/event.h>

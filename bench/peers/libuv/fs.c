@@ -1,4 +1,4 @@
-/* fs (shared/BENCHMARKS.md) on libuv: uv_fs_read of 4 KiB at random offsets
+/* fs (docs/BENCHMARKS.md) on libuv: uv_fs_read of 4 KiB at random offsets
  * of the workload's file (../../fs_file.h), C requests in flight on libuv's
  * pool (each one's callback issues the next), N reads in all.  libuv 1.44
  * (Debian 12) runs every file request on its thread pool; UV_THREADPOOL_SIZE
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <uv.h>
 
-#include "../../fs_file.h"
+#include "fs_file.h"
 #include "../peer.h"
 
 typedef struct fs_req {

@@ -1,5 +1,5 @@
 /*
- * pipes (shared/BENCHMARKS.md) on libuv.
+ * pipes (docs/BENCHMARKS.md) on libuv.
  *
  * The pipes are watched with uv_poll_t on their raw fds, not wrapped in
  * uv_pipe_t: uv_pipe_t/uv_read_start would add libuv's own buffer allocation

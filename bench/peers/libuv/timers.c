@@ -1,4 +1,4 @@
-/* timers (shared/BENCHMARKS.md) on libuv: uv_timer_t, libuv's binary heap.
+/* timers (docs/BENCHMARKS.md) on libuv: uv_timer_t, libuv's binary heap.
  * libuv's timeouts are whole milliseconds, so each drawn delay is rounded to
  * the nearest one. */
 #include <uv.h>

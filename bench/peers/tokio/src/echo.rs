@@ -1,4 +1,4 @@
-//! echo-server: the tokio peer of treadle-bench's echo-server (shared/BENCHMARKS.md,
+//! echo-server: the tokio peer of treadle-bench's echo-server (docs/BENCHMARKS.md,
 //! "echo"), with the same contract: listen (default 127.0.0.1:0), print
 //! "PORT n" on stdout, serve until stdin reaches end of file, exit 0.  A task
 //! per connection echoes what arrives into a 16 KiB buffer, as treadle's and
@@ -10,7 +10,7 @@
 //!
 //! stdin is read by a plain thread (blocked in read(2), no CPU) that exits the
 //! process at end of file.  The client is treadle-bench echo for every server;
-//! bench/echo_driver.py measures the server's CPU time from /proc.
+//! bench/drivers/echo_driver.py measures the server's CPU time from /proc.
 
 use std::io::{ErrorKind, Read};
 

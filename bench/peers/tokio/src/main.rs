@@ -1,5 +1,5 @@
 //! bench-tokio: the tokio peer of treadle-bench for the fiber-level workloads of
-//! shared/BENCHMARKS.md (ring, chan, idle, pipes --style fiber), with the same
+//! docs/BENCHMARKS.md (ring, chan, idle, pipes --style fiber), with the same
 //! command line and the same RESULT line as the C driver, plus the runtime
 //! flavour:
 //!
@@ -14,7 +14,7 @@
 //! ```
 //!
 //! echo-server is not a timed workload: it prints "PORT n", serves until stdin
-//! ends and prints no RESULT line (bench/echo_driver.py measures it).
+//! ends and prints no RESULT line (bench/drivers/echo_driver.py measures it).
 //!
 //! impl is `tokio-ct` (current_thread: one thread runs every task and the I/O
 //! and timer drivers) or `tokio-mt` (multi_thread: worker_threads defaults to
@@ -179,7 +179,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
         usage_exit(
-            "usage: bench-tokio ring|chan|idle|pipes|xchan|blocking|echo-server [options] [--flavor current_thread|multi_thread]\n       (see shared/BENCHMARKS.md)",
+            "usage: bench-tokio ring|chan|idle|pipes|xchan|blocking|echo-server [options] [--flavor current_thread|multi_thread]\n       (see docs/BENCHMARKS.md)",
         )
     };
     if argv.len() < 2 {

@@ -65,7 +65,7 @@ pub async fn run(o: &Opts) -> Outcome {
         // lost) and otherwise wakes the one waiter directly; it carries no data.
         // A hand-written slot (a Mutex<(flag, Option<Waker>)> per task calling
         // the bare Waker::wake that every tokio primitive ends in) measured
-        // slower on this machine (~84 vs ~64 ns per hop: it clones the Waker
+        // slower (~84 vs ~64 ns per hop: it clones the Waker
         // at every park, Notify does not), a oneshot per hop would allocate on
         // every hop, and an mpsc(1) per task is the --via chan form.
         "wake" => {

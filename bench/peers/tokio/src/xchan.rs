@@ -1,6 +1,6 @@
 //! xchan: one task sends 1..T over a bounded mpsc channel of 1024 to another,
 //! which sums them and checks the sum.  Run it with --flavor multi_thread
-//! (two workers on this machine), so that both may run at once, as treadle's
+//! (two workers on two CPUs), so that both may run at once, as treadle's
 //! two loops do.
 
 use tokio::sync::mpsc;

@@ -1,5 +1,5 @@
 /*
- * The pipes workload of shared/BENCHMARKS.md on treadle's loop API, written as
+ * The pipes workload of docs/BENCHMARKS.md on treadle's loop API, written as
  * a user of include/treadle/loop.h would write it.  Styles here: callback and
  * watch.  The fiber style lives in its own file (see bench_pipes_fiber below).
  *

@@ -1,5 +1,5 @@
 /*
- * The spawn workload of shared/BENCHMARKS.md: start /bin/true K times, one
+ * The spawn workload of docs/BENCHMARKS.md: start /bin/true K times, one
  * after another, waiting for each; optionally from a parent that has first
  * touched S MiB of heap (fork's cost grows with it, a vfork-style spawn's does
  * not).  Every method runs the same program with the same arguments and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Draw the pipes charts from bench/sweep.py's CSV, and predict the seed's scale.
+"""Draw the pipes charts from bench/tools/sweep.py's CSV, and predict the seed's scale.
 
-    python3 bench/charts.py [--csv docs/charts/pipes-sweep.csv] [--out DIR] [--fit-only]
+    python3 bench/tools/charts.py [--csv docs/charts/pipes-sweep.csv] [--out DIR] [--fit-only]
 
 Draws, for each delay D in the CSV, two log-log charts like the 2010 GHC I/O
 manager ones: messages per second against pipes (pipes-throughput-d<D>.png) and
@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CSV = os.path.join(ROOT, "docs", "charts", "pipes-sweep.csv")
 
 # The seed's figure: GHC's 2010 I/O manager, 1,000,000 messages through
@@ -256,7 +256,7 @@ def main():
     try:
         meta, rows = load(opts.csv)
     except OSError as ex:
-        print(f"charts: cannot read {opts.csv}: {ex.strerror} (run bench/sweep.py first)", file=sys.stderr)
+        print(f"charts: cannot read {opts.csv}: {ex.strerror} (run bench/tools/sweep.py first)", file=sys.stderr)
         return 1
     if not rows:
         print(f"charts: {opts.csv} has no successful runs", file=sys.stderr)

@@ -1,5 +1,5 @@
 /*
- * echo (shared/BENCHMARKS.md, "the io_uring issue"): C TCP connections over
+ * echo (docs/BENCHMARKS.md, "Servers"): C TCP connections over
  * loopback to an echo server on one loop; each client connection sends B
  * bytes and waits for them back, M round trips in all.
  *
@@ -10,7 +10,7 @@
  *       behind (tdl_fd_writebehind) unless --writebehind no.  Prints "PORT n" on stdout once
  *       it listens, serves until its stdin reaches end of file (or SIGTERM's
  *       default action ends it), then prints "SERVED conns=N bytes=B" and
- *       exits 0.  Its CPU time is measured from outside (bench/echo_driver.py
+ *       exits 0.  Its CPU time is measured from outside (bench/drivers/echo_driver.py
  *       reads /proc/PID/stat), so the same client measures every server.
  *
  *   echo --port P --conns C --messages M --size B [--host H] [--backend ...] [--sync 0|1]

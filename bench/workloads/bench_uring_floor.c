@@ -2,7 +2,7 @@
  * uring-floor: the floor under the echo and HTTP figures on io_uring.  No
  * treadle on the measured path: one thread, one ring, liburing called
  * directly, the least work a server on io_uring can do for these two
- * workloads on this machine.  It plays the part `xping --floor 1` plays for
+ * workloads on the machine at hand.  It plays the part `xping --floor 1` plays for
  * the loops group: how close treadle comes to what io_uring itself allows.
  *
  *   uring-floor --listen ADDR [--mode echo|http] [--recv single|multishot]
@@ -12,7 +12,7 @@
  * not on the measured path).  The server prints "PORT n" on stdout, serves
  * until its stdin reaches end of file (or SIGTERM's default action ends it),
  * then prints "SERVED conns=N bytes=B" and exits 0, as echo-server does, so
- * that bench/echo_driver.py can check the bytes echoed (http: B counts the
+ * that bench/drivers/echo_driver.py can check the bytes echoed (http: B counts the
  * bytes received, and " requests=R" follows).
  *
  * The ring: SINGLE_ISSUER | DEFER_TASKRUN, completion queue 8 x the
@@ -47,7 +47,7 @@
  *                       until EAGAIN, then one IORING_OP_ACCEPT; after its
  *                       completion accept4 again.  The three measure what a
  *                       multishot accept is worth when connections come and
- *                       go (bench/http/run.py's churn rows, "Connection: close").
+ *                       go (bench/run.py's http-close group, "Connection: close").
  *
  *   --mode echo       what arrives goes back with send(2).
  *   --mode http       every complete request head ("\r\n\r\n") in what
@@ -57,7 +57,7 @@
  *                     one receive go out in one send.  Nothing else of the
  *                     request is looked at, except whether the connection
  *                     stays open (HTTP/1.1 without "Connection: close"),
- *                     which bench/http/run.py's readiness probe needs.
+ *                     which the readiness probe of bench/drivers/http_driver.py needs.
  *
  *   --send plain      send(2), as above (the default).
  *   --send ring       an IORING_OP_SEND (MSG_WAITALL) per answer instead,

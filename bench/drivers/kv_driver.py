@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One run of the kv workload (shared/BENCHMARKS.md style): a Redis-protocol
+"""One run of the kv workload (docs/BENCHMARKS.md style): a Redis-protocol
 server on one CPU, redis-benchmark on the other, one RESULT line.
 
     kv_driver.py kv --server kv|redis-server --build DIR

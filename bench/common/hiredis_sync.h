@@ -1,5 +1,5 @@
 /*
- * The hiredis workload (shared/BENCHMARKS.md): what its three drivers share.
+ * The hiredis workload (docs/BENCHMARKS.md): what its three drivers share.
  *
  *   bench-hiredis-fibers   hiredis --fibers F  --commands N --port P   (hiredis_fibers.c)
  *   bench-hiredis-pthreads hiredis --threads F --commands N --port P   (peers/hiredis/pthreads.c)
@@ -11,7 +11,7 @@
  * remain of the N/2 shared by all.  hb_sync_client() below is the loop of
  * the synchronous API, the very code that the fibers and the pthreads run;
  * the libev peer does the same commands and checks from reply callbacks.
- * The server is started and stopped by bench/hiredis_driver.py.
+ * The server is started and stopped by bench/drivers/hiredis_driver.py.
  *
  * Keys: clients, commands (2 x pairs), cmds_per_s = commands / wall_s,
  * cpu_us_per_cmd = (user+sys of this process, every thread) * 1e6 / commands.

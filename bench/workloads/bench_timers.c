@@ -1,5 +1,5 @@
 /*
- * The timers workload of shared/BENCHMARKS.md on treadle's loop API.
+ * The timers workload of docs/BENCHMARKS.md on treadle's loop API.
  * The random draws (deadlines and the cancel order) are made before the
  * clock starts, so that only the library's work is timed; every peer under
  * bench/peers/ does the same.

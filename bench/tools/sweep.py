@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The pipes sweep behind docs/charts: the 2010 GHC I/O manager charts, redrawn.
 
-    python3 bench/sweep.py [--build DIR] [--messages M] [--rounds R] [--delays 0,1000]
+    python3 bench/tools/sweep.py [--build DIR] [--messages M] [--rounds R] [--delays 0,1000]
                            [--impls a,b,...] [--max-pipes N] [--pipes P1,P2,...] [--out CSV]
 
 The `pipes` workload (docs/BENCHMARKS.md) at P = 100, 120, 144, ... pipes (a factor of
-12/10 each step, as in 2010) up to the most this machine allows, at each delay D,
+12/10 each step, as in 2010) up to the most the machine allows, at each delay D,
 for treadle (callback and fiber style) and every peer whose driver is built.  The
 limit: each pipe takes 2 fds, so P stops at (hard RLIMIT_NOFILE - FD_MARGIN) / 2,
 and at 100,000 pipes where the limit is higher; the last step is that limit itself.
@@ -15,7 +15,7 @@ Runs are interleaved: within a round every implementation runs each (D, P) step
 once, in an order that rotates from round to round; rounds are outermost, so a
 slow spell of a shared machine lands on all implementations alike.  Each run
 is one row of the CSV (failed runs too, with status=failed), written as it
-finishes; bench/charts.py draws the charts from that file alone.  Progress goes
+finishes; bench/tools/charts.py draws the charts from that file alone.  Progress goes
 to stderr.  A missing driver is skipped with a note.
 """
 
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import run  # noqa: E402  (bench/run.py: find_binary, parse_result, machine_line)
 
 ROOT = run.ROOT
@@ -191,7 +191,7 @@ def main():
         "rounds": str(opts.rounds),
         "pipes": f"{steps[0]}..{steps[-1]} ({len(steps)} steps)",
         "load_average_start": " / ".join(f"{x:.1f}" for x in load0),
-        "command": " ".join(["python3", "bench/sweep.py"] + sys.argv[1:]),
+        "command": " ".join(["python3", "bench/tools/sweep.py"] + sys.argv[1:]),
     }
     print(f"sweep: {len(impls)} implementations x {len(steps)} pipe counts ({steps[0]}..{steps[-1]}) x "
           f"delays {','.join(map(str, delays))} x {opts.rounds} rounds = {total_runs} runs of "

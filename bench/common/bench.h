@@ -4,7 +4,7 @@
  * char **argv)` (argv[0] is the workload name) that does its setup, brackets
  * the work with bench_begin()/bench_end(), checks its own result and prints one
  * RESULT line with bench_result().  It returns 0, or non-zero (printing no
- * RESULT line) when its correctness check fails.  See ../shared/BENCHMARKS.md.
+ * RESULT line) when its correctness check fails.  See docs/BENCHMARKS.md.
  */
 #ifndef TDL_BENCH_H
 #define TDL_BENCH_H
@@ -83,7 +83,7 @@ static inline uint64_t bench_rand(uint64_t *state)
 /* Raise RLIMIT_NOFILE's soft limit to the hard limit (pipes need 2 fds each). */
 void bench_raise_nofile(void);
 
-/* Workloads of treadle-bench (defined in bench/bench_<name>.c). */
+/* Workloads of treadle-bench (defined in bench/workloads/bench_<name>.c). */
 int bench_pipes_main(int argc, char **argv);
 int bench_timers_main(int argc, char **argv);
 int bench_ring_main(int argc, char **argv);

@@ -43,7 +43,7 @@ void bench_end(bench_span *s)
 }
 
 /* ru_maxrss is not used: it survives exec, so a benchmark started from a
- * script would report the launcher's peak (see shared/MEASURED.md). */
+ * script would report the launcher's peak. */
 static long status_kb(const char *field)
 {
   FILE *f = fopen("/proc/self/status", "r");

@@ -3,7 +3,7 @@
 peak of many connections (each makes a request, then all stay open at once),
 closes them all, lets the server idle, and samples its RSS all along.
 
-    bench/rss_peak.py [--httpd build/release/examples/httpd/httpd] [--conns 20000]
+    bench/tools/rss_peak.py [--httpd build/release/examples/httpd/httpd] [--conns 20000]
                       [--clients 4] [--idle 30] [--loops N] [--every 0.5]
 
 Prints the curve (seconds, phase, VmRSS in KiB), then one summary line:

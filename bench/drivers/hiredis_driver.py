@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One run of the hiredis workload (shared/BENCHMARKS.md) against a fresh
+"""One run of the hiredis workload (docs/BENCHMARKS.md) against a fresh
 redis-server: start the server, run one client program, stop the server,
 print the client's RESULT line.
 
@@ -16,7 +16,7 @@ The server: `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no
 --maxclients F+100 --tcp-backlog max(511, F+100)` on a free port, a new one
 for every run.  With --pin yes (the default) and two CPUs or more, the
 server is pinned to CPU 0 and the client to CPU 1 (taskset), as
-bench/kv_driver.py does: every client gets one CPU of its own, whatever its
+bench/drivers/kv_driver.py does: every client gets one CPU of its own, whatever its
 number of threads.  The RESULT line is the client's, with one key added:
 
     server_cpu_us_per_cmd   the server's CPU time (utime+stime, /proc/PID/stat)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One run of the echo workload (shared/BENCHMARKS.md, "the io_uring issue"):
+"""One run of the echo workload (docs/BENCHMARKS.md, "Servers"):
 start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.
 
@@ -19,7 +19,7 @@ connection, 16 KiB buffer, TCP_NODELAY), listening on 127.0.0.1, a free port:
     tokio-ct         bench-tokio echo-server --flavor current_thread
     floor-single     treadle-bench uring-floor --mode echo --recv single: no
                      library, liburing directly, one receive per connection
-                     into its 16 KiB buffer (bench/bench_uring_floor.c)
+                     into its 16 KiB buffer (bench/workloads/bench_uring_floor.c)
     floor-multishot  the same with --recv multishot: a multishot receive per
                      connection from a ring of provided buffers
     floor-ring-send  the same with --send ring: each answer a send request on
@@ -37,7 +37,7 @@ READY, and starts its clock when it reads a line here.  The server's CPU time
 just before that line is written and as soon as the RESULT line arrives, so
 it covers the timed round trips only, not the connects.  With --pin yes (the
 default) and two CPUs or more, the server is pinned to CPU 0 and the client to
-CPU 1 (taskset), as bench/kv_driver.py does.
+CPU 1 (taskset), as bench/drivers/kv_driver.py does.
 
 The RESULT line is the client's with impl= set to the server's name and two
 keys added:

@@ -1,5 +1,5 @@
 /*
- * The file of the fs workload (shared/BENCHMARKS.md), shared by
+ * The file of the fs workload (docs/BENCHMARKS.md), shared by
  * treadle-bench (bench_fs.c) and the C peers (peers/libuv/fs.c); the Go peer
  * (peers/go/fs.go) does the same in Go.  Every implementation reads the very
  * same file: same place, same size, same bytes.

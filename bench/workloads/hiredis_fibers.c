@@ -1,5 +1,5 @@
 /*
- * bench-hiredis-fibers: the hiredis workload (shared/BENCHMARKS.md) with
+ * bench-hiredis-fibers: the hiredis workload (docs/BENCHMARKS.md) with
  * treadle's hook library: F fibers on one loop, each running hiredis's
  * synchronous API, unmodified (hiredis_sync.h), on its own connection.
  * A program of its own, not a workload of treadle-bench: it is linked with

@@ -11,7 +11,7 @@
  *
  * xping --floor 1: no treadle at all: two threads pinned to two CPUs pass a
  * counter back and forth through two cache lines, spinning.  The least any
- * round trip between two threads costs on this machine: the floor under
+ * round trip between two threads costs on the machine at hand: the floor under
  * the fiber figures.
  */
 #include <treadle.h>

@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""One run of an HTTP workload (docs/BENCHMARKS.md, "Servers"): start one
+server, load it with wrk, stop it, print one RESULT line.
+
+    http_driver.py http --server KEY --build DIR [--conns C] [--duration S]
+                        [--warmup S] [--place pinned|shared|wrk1] [--close]
+    http_driver.py balance --server httpd-2d|httpd-2r --build DIR [--conns C] [--duration S]
+
+Every server answers GET / with "Hello, World!" on 127.0.0.1, a free port.
+KEY names the server and how many cores it is given:
+
+    httpd-1      examples/httpd --loops 1 on epoll
+    httpd-1u     the same on io_uring (receiving ahead and sending behind, as
+                 httpd does there by default)
+    httpd-1us    httpd-1u with --no-readahead: a receive request per read
+    httpd-1un    httpd-1u with --no-writebehind: a send(2) per answer
+    floor-1      no library: treadle-bench uring-floor --mode http, liburing
+                 directly on one thread (bench/workloads/bench_uring_floor.c),
+                 one receive at a time per connection
+    floor-1m     the same with a multishot receive from provided buffers
+    floor-1mr    floor-1m with each answer a send request on the ring
+    floor-1as    floor-1 with one accept request at a time (instead of a
+                 multishot accept)
+    floor-1ae    floor-1 accepting as treadle does: accept4 until EAGAIN,
+                 then one accept request
+    go-1         bench-go-http (Go net/http), GOMAXPROCS=1
+    nginx-1      nginx, 1 worker
+    httpd-2d     httpd --loops 2 --accept distribute, epoll
+    httpd-2r     httpd --loops 2 --accept reuseport, epoll
+    httpd-2du    httpd-2d on io_uring
+    httpd-2ru    httpd-2r on io_uring
+    httpd-2x1    httpd --loops 1 given two cores
+    go-2         bench-go-http, GOMAXPROCS=2
+    nginx-2      nginx, 2 workers
+
+--place says where the server and wrk run (with two CPUs or more; with one,
+nothing is pinned): pinned, the server on CPU 0 and wrk on CPU 1 (taskset);
+shared, nothing pinned (wrk and the server share every CPU); wrk1, wrk on
+CPU 1 and the server free.
+
+`http`: after --warmup seconds of wrk at C connections (0: none), one
+measured `wrk -t1 -cC -dS --latency` (with --close, every request carries
+"Connection: close", so that every request is a connection of its own).
+The server's CPU time is utime + stime of the server and every process it
+started (/proc/PID/stat, clock ticks), read just before and after the
+measured run.  The RESULT line:
+
+    rps                     requests per second (wrk)
+    p99_us                  wrk's 99th percentile latency, µs
+    server_cpu_us_per_req   the server's CPU time per request, µs
+    requests, errors        wrk's count of requests, and of socket errors
+                            and non-2xx answers
+
+`balance`: a fresh `httpd --loops 2 --accept MODE` (httpd-2d: distribute,
+httpd-2r: reuseport), one wrk run of S seconds at C connections (wrk opens
+each connection once), then the connections each loop took, which httpd
+prints when it stops: loop_min, loop_max and loop_spread (max / min).
+
+A program that is missing (wrk, nginx, httpd, bench-go-http, or
+treadle-bench without uring-floor) is an exit status of 77 with a note: the
+orchestrator skips the run.  nginx's configuration is
+bench/peers/nginx/nginx.conf.in.
+"""
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TICK = os.sysconf("SC_CLK_TCK")
+
+# key: (program, arguments, environment, cores)
+#   program: "httpd", "floor" (treadle-bench uring-floor), "go" (bench-go-http) or "nginx"
+URING = {"TDL_BACKEND": "uring"}
+SERVERS = {
+    "httpd-1": ("httpd", ["--loops", "1"], {}, 1),
+    "httpd-1u": ("httpd", ["--loops", "1"], URING, 1),
+    "httpd-1us": ("httpd", ["--loops", "1", "--no-readahead"], URING, 1),
+    "httpd-1un": ("httpd", ["--loops", "1", "--no-writebehind"], URING, 1),
+    "floor-1": ("floor", ["--recv", "single", "--accept", "multishot", "--send", "plain"], {}, 1),
+    "floor-1m": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "plain"], {}, 1),
+    "floor-1mr": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "ring"], {}, 1),
+    "floor-1as": ("floor", ["--recv", "single", "--accept", "single", "--send", "plain"], {}, 1),
+    "floor-1ae": ("floor", ["--recv", "single", "--accept", "eager", "--send", "plain"], {}, 1),
+    "go-1": ("go", [], {"GOMAXPROCS": "1"}, 1),
+    "nginx-1": ("nginx", [], {}, 1),
+    "httpd-2d": ("httpd", ["--loops", "2", "--accept", "distribute"], {}, 2),
+    "httpd-2r": ("httpd", ["--loops", "2", "--accept", "reuseport"], {}, 2),
+    "httpd-2du": ("httpd", ["--loops", "2", "--accept", "distribute"], URING, 2),
+    "httpd-2ru": ("httpd", ["--loops", "2", "--accept", "reuseport"], URING, 2),
+    "httpd-2x1": ("httpd", ["--loops", "1"], {}, 2),
+    "go-2": ("go", [], {"GOMAXPROCS": "2"}, 2),
+    "nginx-2": ("nginx", [], {}, 2),
+}
+
+
+def note(msg):
+    print(f"http_driver: {msg}", file=sys.stderr, flush=True)
+
+
+def find(build, name, sub=()):
+    for cand in [os.path.join(build, *sub, name), os.path.join(build, "bench", name), os.path.join(build, name)]:
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    for dirpath, dirnames, filenames in os.walk(build):
+        dirnames[:] = [d for d in dirnames if d not in ("CMakeFiles", "peers-tokio-target")]
+        if name in filenames and os.access(os.path.join(dirpath, name), os.X_OK):
+            return os.path.join(dirpath, name)
+    return None
+
+
+def program(kind, build):
+    """(path, None) or (None, why it is missing)."""
+    if kind == "httpd":
+        p = find(build, "httpd", ("examples", "httpd"))
+        return (p, None) if p else (None, f"no httpd under {build}")
+    if kind == "floor":
+        p = find(build, "treadle-bench", ("bench",))
+        if not p:
+            return None, f"no treadle-bench under {build}"
+        h = subprocess.run([p, "uring-floor", "--help"], capture_output=True, text=True)
+        if h.returncode != 0 or "not built" in h.stdout:
+            return None, "treadle-bench has no uring-floor (built without liburing)"
+        return p, None
+    if kind == "go":
+        p = find(build, "bench-go-http")
+        return (p, None) if p else (None, f"no bench-go-http under {build} (bench/peers/build-peers.sh builds it)")
+    p = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    return (p, None) if p else (None, "nginx is not installed (Debian: nginx-light)")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def ready(port, proc, deadline):
+    """Whether the server answers GET / with "Hello, World!" before the deadline."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while chunk := s.recv(4096):
+                    data += chunk
+            if data.startswith(b"HTTP/1.1 200") and data.endswith(b"Hello, World!"):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def descendants(pid):
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for c in f.read().split():
+                    out += descendants(int(c))
+    except OSError:
+        pass
+    return out
+
+
+def cpu_seconds(pid):
+    """utime + stime of pid (every thread) and its descendants, in seconds."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / TICK
+
+
+def seconds(s):
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", s)
+    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
+
+
+class Server:
+    def __init__(self, key, path, tmp, place):
+        kind, args, env, self.cores = SERVERS[key]
+        self.kind, self.proc, self.port = kind, None, free_port()
+        listen = f"127.0.0.1:{self.port}"
+        if kind == "httpd":
+            argv = [path, "--listen", listen] + args
+        elif kind == "floor":
+            argv = [path, "uring-floor", "--listen", listen, "--mode", "http"] + args
+        elif kind == "go":
+            argv = [path, "-listen", listen]
+        else:
+            with open(os.path.join(ROOT, "bench", "peers", "nginx", "nginx.conf.in")) as f:
+                conf = f.read()
+            conf = conf.replace("@PREFIX@", tmp).replace("@PORT@", str(self.port))
+            conf = conf.replace("@WORKERS@", str(self.cores))
+            with open(os.path.join(tmp, "nginx.conf"), "w") as f:
+                f.write(conf)
+            argv = [path, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"), "-e", os.path.join(tmp, "error.log")]
+        if place == "pinned":
+            argv = ["taskset", "-c", "0"] + argv
+        # The floor serves until its stdin ends: a pipe held open.
+        # stderr goes to a file (a pipe nobody reads could fill and stop the server).
+        self.err = open(os.path.join(tmp, "stderr"), "w+")
+        self.proc = subprocess.Popen(argv, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+                                     stderr=self.err,
+                                     stdin=subprocess.PIPE if kind == "floor" else subprocess.DEVNULL)
+
+    def stop(self):
+        """Stop the server; its stderr."""
+        p = self.proc
+        if p.stdin:
+            p.stdin.close()
+            p.stdin = None
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if p.poll() is None:
+            # nginx: QUIT is its graceful stop; httpd and Go: TERM
+            p.send_signal(signal.SIGQUIT if self.kind == "nginx" else signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.err.seek(0)
+        return self.err.read()
+
+
+def wrk(port, conns, duration, close, cpus, timeout):
+    argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"http://127.0.0.1:{port}/"]
+    if close:
+        argv[1:1] = ["-H", "Connection: close"]
+    if cpus:
+        argv = ["taskset", "-c", cpus] + argv
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workload", choices=["http", "balance"])
+    ap.add_argument("--server", choices=sorted(SERVERS), required=True)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--conns", type=int, default=75)
+    ap.add_argument("--duration", type=int, default=8, help="seconds of the measured wrk run (default 8)")
+    ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk before it, 0 for none (default 1)")
+    ap.add_argument("--place", choices=["pinned", "shared", "wrk1"], default="pinned")
+    ap.add_argument("--close", action="store_true", help='every request with "Connection: close"')
+    ap.add_argument("--timeout", type=float, default=120, help="seconds for each wrk run beyond --duration")
+    o = ap.parse_args()
+    if o.conns < 1 or o.duration < 1 or o.warmup < 0:
+        ap.error("--conns and --duration must be positive, --warmup not negative")
+    if o.workload == "balance" and o.server not in ("httpd-2d", "httpd-2r"):
+        ap.error("balance runs httpd-2d or httpd-2r")
+
+    if not shutil.which("wrk"):
+        print("http_driver: wrk is not installed (Debian: wrk)")
+        return 77
+    kind = SERVERS[o.server][0]
+    path, why = program(kind, os.path.abspath(o.build))
+    if not path:
+        print(f"http_driver: {o.server}: {why}")
+        return 77
+    two = (os.cpu_count() or 1) >= 2
+    place = o.place if two else "shared"
+    wrk_cpus = "1" if place in ("pinned", "wrk1") else None
+    # wrk -c1000 and the servers need more fds than the usual soft limit.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    with tempfile.TemporaryDirectory(prefix="treadle-http-") as tmp:
+        srv = Server(o.server, path, tmp, "shared" if o.workload == "balance" else place)
+        err_text = ""
+        try:
+            if not ready(srv.port, srv.proc, time.monotonic() + 10):
+                err_text = srv.stop()
+                print(f"http_driver: {o.server} did not start: {err_text.strip()[-400:]}", file=sys.stderr)
+                return 1
+            if o.workload == "balance":
+                wrk(srv.port, o.conns, o.duration, False, None, o.duration + o.timeout)
+                err_text = srv.stop()
+                m = re.search(r"connections per loop: ([\d ]+)", err_text)
+                counts = [int(x) for x in m.group(1).split()] if m else []
+                if len(counts) < 2 or min(counts) <= 0:
+                    print(f"http_driver: {o.server}: no per-loop counts ({err_text.strip()[-300:]!r})",
+                          file=sys.stderr)
+                    return 1
+                print(f"RESULT impl={o.server} bench=balance conns={o.conns} loops={'/'.join(map(str, counts))} "
+                      f"loop_min={min(counts)} loop_max={max(counts)} loop_spread={max(counts) / min(counts):.3f}")
+                return 0
+            if o.warmup:
+                wrk(srv.port, o.conns, o.warmup, o.close, wrk_cpus, o.warmup + o.timeout)
+            cpu0 = cpu_seconds(srv.proc.pid)
+            out = wrk(srv.port, o.conns, o.duration, o.close, wrk_cpus, o.duration + o.timeout)
+            cpu1 = cpu_seconds(srv.proc.pid)
+        except subprocess.CalledProcessError as ex:
+            print(f"http_driver: wrk failed (exit {ex.returncode}): {(ex.stderr or '').strip()[-300:]}",
+                  file=sys.stderr)
+            return 1
+        except subprocess.TimeoutExpired:
+            print("http_driver: wrk did not finish in time", file=sys.stderr)
+            return 1
+        finally:
+            if srv.proc.returncode is None:
+                srv.stop()
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+    errors = 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        errors += sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        errors += int(m.group(1))
+    if not requests:
+        print(f"http_driver: {o.server}: wrk made no request: {' '.join(out.split())[-300:]}", file=sys.stderr)
+        return 1
+    print(f"RESULT impl={o.server} bench=http conns={o.conns} duration_s={o.duration} place={place} "
+          f"close={int(o.close)} rps={rps:.0f} p99_us={p99 * 1e6:.0f} "
+          f"server_cpu_us_per_req={(cpu1 - cpu0) * 1e6 / requests:.3f} requests={requests} errors={errors}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

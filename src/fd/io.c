@@ -47,9 +47,10 @@ typedef struct tdl__ffd {
   bool empty;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 #ifdef TDL_HAVE_URING
-  tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
-  tdl__acc *acc;     /* accepting ahead (tdl_fd_readahead on a listener), or NULL */
-  tdl__behind *behind; /* sending behind (tdl_fd_writebehind), or NULL */
+  /* Background requests (fd_internal.h), or NULL. */
+  tdl__bg *ahead;  /* receiving ahead (tdl_fd_readahead) */
+  tdl__bg *acc;    /* accepting ahead (tdl_fd_readahead on a listener) */
+  tdl__bg *behind; /* sending behind (tdl_fd_writebehind) */
 #endif
 } tdl__ffd;
 
@@ -62,9 +63,9 @@ static bool taken(const tdl__ffd *d, unsigned events)
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return true;
 #ifdef TDL_HAVE_URING
-  if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
-      ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)) ||
-      ((events & TDL_WRITE) && d->behind && tdl__behind_busy(d->behind)))
+  if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__bg_busy(d->ahead)) ||
+      ((events & TDL_READ) && d->acc && tdl__bg_busy(d->acc)) ||
+      ((events & TDL_WRITE) && d->behind && tdl__bg_busy(d->behind)))
     return true;
 #endif
   return false;
@@ -155,6 +156,20 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, readable);
 }
 
+#ifdef TDL_HAVE_URING
+/* d's fd is being closed, or its scheduler torn down: so are its
+ * background requests. */
+static void ffd_close_bg(tdl__ffd *d)
+{
+  if (d->ahead)
+    tdl__bg_close(d->ahead);
+  if (d->acc)
+    tdl__bg_close(d->acc);
+  if (d->behind)
+    tdl__bg_close(d->behind);
+}
+#endif
+
 static void fio_trim(tdl__sched *s, tdl__sched_client *h);
 
 static void fio_destroy(tdl__sched *s, tdl__sched_client *h)
@@ -163,20 +178,15 @@ static void fio_destroy(tdl__sched *s, tdl__sched_client *h)
   for (uint32_t i = 0; i < io->nffds; i++) {
     if (io->ffds[i]) {
 #ifdef TDL_HAVE_URING
-      if (io->ffds[i]->ahead)
-        tdl__ahead_close(io->ffds[i]->ahead);
-      if (io->ffds[i]->acc)
-        tdl__acc_close(io->ffds[i]->acc);
-      if (io->ffds[i]->behind)
-        tdl__behind_close(io->ffds[i]->behind);
+      ffd_close_bg(io->ffds[i]);
 #endif
       tdl_io_stop(s->loop, &io->ffds[i]->w);
       free(io->ffds[i]);
     }
   }
 #ifdef TDL_HAVE_URING
-  /* The records of receives still armed free themselves at their last
-   * completions, which must come before the ring goes (tdl__ahead_close). */
+  /* The records of requests still in flight free themselves at their last
+   * completions, which must come before the ring goes (tdl__bg_close). */
   if (tdl__loop_ring(s->loop))
     (void)tdl__ring_settle_ahead(s->loop);
   tdl__behind_spares_free(&io->spares);
@@ -438,7 +448,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     return e;
   if (taken(d, events))
     return -EBUSY;
-  if ((events & TDL_READ) && ((d->ahead && tdl__ahead_ready(d->ahead)) || (d->acc && tdl__acc_ready(d->acc)))) {
+  if ((events & TDL_READ) && ((d->ahead && tdl__bg_pending(d->ahead)) || (d->acc && tdl__bg_pending(d->acc)))) {
     tdl__io_budget_spend(f);
     return TDL_READ; /* received ahead: the next read returns at once */
   }
@@ -446,7 +456,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     /* What comes is taken by the request armed ahead, not left for a poll
      * of the socket to see: wait for it where it is queued. */
     bool closed;
-    int r = d->ahead ? tdl__ahead_wait(f, d->ahead, deadline, &closed) : tdl__acc_wait(f, d->acc, deadline, &closed);
+    int r = tdl__bg_wait(f, d->ahead ? d->ahead : d->acc, deadline, &closed);
     if (closed || r != (int)TDL__AHEAD_PASS)
       return r;
   }
@@ -480,10 +490,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, empty, deadline, &closed);
   if (closed)
     return r; /* tdl_close freed d meanwhile */
-  if (tdl__ahead_idle(d->ahead)) {
-    tdl__ahead_free(d->ahead); /* turned off, and all read */
-    d->ahead = NULL;
-  }
+  tdl__bg_free_idle(&d->ahead); /* turned off, and all read */
   if (r == TDL__AHEAD_PASS || r == TDL__AHEAD_LATER)
     return r;
   if (addrlen)
@@ -491,15 +498,6 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   if (r >= 0)
     tdl__io_budget_spend(f);
   return r;
-}
-
-/* Sending behind was turned off and everything has gone: the record goes. */
-static void behind_forget_idle(tdl__ffd *d)
-{
-  if (tdl__behind_idle(d->behind)) {
-    tdl__behind_free(d->behind);
-    d->behind = NULL;
-  }
 }
 
 /* A send of an fd that sends behind (fd/behind.c): copied behind what
@@ -512,7 +510,7 @@ static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t l
   bool closed;
   ssize_t r = tdl__behind_send(f, d->behind, buf, len, flags, deadline, &closed);
   if (!closed) /* (else tdl_close freed d meanwhile) */
-    behind_forget_idle(d);
+    tdl__bg_free_idle(&d->behind); /* turned off, and all gone */
   return r;
 }
 
@@ -523,7 +521,7 @@ static int behind_flush(tdl__fiber *f, tdl__ffd *d, tdl_time_t deadline)
   bool closed;
   int e = tdl__behind_flush(f, d->behind, deadline, &closed);
   if (!closed)
-    behind_forget_idle(d);
+    tdl__bg_free_idle(&d->behind);
   return e;
 }
 #endif
@@ -575,10 +573,7 @@ static int acc_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr,
   int r = tdl__acc_accept(f, d->acc, empty, deadline, &closed);
   if (closed)
     return r; /* tdl_close freed d meanwhile */
-  if (tdl__acc_idle(d->acc)) {
-    tdl__acc_free(d->acc); /* turned off, and all taken */
-    d->acc = NULL;
-  }
+  tdl__bg_free_idle(&d->acc); /* turned off, and all taken */
   if (r < 0)
     return r;
   accepted(f->sched, fd, r);
@@ -703,6 +698,8 @@ static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f
  * does not apply to the call folds away. */
 static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
 {
+  if (op->iovcnt < 0)
+    return -EINVAL; /* readv, writev: before anything else */
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
@@ -786,8 +783,6 @@ ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
 
 ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  if (iovcnt < 0)
-    return -EINVAL;
   const tdl__fdop op = {.call = FD_READV, .dir = TDL_READ, .name = "readv", .fd = fd, .iov = iov,
                         .iovcnt = iovcnt, .ring = true, .bg = FD_BG_AHEAD};
   return tdl__fd_io(&op, deadline);
@@ -795,8 +790,6 @@ ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadli
 
 ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
 {
-  if (iovcnt < 0)
-    return -EINVAL;
   const tdl__fdop op = {.call = FD_WRITEV, .dir = TDL_WRITE, .name = "writev", .fd = fd, .iov = iov,
                         .iovcnt = iovcnt, .ring = true, .bg = FD_BG_FLUSH};
   return tdl__fd_io(&op, deadline);
@@ -895,12 +888,7 @@ static void forget_fd(tdl__sched *s, int fd)
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
 #ifdef TDL_HAVE_URING
-    if (d->ahead)
-      tdl__ahead_close(d->ahead);
-    if (d->acc)
-      tdl__acc_close(d->acc);
-    if (d->behind)
-      tdl__behind_close(d->behind); /* before the cancel by fd below: it keeps the file */
+    ffd_close_bg(d); /* before the cancel by fd below: sending behind keeps the file */
     if (tdl__loop_ring(s->loop))
       tdl__fd_ring_closed(s->loop, fd, &d->ring_ops);
 #endif
@@ -954,48 +942,14 @@ static int stream_socket(const tdl__ffd *d, int fd, bool *listening)
 }
 #endif
 
-int tdl_fd_readahead(int fd, bool on)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (fd < 0)
-    return -EBADF;
 #ifdef TDL_HAVE_URING
-  tdl__sched *s = f->sched;
-  if (!tdl__loop_ring(s->loop))
-    return -ENOTSUP;
-  tdl__ffd *d = ffd_find(s, fd);
-  if (!on) {
-    if (d && d->ahead) {
-      tdl__ahead_set(d->ahead, false);
-      if (tdl__ahead_idle(d->ahead)) {
-        tdl__ahead_free(d->ahead);
-        d->ahead = NULL;
-      }
-    }
-    if (d && d->acc) {
-      tdl__acc_set(d->acc, false);
-      if (tdl__acc_idle(d->acc)) {
-        tdl__acc_free(d->acc);
-        d->acc = NULL;
-      }
-    }
-    return 0;
-  }
-  if (d && (d->ahead || d->acc)) {
-    if (d->ahead)
-      tdl__ahead_set(d->ahead, true);
-    else
-      tdl__acc_set(d->acc, true);
-    return 0;
-  }
+/* tdl_fd_readahead's new record for fd (d: its state, or NULL): receiving
+ * ahead on a connected socket, accepting ahead on a listener. */
+static int ahead_make(tdl__sched *s, tdl__ffd *d, int fd)
+{
   bool listening;
-  int e = stream_socket(d, fd, &listening);
-  if (e < 0)
-    return e;
-  e = ffd_get(s, fd, &d);
-  if (e < 0)
+  int e;
+  if ((e = stream_socket(d, fd, &listening)) < 0 || (e = ffd_get(s, fd, &d)) < 0)
     return e;
   if (taken(d, TDL_READ))
     return -EBUSY; /* a read or accept is under way: what it waits for would come out of order */
@@ -1008,47 +962,57 @@ int tdl_fd_readahead(int fd, bool on)
   if ((e = tdl__ring_bufs_ready(s->loop)) < 0)
     return e;
   return tdl__ahead_new(s->loop, io->links, fd, &d->ahead);
-#else
-  (void)on;
-  return -ENOTSUP;
-#endif
 }
 
-int tdl_fd_writebehind(int fd, bool on)
+/* tdl_fd_writebehind's new record for fd (d: its state, or NULL). */
+static int behind_make(tdl__sched *s, tdl__ffd *d, int fd)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (fd < 0)
-    return -EBADF;
-#ifdef TDL_HAVE_URING
-  tdl__sched *s = f->sched;
-  if (!tdl__loop_ring(s->loop))
-    return -ENOTSUP;
-  tdl__ffd *d = ffd_find(s, fd);
-  if (d && d->behind) {
-    tdl__behind_set(d->behind, on);
-    behind_forget_idle(d);
-    return 0;
-  }
-  if (!on)
-    return 0;
   bool listening;
   int e = stream_socket(d, fd, &listening);
   if (e < 0)
     return e;
   if (listening)
     return -EINVAL;
-  e = ffd_get(s, fd, &d);
-  if (e < 0)
+  if ((e = ffd_get(s, fd, &d)) < 0)
     return e;
   d->stream = STREAM_CONN;
   return tdl__behind_new(s->loop, &((fio *)s->io)->spares, fd, &d->behind);
+}
+#endif
+
+/* tdl_fd_readahead and tdl_fd_writebehind (`behind`): turn the fd's
+ * record on or off where it has one (freeing it once idle), else make one.
+ * An fd receives or accepts ahead, not both. */
+static int bg_switch(int fd, bool on, bool behind)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (fd < 0)
+    return -EBADF;
+#ifndef TDL_HAVE_URING
+  (void)on, (void)behind;
+  return -ENOTSUP; /* no loop is uring */
 #else
-  (void)on;
-  return -ENOTSUP;
+  tdl__sched *s = f->sched;
+  if (!tdl__loop_ring(s->loop))
+    return -ENOTSUP;
+  tdl__ffd *d = ffd_find(s, fd);
+  tdl__bg **slot = !d ? NULL : behind ? &d->behind : d->acc ? &d->acc : &d->ahead;
+  if (slot && *slot) {
+    tdl__bg_set(*slot, on);
+    tdl__bg_free_idle(slot);
+    return 0;
+  }
+  if (!on)
+    return 0;
+  return behind ? behind_make(s, d, fd) : ahead_make(s, d, fd);
 #endif
 }
+
+int tdl_fd_readahead(int fd, bool on) { return bg_switch(fd, on, false); }
+
+int tdl_fd_writebehind(int fd, bool on) { return bg_switch(fd, on, true); }
 
 int tdl_fd_flush(int fd, tdl_time_t deadline)
 {

@@ -374,19 +374,17 @@ int tdl_fd_blocked(int fd, unsigned events)
 
 int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
 #ifdef TDL_HAVE_URING
   if (tdl__loop_ring(f->sched->loop))
     return ring_wait_fd(f, fd, events, deadline);
 #endif
-  int e = tdl__fd_ready_now(f, fd, events);
-  if (e != 0) {
+  if ((e = tdl__fd_ready_now(f, fd, events)) != 0) {
     tdl__io_budget_spend(f);
     return e;
   }
@@ -700,14 +698,12 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
 {
   if (op->iovcnt < 0)
     return -EINVAL; /* readv, writev: before anything else */
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  tdl__ffd *d = NULL;
-  int e = ffd_get(f->sched, op->fd, &d);
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
   if (e < 0)
+    return e;
+  tdl__ffd *d = NULL;
+  if ((e = ffd_get(f->sched, op->fd, &d)) < 0)
     return e;
   tdl_loop *loop = f->sched->loop;
   const bool nowait = (op->flags & MSG_DONTWAIT) != 0;
@@ -852,14 +848,12 @@ static int connect_result(tdl__fiber *f, int fd, tdl_time_t deadline)
 
 int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  tdl__ffd *d = NULL;
-  int e = ffd_get(f->sched, fd, &d);
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
   if (e < 0)
+    return e;
+  tdl__ffd *d = NULL;
+  if ((e = ffd_get(f->sched, fd, &d)) < 0)
     return e;
 #ifdef TDL_HAVE_URING
   if (tdl__loop_ring(f->sched->loop)) {

@@ -148,6 +148,32 @@ static inline tdl__fiber *tdl__self(void)
   return s ? s->current : NULL;
 }
 
+/* The checks every call that may park makes first: 0 with *out (when out
+ * is not NULL) the running fiber, -EPERM outside a fiber, -ECANCELED in a
+ * cancelled one (whose next park would fail anyway: fail before doing
+ * anything).  Callers that check arguments in between compare with
+ * -EPERM. */
+static inline int tdl__may_block(tdl__fiber **out)
+{
+  tdl__fiber *f = tdl__self();
+  if (out)
+    *out = f;
+  if (!f)
+    return -EPERM;
+  return f->cancelled ? -ECANCELED : 0;
+}
+
+/* The same, and -ETIMEDOUT once the deadline has passed by the clock: for
+ * calls that hand work to another thread, which a deadline already past
+ * must not start. */
+static inline int tdl__may_block_until(tdl__fiber **out, tdl_time_t deadline)
+{
+  int e = tdl__may_block(out);
+  if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl__clock_now())
+    return -ETIMEDOUT;
+  return e;
+}
+
 /* Every scheduler created on this thread, so that tdl_close() called outside
  * a fiber can still clear what the loops of this thread know about an fd. */
 extern _Thread_local tdl__list tdl__thread_scheds;

@@ -29,7 +29,8 @@
  *   fds still queued (their peers see the connection closed, as they would
  *   had the listener gone with them in its backlog), and the record lives
  *   on, orphaned, until the last completion, closing any fd that still
- *   comes.  Tearing the scheduler down does the same.
+ *   comes.  Tearing the scheduler down does the same.  (That life cycle is
+ *   fd/background.c's; this file keeps the queue of fds.)
  */
 #include <liburing.h>
 #include <stdlib.h>

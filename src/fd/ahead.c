@@ -31,7 +31,9 @@
  *   receive into the caller's buffer, and the one after arms again.
  * - The request holds the socket open: tdl_close cancels it, and the record
  *   lives on, orphaned, until the kernel's last completion for it.  Tearing
- *   the scheduler down does the same for every fd still open.
+ *   the scheduler down does the same for every fd still open.  (That life
+ *   cycle is fd/background.c's, shared with accepting ahead and sending
+ *   behind; this file keeps the buffers and their queue.)
  */
 #include <liburing.h>
 #include <string.h>

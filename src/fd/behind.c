@@ -34,7 +34,8 @@
  *   submits what is queued before the close, so the kernel holds the file;
  *   the record closes the duplicate once the data has gone.  A send request
  *   in flight keeps the loop alive, as any ring operation does, until it
- *   completes or its deadline passes.
+ *   completes or its deadline passes.  (The record's life with its fd, and
+ *   the fiber parked on it, are fd/background.c's.)
  * - Memory: the buffer is taken when data is first held and given back
  *   when it has all gone, so an idle connection holds none.  Given back to
  *   the scheduler's spares, not to malloc: a loop answering a thousand

@@ -1,8 +1,9 @@
 /*
  * Fiber I/O's internals (src/fd/): the per-fd waits that select and the
- * layers above build on, the ring path on uring loops, and the background
- * requests that receive, accept and send for an fd while no fiber asks
- * (receiving ahead, accepting ahead, sending behind).
+ * layers above build on (io.c), the ring path on uring loops (ring.c), and
+ * the background requests that receive, accept and send for an fd while no
+ * fiber asks (background.c; receiving ahead in ahead.c, accepting ahead in
+ * acceptahead.c, sending behind in behind.c).
  *
  * Fiber I/O sits on the scheduler (fiber/fiber_internal.h): it parks a fiber
  * with tdl__park and wakes it with tdl__wake, and keeps its per-fd table in
@@ -182,9 +183,9 @@ bool tdl__bg_arm(tdl__bg *bg);
  * int) when the request cannot be armed: then poll the fd. */
 int tdl__bg_wait(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed);
 
-/* A read's or send's "not from here": make this call as usual.  _LATER
- * (receiving and accepting ahead): as usual, and should it find nothing,
- * come back with `empty` to wait here. */
+/* A background request's answer to a call that is not its to make: make
+ * the call as usual.  _LATER (receiving and accepting ahead): as usual, and
+ * should it find nothing, come back with `empty` to wait here. */
 #define TDL__AHEAD_PASS ((ssize_t)INT32_MIN)
 #define TDL__AHEAD_LATER ((ssize_t)INT32_MIN + 1)
 

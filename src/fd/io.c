@@ -17,9 +17,18 @@
  * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
  * nothing.)
  *
- * On a uring loop an fd may receive ahead (tdl_fd_readahead, fd/ahead.c):
- * its reads then take what a multishot receive already put in the loop's
- * buffers, and never call the kernel themselves while that is armed.
+ * Each call is a tdl__fdop (its system call and arguments, and what it
+ * does where it would wait) handed to tdl__fd_io, which does the rest.
+ * tdl__fd_io is inlined into each call, where the descriptor is a constant:
+ * a read that finds data costs its one system call and a few checks of the
+ * fd's state, as a read written out by hand would.
+ *
+ * On a uring loop a call that would wait goes to the ring as a request
+ * instead (fd/ring.c), and an fd may have a background request
+ * (fd/background.c): its reads then take what a multishot receive already
+ * put in the loop's buffers (tdl_fd_readahead, fd/ahead.c), its accepts what
+ * a multishot accept took (fd/acceptahead.c), and its sends are copied and
+ * sent by the loop (tdl_fd_writebehind, fd/behind.c).
  */
 #include <fcntl.h>
 #include <stdlib.h>

@@ -1,8 +1,9 @@
 /*
  * The fiber scheduler's internals, shared by sched.c (spawn, switch, park,
- * join), the rest of the fiber layer (fd/io.c, fls.c, inspect.c, main.c)
- * and the blocking primitives built on park/wake in the layers above
- * (channels, locks, process waits).
+ * join), the rest of the fiber layer (fls.c, inspect.c, main.c) and the
+ * layers above that park fibers: fiber I/O (fd/), channels, locks, the
+ * pool's calls.  Every call of theirs that may park begins with
+ * tdl__may_block.
  *
  * The scheduler knows nothing of its clients.  What they need at its edges,
  * they hang on it: a fiber's cleanups (tdl__cleanup, fiber.h) run when it

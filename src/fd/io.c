@@ -712,15 +712,18 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
   if (e < 0)
     return e;
   tdl__ffd *d = NULL;
-  if ((e = ffd_get(f->sched, op->fd, &d)) < 0)
+  if (TDL__UNLIKELY((e = ffd_get(f->sched, op->fd, &d)) < 0))
     return e;
   tdl_loop *loop = f->sched->loop;
   const bool nowait = (op->flags & MSG_DONTWAIT) != 0;
 #ifdef TDL_HAVE_URING
+  /* Only a read or an accept is told to come back (TDL__AHEAD_LATER): for
+   * the others `later` stays false, and what it guards folds away. */
+  const bool may_come_back = op->bg == FD_BG_AHEAD || op->bg == FD_BG_ACCEPT;
   bool later = false;
   ssize_t rb = fd_background(f, d, op, d->empty, deadline);
   if (TDL__UNLIKELY(rb != TDL__AHEAD_PASS)) {
-    if (rb != TDL__AHEAD_LATER)
+    if (rb != TDL__AHEAD_LATER || !may_come_back)
       return rb;
     later = true;
   }
@@ -731,45 +734,47 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
   if (op->asked && !nowait && park_first(loop, d, deadline) &&
       (e = wait_fd(f, op->fd, TDL_READ, op->name, deadline)) < 0)
     return e;
-  for (;;) {
-    ssize_t r = fd_try(f->sched, op);
-    if (r >= 0) {
-      if (op->asked && (d->empty = emptied(d, op->fd, r, op->asked)))
-        tdl_io_blocked(loop, &d->w, TDL_READ);
-      tdl__io_budget_spend(f);
-      return r;
-    }
-    if (errno == EINTR)
-      continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      e = -errno;
-      tdl__io_budget_spend(f); /* a failing retry loop must yield too */
-      return e;
-    }
-#ifdef TDL_HAVE_URING
-    if (later) { /* found empty: now receiving (or accepting) ahead pays */
-      later = false;
-      rb = fd_background(f, d, op, true, deadline);
-      if (rb != TDL__AHEAD_PASS) {
-        if (rb != TDL__AHEAD_LATER)
-          return rb;
-        later = true;
+  /* The first try stands outside the loop: what the loop needs (after
+   * EAGAIN) is then set up after it, not on the way to a try that
+   * succeeds. */
+  ssize_t r = fd_try(f->sched, op);
+  while (TDL__UNLIKELY(r < 0)) {
+    if (errno != EINTR) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        e = -errno;
+        tdl__io_budget_spend(f); /* a failing retry loop must yield too */
+        return e;
       }
-    }
-#endif
-    if (nowait) {
-      tdl_io_blocked(loop, &d->w, op->dir);
-      tdl__io_budget_spend(f);
-      return -EAGAIN;
-    }
 #ifdef TDL_HAVE_URING
-    if (op->ring && tdl__loop_ring(loop))
-      return fd_ring(f, d, op, deadline);
+      if (later) { /* found empty: now receiving (or accepting) ahead pays */
+        later = false;
+        rb = fd_background(f, d, op, true, deadline);
+        if (rb != TDL__AHEAD_PASS) {
+          if (rb != TDL__AHEAD_LATER || !may_come_back)
+            return rb;
+          later = true;
+        }
+      }
 #endif
-    tdl_io_blocked(loop, &d->w, op->dir);
-    if ((e = wait_fd(f, op->fd, op->dir, op->name, deadline)) < 0)
-      return e;
+      if (nowait) {
+        tdl_io_blocked(loop, &d->w, op->dir);
+        tdl__io_budget_spend(f);
+        return -EAGAIN;
+      }
+#ifdef TDL_HAVE_URING
+      if (op->ring && tdl__loop_ring(loop))
+        return fd_ring(f, d, op, deadline);
+#endif
+      tdl_io_blocked(loop, &d->w, op->dir);
+      if ((e = wait_fd(f, op->fd, op->dir, op->name, deadline)) < 0)
+        return e;
+    }
+    r = fd_try(f->sched, op);
   }
+  if (op->asked && (d->empty = emptied(d, op->fd, r, op->asked)))
+    tdl_io_blocked(loop, &d->w, TDL_READ);
+  tdl__io_budget_spend(f);
+  return r;
 }
 
 ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)

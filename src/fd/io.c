@@ -240,8 +240,9 @@ static inline tdl__ffd *ffd_find(tdl__sched *s, int fd)
 }
 
 /* The fd's state, made on first use; the fd is made non-blocking then,
- * unless the caller knows it already is (an fd accept4 just made). */
-static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
+ * unless the caller knows it already is (an fd accept4 just made).  Out of
+ * line: every fiber I/O call looks its fd up (ffd_get), few make one. */
+static __attribute__((noinline)) int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
 {
   if (fd < 0)
     return -EBADF;
@@ -269,7 +270,15 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
   return 0;
 }
 
-static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, fd, out, false); }
+static inline int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
+{
+  tdl__ffd *d = ffd_find(s, fd); /* (NULL for fd < 0 too: ffd_make says -EBADF) */
+  if (TDL__LIKELY(d != NULL)) {
+    *out = d;
+    return 0;
+  }
+  return ffd_make(s, fd, out, false);
+}
 
 int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
 {

@@ -30,7 +30,7 @@ void *tdl__bg_new(size_t size, const tdl__bg_kind *kind, tdl_loop *loop, int fd)
   return bg;
 }
 
-void tdl__bg_free(tdl__bg *bg)
+static void bg_free(tdl__bg *bg)
 {
   if (bg->kind->release)
     bg->kind->release(bg);
@@ -63,7 +63,7 @@ void tdl__bg_free_idle(tdl__bg **slot)
   /* (A fiber woken from it, but still to run, counts: it comes back to it.) */
   if (bg->on || bg->armed || bg->waiter || bg->kind->pending(bg))
     return;
-  tdl__bg_free(bg);
+  bg_free(bg);
   *slot = NULL;
 }
 
@@ -95,7 +95,7 @@ void tdl__bg_changed(tdl__bg *bg, bool over)
 {
   if (bg->orphan) {
     if (over)
-      tdl__bg_free(bg);
+      bg_free(bg);
     return;
   }
   if (bg->waiter)
@@ -112,7 +112,7 @@ void tdl__bg_close(tdl__bg *bg)
   if (bg->kind->orphan(bg))
     bg->orphan = true;
   else
-    tdl__bg_free(bg);
+    bg_free(bg);
 }
 
 /* ---- multishot requests (receiving and accepting ahead) ---- */

@@ -144,7 +144,6 @@ struct tdl__bg {
 /* A zeroed record of `size` bytes (a struct whose first member is its
  * tdl__bg), on, for fd; NULL without memory. */
 void *tdl__bg_new(size_t size, const tdl__bg_kind *kind, tdl_loop *loop, int fd);
-void tdl__bg_free(tdl__bg *bg);
 /* Turn it on or off.  Off stops a multishot request (what is kept is still
  * taken first); a send behind goes on until what is held has gone. */
 void tdl__bg_set(tdl__bg *bg, bool on);

@@ -151,11 +151,11 @@ int tdl__acc_accept(tdl__fiber *f, tdl__bg *bg, bool empty, tdl_time_t deadline,
     }
     if (!bg->armed) {
       if (!bg->on)
-        return (int)TDL__AHEAD_PASS;
+        return (int)TDL__BG_PASS;
       if (!empty)
-        return (int)TDL__AHEAD_LATER; /* accept4 first: connections may be waiting */
+        return (int)TDL__BG_LATER; /* accept4 first: connections may be waiting */
       if (!tdl__bg_arm(bg))
-        return (int)TDL__AHEAD_PASS;
+        return (int)TDL__BG_PASS;
     }
     int e = tdl__bg_park(f, bg, "accept", deadline, closed);
     if (e < 0)

@@ -220,10 +220,10 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__bg *bg, const struct iovec *iov, int
       /* (MSG_WAITALL gathers here, where an ordinary read of a
        * non-blocking socket would come back short.) */
       if (!empty && !got && bg->on && !a->nobufs && !(flags & MSG_WAITALL))
-        return TDL__AHEAD_LATER;
+        return TDL__BG_LATER;
       if (!tdl__bg_arm(bg)) {
         a->nobufs = false;
-        return got ? (ssize_t)got : TDL__AHEAD_PASS; /* an ordinary read this time */
+        return got ? (ssize_t)got : TDL__BG_PASS; /* an ordinary read this time */
       }
     }
     if (flags & MSG_DONTWAIT)

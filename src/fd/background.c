@@ -141,7 +141,7 @@ int tdl__bg_wait(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed)
     if (bg->kind->pending(bg))
       return TDL_READ;
     if (!bg->armed && !tdl__bg_arm(bg))
-      return (int)TDL__AHEAD_PASS; /* off (or out of buffers: the data waits in the socket): poll the fd */
+      return (int)TDL__BG_PASS; /* off (or out of buffers: the data waits in the socket): poll the fd */
     int e = tdl__bg_park(f, bg, "wait read", deadline, closed);
     if (e < 0)
       return e;

@@ -368,7 +368,7 @@ ssize_t tdl__behind_send(tdl__fiber *f, tdl__bg *bg, const void *buf, size_t len
     if ((flags & MSG_DONTWAIT) && holding(b))
       return -EAGAIN;
     int e = tdl__behind_flush(f, bg, deadline, closed);
-    return e < 0 ? e : TDL__AHEAD_PASS;
+    return e < 0 ? e : TDL__BG_PASS;
   }
   for (;;) {
     /* Room after what is held (a queued `next` moves the unsent part to
@@ -376,7 +376,7 @@ ssize_t tdl__behind_send(tdl__fiber *f, tdl__bg *bg, const void *buf, size_t len
      * own part). */
     if (len <= CAP - b->used) {
       if (!b->buf && !(b->buf = buf_take(b->spares)))
-        return holding(b) ? -ENOMEM : TDL__AHEAD_PASS;
+        return holding(b) ? -ENOMEM : TDL__BG_PASS;
       bool was_holding = holding(b);
       memcpy(b->buf + b->used, buf, len);
       b->used += (uint32_t)len;

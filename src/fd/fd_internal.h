@@ -178,15 +178,15 @@ void tdl__bg_completed(tdl__bg *bg, bool more);
 bool tdl__bg_arm(tdl__bg *bg);
 /* Multishot: tdl_fd_wait for reading.  TDL_READ once something is kept
  * (arming the request and parking until then), a negative errno (-EBUSY,
- * or the park's, *closed as for tdl__bg_park), or TDL__AHEAD_PASS (as an
+ * or the park's, *closed as for tdl__bg_park), or TDL__BG_PASS (as an
  * int) when the request cannot be armed: then poll the fd. */
 int tdl__bg_wait(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed);
 
 /* A background request's answer to a call that is not its to make: make
  * the call as usual.  _LATER (receiving and accepting ahead): as usual, and
  * should it find nothing, come back with `empty` to wait here. */
-#define TDL__AHEAD_PASS ((ssize_t)INT32_MIN)
-#define TDL__AHEAD_LATER ((ssize_t)INT32_MIN + 1)
+#define TDL__BG_PASS ((ssize_t)INT32_MIN)
+#define TDL__BG_LATER ((ssize_t)INT32_MIN + 1)
 
 /* ---- receiving ahead (ahead.c; tdl_fd_readahead on a connected socket) ---- */
 
@@ -202,13 +202,13 @@ int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__bg **ou
 /* Read into iov out of what is queued, arming the request and parking when
  * nothing is.  flags: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  `empty`: a read
  * has found the stream empty; until one has, the request is not armed and
- * the answer is TDL__AHEAD_LATER (read as usual first), because data that
+ * the answer is TDL__BG_LATER (read as usual first), because data that
  * is there already (a new connection's request) costs one recv, while
  * arming costs a request and, when the fd is closed, a cancel.  Returns
  * bytes, 0 at end of stream, a negative errno (the stream's error once, or
  * -ETIMEDOUT, -ECANCELED, -EAGAIN, -EBADF when closed meanwhile: then
- * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
- * TDL__AHEAD_LATER. */
+ * *closed is set and the caller's fd state is gone), TDL__BG_PASS or
+ * TDL__BG_LATER. */
 ssize_t tdl__ahead_read(tdl__fiber *f, tdl__bg *bg, const struct iovec *iov, int iovcnt, int flags, bool empty,
                         tdl_time_t deadline, bool *closed);
 
@@ -219,10 +219,10 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__bg *bg, const struct iovec *iov, int
 int tdl__acc_new(tdl_loop *loop, int fd, tdl__bg **out);
 /* The next queued fd, arming the request and parking when none is (`empty`:
  * an accept4 found nothing waiting; before one has, the answer is
- * TDL__AHEAD_LATER).  Returns the fd, a negative errno (the kernel's error
+ * TDL__BG_LATER).  Returns the fd, a negative errno (the kernel's error
  * once, or -ETIMEDOUT, -ECANCELED, -EBADF when closed meanwhile: then
- * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
- * TDL__AHEAD_LATER (as ints). */
+ * *closed is set and the caller's fd state is gone), TDL__BG_PASS or
+ * TDL__BG_LATER (as ints). */
 int tdl__acc_accept(tdl__fiber *f, tdl__bg *bg, bool empty, tdl_time_t deadline, bool *closed);
 
 /* ---- sending behind (behind.c; tdl_fd_writebehind) ---- */
@@ -244,7 +244,7 @@ enum { TDL__BEHIND_BYTES = 8192 };
  * passed. */
 int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__bg **out);
 /* tdl_send's part: copy buf behind what is held and return len; or wait
- * for room (deadline) when it does not fit; or TDL__AHEAD_PASS: make the
+ * for room (deadline) when it does not fit; or TDL__BG_PASS: make the
  * send as usual (nothing is held, and it is too large, or off, or its flags
  * are not MSG_NOSIGNAL/MSG_MORE/MSG_DONTWAIT: then what was held has gone
  * first).  A negative errno: the error a send behind met (once), -EAGAIN

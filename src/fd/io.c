@@ -473,7 +473,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
      * of the socket to see: wait for it where it is queued. */
     bool closed;
     int r = tdl__bg_wait(f, d->ahead ? d->ahead : d->acc, deadline, &closed);
-    if (closed || r != (int)TDL__AHEAD_PASS)
+    if (closed || r != (int)TDL__BG_PASS)
       return r;
   }
   tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
@@ -497,7 +497,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
                           tdl_time_t deadline, socklen_t *addrlen)
 {
   if (flags & (MSG_OOB | MSG_ERRQUEUE))
-    return TDL__AHEAD_PASS;
+    return TDL__BG_PASS;
   if (flags & ~(MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC))
     return -EOPNOTSUPP;
   if (taken(d, TDL_READ))
@@ -507,7 +507,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   if (closed)
     return r; /* tdl_close freed d meanwhile */
   tdl__bg_free_idle(&d->ahead); /* turned off, and all read */
-  if (r == TDL__AHEAD_PASS || r == TDL__AHEAD_LATER)
+  if (r == TDL__BG_PASS || r == TDL__BG_LATER)
     return r;
   if (addrlen)
     *addrlen = 0;
@@ -517,7 +517,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
 }
 
 /* A send of an fd that sends behind (fd/behind.c): copied behind what
- * is held, or TDL__AHEAD_PASS to be made as usual. */
+ * is held, or TDL__BG_PASS to be made as usual. */
 static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t len, int flags,
                            tdl_time_t deadline)
 {
@@ -675,7 +675,7 @@ static inline __attribute__((always_inline)) ssize_t fd_ring(tdl__fiber *f, tdl_
 }
 
 /* What the fd's background request makes of the call: its result, or
- * TDL__AHEAD_PASS (make the call as usual), or TDL__AHEAD_LATER (as usual,
+ * TDL__BG_PASS (make the call as usual), or TDL__BG_LATER (as usual,
  * and should that find nothing, come back with `empty`). */
 static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op,
                                                                    bool empty, tdl_time_t deadline)
@@ -683,22 +683,22 @@ static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f
   switch (op->bg) {
   case FD_BG_AHEAD: {
     if (!d->ahead)
-      return TDL__AHEAD_PASS;
+      return TDL__BG_PASS;
     if (op->call == FD_READV)
       return ahead_read(f, d, op->iov, op->iovcnt, op->flags, empty, deadline, op->addrlen);
     const struct iovec one = {op->buf, op->len};
     return ahead_read(f, d, &one, 1, op->flags, empty, deadline, op->addrlen);
   }
   case FD_BG_ACCEPT:
-    return d->acc ? acc_accept(f, d, op->fd, op->addr, op->addrlen, empty, deadline) : TDL__AHEAD_PASS;
+    return d->acc ? acc_accept(f, d, op->fd, op->addr, op->addrlen, empty, deadline) : TDL__BG_PASS;
   case FD_BG_BEHIND:
-    return d->behind ? behind_send(f, d, op->buf, op->len, op->flags, deadline) : TDL__AHEAD_PASS;
+    return d->behind ? behind_send(f, d, op->buf, op->len, op->flags, deadline) : TDL__BG_PASS;
   case FD_BG_FLUSH: {
     int e = d->behind ? behind_flush(f, d, deadline) : 0;
-    return e < 0 ? e : TDL__AHEAD_PASS;
+    return e < 0 ? e : TDL__BG_PASS;
   }
   default:
-    return TDL__AHEAD_PASS;
+    return TDL__BG_PASS;
   }
 }
 #endif
@@ -726,13 +726,13 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
   tdl_loop *loop = f->sched->loop;
   const bool nowait = (op->flags & MSG_DONTWAIT) != 0;
 #ifdef TDL_HAVE_URING
-  /* Only a read or an accept is told to come back (TDL__AHEAD_LATER): for
+  /* Only a read or an accept is told to come back (TDL__BG_LATER): for
    * the others `later` stays false, and what it guards folds away. */
   const bool may_come_back = op->bg == FD_BG_AHEAD || op->bg == FD_BG_ACCEPT;
   bool later = false;
   ssize_t rb = fd_background(f, d, op, d->empty, deadline);
-  if (TDL__UNLIKELY(rb != TDL__AHEAD_PASS)) {
-    if (rb != TDL__AHEAD_LATER || !may_come_back)
+  if (TDL__UNLIKELY(rb != TDL__BG_PASS)) {
+    if (rb != TDL__BG_LATER || !may_come_back)
       return rb;
     later = true;
   }
@@ -758,8 +758,8 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
       if (later) { /* found empty: now receiving (or accepting) ahead pays */
         later = false;
         rb = fd_background(f, d, op, true, deadline);
-        if (rb != TDL__AHEAD_PASS) {
-          if (rb != TDL__AHEAD_LATER || !may_come_back)
+        if (rb != TDL__BG_PASS) {
+          if (rb != TDL__BG_LATER || !may_come_back)
             return rb;
           later = true;
         }

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "dns/dns_internal.h"
+#include "fiber/fiber_internal.h"
 #include "net/net_internal.h"
 
 #define ATTEMPT_FLOOR (2 * TDL_SEC)
@@ -97,10 +98,9 @@ static int split(const char *s, char *host, size_t host_cap, char *port, size_t 
 
 int tdl_dns_dial(const char *hostport, tdl_time_t deadline)
 {
-  if (!tdl_fiber_self())
-    return -EPERM;
-  if (tdl_fiber_cancelled())
-    return -ECANCELED;
+  int e = tdl__may_block(NULL);
+  if (e < 0)
+    return e;
   if (!hostport)
     return -EINVAL;
   tdl_addr literal;
@@ -109,7 +109,7 @@ int tdl_dns_dial(const char *hostport, tdl_time_t deadline)
   /* Room for the longest valid host (a name with its trailing dot, or an
    * IPv6 literal with a named scope) and service; longer is refused. */
   char host[TDL_DNS_NAME_MAX + 2], port[PORT_MAX_LEN + 1];
-  int e = split(hostport, host, sizeof host, port, sizeof port);
+  e = split(hostport, host, sizeof host, port, sizeof port);
   if (e < 0)
     return e;
   tdl_addr addrs[TDL_DNS_DIAL_MAX];

@@ -29,7 +29,8 @@
  *   fds still queued (their peers see the connection closed, as they would
  *   had the listener gone with them in its backlog), and the record lives
  *   on, orphaned, until the last completion, closing any fd that still
- *   comes.  Tearing the scheduler down does the same.
+ *   comes.  Tearing the scheduler down does the same.  (That life cycle is
+ *   fd/background.c's; this file keeps the queue of fds.)
  */
 #include <liburing.h>
 #include <stdlib.h>
@@ -43,19 +44,12 @@
 /* Fds one listener may hold before accepting ahead pauses. */
 enum { HOLD = 32, QUEUE_MIN = 64 };
 
-struct tdl__acc {
-  tdl__msop op;
-  tdl_loop *loop;
-  tdl__bgwait *waiter; /* an acceptor parked for a connection */
-  int fd;
-  int err;       /* an error to tell the next accept once the queue is empty, or 0 */
-  int *q;        /* queued fds, a ring of cap */
+typedef struct tdl__acc {
+  tdl__bg bg; /* first: the record is freed as a tdl__bg */
+  int err;    /* an error to tell the next accept once the queue is empty, or 0 */
+  int *q;     /* queued fds, a ring of cap */
   uint32_t head, count, cap;
-  bool on;       /* asked for (tdl_fd_readahead) */
-  bool armed;    /* the request is in flight: its last completion has not come */
-  bool stopping; /* a cancel was asked for (HOLD reached, or turned off) */
-  bool orphan;   /* the listener was closed: close what comes, free at the last completion */
-};
+} tdl__acc;
 
 /* Queue fd; the ring grows when completions on their way after a cancel
  * overfill it.  false: no memory (the caller closes fd). */
@@ -86,104 +80,66 @@ static int pop(tdl__acc *a)
   return fd;
 }
 
-static void close_all(tdl__acc *a)
-{
-  while (a->count > 0)
-    tdl__sys_close(pop(a));
-}
-
-static void acc_free(tdl__acc *a)
-{
-  free(a->q);
-  free(a);
-}
-
 /* A completion of a's request (from inside the loop's wait: record, wake). */
 static void acc_cqe(tdl__msop *op, int res, unsigned flags)
 {
-  tdl__acc *a = TDL__CONTAINER_OF(op, tdl__acc, op);
+  tdl__acc *a = TDL__CONTAINER_OF(op, tdl__acc, bg.req.ms);
   bool more = (flags & IORING_CQE_F_MORE) != 0;
   if (res >= 0) {
-    if (a->orphan || !push(a, res)) {
+    if (a->bg.orphan || !push(a, res))
       tdl__sys_close(res); /* (no memory: the peer sees the connection closed) */
-    } else if (a->count >= HOLD && more && !a->stopping) {
-      a->stopping = true;
-      tdl__ring_cancel_ahead(a->loop, op);
-    }
+    else if (a->count >= HOLD && more)
+      tdl__bg_stop(&a->bg);
   } else if (res == -EINVAL) {
-    a->on = false; /* a kernel before 5.19 has no multishot accept: accept as usual */
+    a->bg.on = false; /* a kernel before 5.19 has no multishot accept: accept as usual */
   } else if (res != -ECANCELED) {
     a->err = res;
   }
-  if (!more) {
-    a->armed = a->stopping = false;
-    if (a->orphan) {
-      acc_free(a);
-      return;
-    }
-  }
-  if (a->waiter)
-    tdl__wake(a->waiter->f, 0);
+  tdl__bg_completed(&a->bg, more);
 }
 
-int tdl__acc_new(tdl_loop *loop, int fd, tdl__acc **out)
+static int acc_arm(tdl__bg *bg) { return tdl__ring_accept_ahead(bg->loop, &bg->req.ms, bg->fd); }
+
+static bool acc_pending(const tdl__bg *bg)
 {
-  tdl__acc *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a));
+  const tdl__acc *a = (const tdl__acc *)bg;
+  return a->count > 0 || a->err != 0;
+}
+
+/* The queued connections are closed now (their peers see them closed); a
+ * connection the kernel accepts before the cancel ends the request is
+ * closed as it comes (acc_cqe). */
+static bool acc_orphan(tdl__bg *bg)
+{
+  tdl__acc *a = (tdl__acc *)bg;
+  while (a->count > 0)
+    tdl__sys_close(pop(a));
+  if (!bg->armed)
+    return false;
+  tdl__bg_stop(bg);
+  return true;
+}
+
+static void acc_release(tdl__bg *bg) { free(((tdl__acc *)bg)->q); }
+
+static const tdl__bg_kind acc_kind = {
+    .multishot = true, .arm = acc_arm, .pending = acc_pending, .orphan = acc_orphan, .release = acc_release};
+
+int tdl__acc_new(tdl_loop *loop, int fd, tdl__bg **out)
+{
+  tdl__acc *a = tdl__bg_new(sizeof *a, &acc_kind, loop, fd);
   if (!a)
     return -ENOMEM;
-  a->op.cqe = acc_cqe;
-  a->loop = loop;
-  a->fd = fd;
-  a->on = true;
-  *out = a;
+  a->bg.req.ms.cqe = acc_cqe;
+  *out = &a->bg;
   return 0;
 }
 
-void tdl__acc_set(tdl__acc *a, bool on)
+int tdl__acc_accept(tdl__fiber *f, tdl__bg *bg, bool empty, tdl_time_t deadline, bool *closed)
 {
-  a->on = on;
-  if (!on && a->armed && !a->stopping) {
-    a->stopping = true;
-    tdl__ring_cancel_ahead(a->loop, &a->op);
-  }
-}
-
-bool tdl__acc_idle(const tdl__acc *a)
-{
-  return !a->on && !a->armed && a->count == 0 && a->err == 0 && !a->waiter; /* (a woken acceptor still to run) */
-}
-
-void tdl__acc_free(tdl__acc *a) { acc_free(a); }
-
-bool tdl__acc_ready(const tdl__acc *a) { return a->count > 0 || a->err != 0; }
-
-bool tdl__acc_busy(const tdl__acc *a) { return a->waiter != NULL; }
-
-void tdl__acc_close(tdl__acc *a)
-{
-  tdl__bgwait_close(&a->waiter);
-  close_all(a);
-  if (!a->armed) {
-    acc_free(a);
-    return;
-  }
-  a->orphan = true;
-  if (!a->stopping) {
-    a->stopping = true;
-    tdl__ring_cancel_ahead(a->loop, &a->op);
-  }
-}
-
-/* Park f until a completion of a's request (see tdl__bgwait_park). */
-static int park_acceptor(tdl__fiber *f, tdl__acc *a, const char *what, tdl_time_t deadline, bool *closed)
-{
-  return tdl__bgwait_park(f, &a->waiter, a->loop, what, a->fd, deadline, closed);
-}
-
-int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed)
-{
+  tdl__acc *a = (tdl__acc *)bg;
   *closed = false;
-  if (a->waiter)
+  if (tdl__bg_busy(bg))
     return -EBUSY; /* one acceptor per listener at a time, as for every read */
   for (;;) {
     if (a->count > 0)
@@ -193,35 +149,15 @@ int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline,
       a->err = 0;
       return e;
     }
-    if (!a->armed) {
-      if (!a->on)
-        return (int)TDL__AHEAD_PASS;
+    if (!bg->armed) {
+      if (!bg->on)
+        return (int)TDL__BG_PASS;
       if (!empty)
-        return (int)TDL__AHEAD_LATER; /* accept4 first: connections may be waiting */
-      if (tdl__ring_accept_ahead(a->loop, &a->op, a->fd) < 0)
-        return (int)TDL__AHEAD_PASS;
-      a->armed = true;
+        return (int)TDL__BG_LATER; /* accept4 first: connections may be waiting */
+      if (!tdl__bg_arm(bg))
+        return (int)TDL__BG_PASS;
     }
-    int e = park_acceptor(f, a, "accept", deadline, closed);
-    if (e < 0)
-      return e;
-  }
-}
-
-int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed)
-{
-  *closed = false;
-  if (a->waiter)
-    return -EBUSY;
-  for (;;) {
-    if (a->count > 0 || a->err)
-      return TDL_READ;
-    if (!a->armed) {
-      if (!a->on || tdl__ring_accept_ahead(a->loop, &a->op, a->fd) < 0)
-        return (int)TDL__AHEAD_PASS; /* off: poll the listener */
-      a->armed = true;
-    }
-    int e = park_acceptor(f, a, "wait read", deadline, closed);
+    int e = tdl__bg_park(f, bg, "accept", deadline, closed);
     if (e < 0)
       return e;
   }

@@ -31,10 +31,11 @@
  *   receive into the caller's buffer, and the one after arms again.
  * - The request holds the socket open: tdl_close cancels it, and the record
  *   lives on, orphaned, until the kernel's last completion for it.  Tearing
- *   the scheduler down does the same for every fd still open.
+ *   the scheduler down does the same for every fd still open.  (That life
+ *   cycle is fd/background.c's, shared with accepting ahead and sending
+ *   behind; this file keeps the buffers and their queue.)
  */
 #include <liburing.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -45,29 +46,22 @@
 /* Buffers one fd may hold before receiving ahead pauses (HOLD * 2 KiB). */
 enum { HOLD = 8, NO_BUF = 0xffff };
 
-struct tdl__ahead {
-  tdl__msop op;
-  tdl_loop *loop;
+typedef struct tdl__ahead {
+  tdl__bg bg;          /* first: the record is freed as a tdl__bg */
   tdl__ahead_links *links; /* the scheduler's per-buffer queue links */
-  tdl__bgwait *waiter; /* a reader parked for data */
-  int fd;
-  int end;           /* after the queued data: END_OF_STREAM, a negative errno, or 0 */
+  int end;             /* after the queued data: END_OF_STREAM, a negative errno, or 0 */
   uint16_t head, tail; /* queued buffer ids, oldest first (NO_BUF: none) */
-  uint16_t off;      /* bytes of the head buffer already read */
-  uint16_t count;    /* buffers queued */
-  bool on;           /* asked for (tdl_fd_readahead) */
-  bool armed;        /* the request is in flight: its last completion has not come */
-  bool stopping;     /* a cancel was asked for (too many buffers held, or turned off) */
-  bool nobufs;       /* the last request ended for want of buffers */
-  bool orphan;       /* the fd was closed: free at the last completion */
-};
+  uint16_t off;        /* bytes of the head buffer already read */
+  uint16_t count;      /* buffers queued */
+  bool nobufs;         /* the last request ended for want of buffers */
+} tdl__ahead;
 
 enum { END_OF_STREAM = 1 };
 
 static void give_back_all(tdl__ahead *a)
 {
   for (uint16_t b = a->head; b != NO_BUF; b = a->links->next[b])
-    tdl__ring_buf_put(a->loop, b);
+    tdl__ring_buf_put(a->bg.loop, b);
   a->head = a->tail = NO_BUF;
   a->count = 0;
   a->off = 0;
@@ -88,92 +82,68 @@ static void queue_buf(tdl__ahead *a, unsigned bid, int len)
 /* A completion of a's request (from inside the loop's wait: record, wake). */
 static void ahead_cqe(tdl__msop *op, int res, unsigned flags)
 {
-  tdl__ahead *a = TDL__CONTAINER_OF(op, tdl__ahead, op);
+  tdl__ahead *a = TDL__CONTAINER_OF(op, tdl__ahead, bg.req.ms);
   bool more = (flags & IORING_CQE_F_MORE) != 0;
   if (res > 0 && (flags & IORING_CQE_F_BUFFER)) {
     unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-    VALGRIND_MAKE_MEM_DEFINED(tdl__ring_buf(a->loop, bid), (size_t)res);
-    if (a->orphan) {
-      tdl__ring_buf_put(a->loop, bid);
+    VALGRIND_MAKE_MEM_DEFINED(tdl__ring_buf(a->bg.loop, bid), (size_t)res);
+    if (a->bg.orphan) {
+      tdl__ring_buf_put(a->bg.loop, bid);
     } else {
       queue_buf(a, bid, res);
-      if (a->count >= HOLD && more && !a->stopping) {
-        a->stopping = true;
-        tdl__ring_cancel_ahead(a->loop, op);
-      }
+      if (a->count >= HOLD && more)
+        tdl__bg_stop(&a->bg);
     }
   } else if (res == 0) {
     a->end = END_OF_STREAM;
   } else if (res == -ENOBUFS) {
     a->nobufs = true;
   } else if (res == -EINVAL) {
-    a->on = false; /* a kernel before 6.0 has no multishot receive: read as usual */
+    a->bg.on = false; /* a kernel before 6.0 has no multishot receive: read as usual */
   } else if (res < 0 && res != -ECANCELED) {
     a->end = res;
   }
-  if (!more) {
-    a->armed = a->stopping = false;
-    if (a->orphan) {
-      free(a);
-      return;
-    }
-  }
-  if (a->waiter)
-    tdl__wake(a->waiter->f, 0);
+  tdl__bg_completed(&a->bg, more);
 }
 
-int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__ahead **out)
+static int ahead_arm(tdl__bg *bg)
 {
-  tdl__ahead *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a));
+  tdl__ahead *a = (tdl__ahead *)bg;
+  return a->nobufs ? -ENOBUFS : tdl__ring_recv_ahead(bg->loop, &bg->req.ms, bg->fd);
+}
+
+static bool ahead_pending(const tdl__bg *bg)
+{
+  const tdl__ahead *a = (const tdl__ahead *)bg;
+  return a->count > 0 || a->end != 0;
+}
+
+/* The buffers go back now; the cancel is run by the kernel at once
+ * (tdl__ring_cancel_ahead), which lets the socket go; the last completion is
+ * reaped later, or when the scheduler is torn down, and frees the record. */
+static bool ahead_orphan(tdl__bg *bg)
+{
+  give_back_all((tdl__ahead *)bg);
+  if (!bg->armed)
+    return false;
+  tdl__bg_stop(bg);
+  return true;
+}
+
+static const tdl__bg_kind ahead_kind = {
+    .multishot = true, .arm = ahead_arm, .pending = ahead_pending, .orphan = ahead_orphan};
+
+int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__bg **out)
+{
+  tdl__ahead *a = tdl__bg_new(sizeof *a, &ahead_kind, loop, fd);
   if (!a)
     return -ENOMEM;
-  a->op.cqe = ahead_cqe;
-  a->loop = loop;
+  a->bg.req.ms.cqe = ahead_cqe;
   a->links = links;
-  a->fd = fd;
   a->head = a->tail = NO_BUF;
-  a->on = true;
-  *out = a;
+  *out = &a->bg;
   return 0;
 }
-
-void tdl__ahead_set(tdl__ahead *a, bool on)
-{
-  a->on = on;
-  if (!on && a->armed && !a->stopping) {
-    a->stopping = true;
-    tdl__ring_cancel_ahead(a->loop, &a->op);
-  }
-}
-
-bool tdl__ahead_idle(const tdl__ahead *a)
-{
-  return !a->on && !a->armed && a->count == 0 && a->end == 0 && !a->waiter; /* (a woken reader still to run) */
-}
-
-void tdl__ahead_free(tdl__ahead *a) { free(a); }
-
-void tdl__ahead_close(tdl__ahead *a)
-{
-  tdl__bgwait_close(&a->waiter);
-  give_back_all(a);
-  if (!a->armed) {
-    free(a);
-    return;
-  }
-  /* The cancel is run by the kernel at once (tdl__ring_cancel_ahead), which
-   * lets the socket go; the last completion is reaped later, or when the
-   * scheduler is torn down, and frees the record. */
-  a->orphan = true;
-  if (!a->stopping) {
-    a->stopping = true;
-    tdl__ring_cancel_ahead(a->loop, &a->op);
-  }
-}
-
-bool tdl__ahead_ready(const tdl__ahead *a) { return a->count > 0 || a->end != 0; }
-
-bool tdl__ahead_busy(const tdl__ahead *a) { return a->waiter != NULL; }
 
 /* Copy up to the iovecs' room (after `skip` bytes of it) out of a's queue;
  * unless peeking, what is copied is consumed and emptied buffers go back. */
@@ -192,7 +162,7 @@ static size_t take(tdl__ahead *a, const struct iovec *iov, int iovcnt, size_t sk
     size_t avail = (size_t)a->links->len[b] - off;
     size_t room = iov[i].iov_len - at;
     size_t n = avail < room ? avail : room;
-    memcpy((char *)iov[i].iov_base + at, tdl__ring_buf(a->loop, b) + off, n);
+    memcpy((char *)iov[i].iov_base + at, tdl__ring_buf(a->bg.loop, b) + off, n);
     done += n;
     at += n;
     off = (uint16_t)(off + n);
@@ -203,7 +173,7 @@ static size_t take(tdl__ahead *a, const struct iovec *iov, int iovcnt, size_t sk
     if (off == a->links->len[b]) {
       uint16_t next = a->links->next[b];
       if (!peek) {
-        tdl__ring_buf_put(a->loop, b);
+        tdl__ring_buf_put(a->bg.loop, b);
         a->count--;
         a->head = next;
         if (next == NO_BUF)
@@ -218,50 +188,12 @@ static size_t take(tdl__ahead *a, const struct iovec *iov, int iovcnt, size_t sk
   return done;
 }
 
-/* ---- a fiber parked for a background request (also fd/acceptahead.c) ---- */
-
-/* A deadline or cancel ended the park: no completion may wake it now. */
-static void abort_bgwait(tdl__fiber *f) { *(tdl__bgwait **)f->abort_ctx = NULL; }
-
-int tdl__bgwait_park(tdl__fiber *f, tdl__bgwait **slot, tdl_loop *loop, const char *what, int fd,
-                     tdl_time_t deadline, bool *closed)
+ssize_t tdl__ahead_read(tdl__fiber *f, tdl__bg *bg, const struct iovec *iov, int iovcnt, int flags, bool empty,
+                        tdl_time_t deadline, bool *closed)
 {
-  tdl__bgwait w = {.f = f};
-  *slot = &w;
-  f->abort_wait = abort_bgwait;
-  f->abort_ctx = slot;
-  loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
-  int e = tdl__park(f, what, fd, deadline);
-  loop->ops_inflight--;
-  f->abort_wait = NULL;
-  if (w.closed) {
-    *closed = true;
-    return -EBADF;
-  }
-  *slot = NULL;
-  return e;
-}
-
-void tdl__bgwait_close(tdl__bgwait **slot)
-{
-  if (*slot) {
-    (*slot)->closed = true;
-    tdl__wake((*slot)->f, -EBADF);
-    *slot = NULL;
-  }
-}
-
-/* Park f until a completion of a's request (see tdl__bgwait_park). */
-static int park_reader(tdl__fiber *f, tdl__ahead *a, const char *what, tdl_time_t deadline, bool *closed)
-{
-  return tdl__bgwait_park(f, &a->waiter, a->loop, what, a->fd, deadline, closed);
-}
-
-ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
-                        bool empty, tdl_time_t deadline, bool *closed)
-{
+  tdl__ahead *a = (tdl__ahead *)bg;
   *closed = false;
-  if (a->waiter)
+  if (tdl__bg_busy(bg))
     return -EBUSY; /* one reader per fd at a time, as for every read */
   size_t want = 0;
   for (int i = 0; i < iovcnt; i++)
@@ -284,45 +216,22 @@ ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, i
         a->end = 0; /* an error is told once; the end of the stream stays */
       return end < 0 ? end : 0;
     }
-    if (!a->armed) {
+    if (!bg->armed) {
       /* (MSG_WAITALL gathers here, where an ordinary read of a
        * non-blocking socket would come back short.) */
-      if (!empty && !got && a->on && !a->nobufs && !(flags & MSG_WAITALL))
-        return TDL__AHEAD_LATER;
-      if (!a->on || a->nobufs || tdl__ring_recv_ahead(a->loop, &a->op, a->fd) < 0) {
+      if (!empty && !got && bg->on && !a->nobufs && !(flags & MSG_WAITALL))
+        return TDL__BG_LATER;
+      if (!tdl__bg_arm(bg)) {
         a->nobufs = false;
-        return got ? (ssize_t)got : TDL__AHEAD_PASS; /* an ordinary read this time */
+        return got ? (ssize_t)got : TDL__BG_PASS; /* an ordinary read this time */
       }
-      a->armed = true;
     }
     if (flags & MSG_DONTWAIT)
       return got ? (ssize_t)got : -EAGAIN;
-    int e = park_reader(f, a, "recv", deadline, closed);
+    int e = tdl__bg_park(f, bg, "recv", deadline, closed);
     if (*closed)
       return got ? (ssize_t)got : -EBADF;
     if (e < 0)
       return got ? (ssize_t)got : e;
-  }
-}
-
-int tdl__ahead_wait(tdl__fiber *f, tdl__ahead *a, tdl_time_t deadline, bool *closed)
-{
-  *closed = false;
-  if (a->waiter)
-    return -EBUSY;
-  for (;;) {
-    if (a->count > 0 || a->end)
-      return TDL_READ;
-    if (!a->armed) {
-      /* Off, or out of buffers (the data waits in the socket): poll it. */
-      if (!a->on || a->nobufs || tdl__ring_recv_ahead(a->loop, &a->op, a->fd) < 0)
-        return (int)TDL__AHEAD_PASS;
-      a->armed = true;
-    }
-    int e = park_reader(f, a, "wait read", deadline, closed);
-    if (*closed)
-      return -EBADF;
-    if (e < 0)
-      return e;
   }
 }

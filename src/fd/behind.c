@@ -34,7 +34,8 @@
  *   submits what is queued before the close, so the kernel holds the file;
  *   the record closes the duplicate once the data has gone.  A send request
  *   in flight keeps the loop alive, as any ring operation does, until it
- *   completes or its deadline passes.
+ *   completes or its deadline passes.  (The record's life with its fd, and
+ *   the fiber parked on it, are fd/background.c's.)
  * - Memory: the buffer is taken when data is first held and given back
  *   when it has all gone, so an idle connection holds none.  Given back to
  *   the scheduler's spares, not to malloc: a loop answering a thousand
@@ -58,34 +59,31 @@ enum {
   FLAGS_KEPT = MSG_NOSIGNAL | MSG_MORE | MSG_DONTWAIT,
 };
 
-struct tdl__behind {
-  tdl__op op;              /* the send request in flight */
-  tdl_loop *loop;
+/* The record's tdl__bg: req.op is the send request; armed while it is in
+ * flight, stopping once its deadline passed and a cancel was asked for; fd
+ * is a duplicate of the socket once orphaned, which frees the record once
+ * nothing is held. */
+typedef struct tdl__behind {
+  tdl__bg bg;              /* first: the record is freed as a tdl__bg */
   tdl__behind_spares *spares;
-  tdl__bgwait *waiter;     /* a fiber parked until what is held has gone (or room) */
   tdl_timer timer;         /* the deadline of what is held (lazy, see the top) */
   tdl_defer next;          /* the next request, made at the top of the loop */
   char *buf;               /* CAP bytes while data is held, else NULL */
   uint32_t sent;           /* buf[0, sent): gone */
   uint32_t flight;         /* buf[sent, flight): in the request in flight */
   uint32_t used;           /* buf[flight, used): queued behind it */
-  int fd;                  /* the socket; a duplicate of it once orphaned */
   int err;                 /* a request's failure: the next call's answer */
   int more;                /* MSG_MORE of the newest piece */
   tdl_time_t deadline;     /* the latest deadline of what is held */
-  bool on;
-  bool inflight;           /* the request's completion has not come */
-  bool cancelled;          /* its deadline passed: a cancel was asked for */
   bool timer_lazy;         /* the timer serves nothing held (an internal timer) */
-  bool orphan;             /* the fd was closed: free once nothing is held */
-};
+} tdl__behind;
 
 static tdl_time_t later(tdl_time_t a, tdl_time_t b)
 {
   return a == TDL_FOREVER || b == TDL_FOREVER ? TDL_FOREVER : a > b ? a : b;
 }
 
-static bool holding(const tdl__behind *b) { return b->used > b->sent || b->inflight || tdl_defer_active(&b->next); }
+static bool holding(const tdl__behind *b) { return b->used > b->sent || b->bg.armed || tdl_defer_active(&b->next); }
 
 /* ---- buffers ---- */
 
@@ -137,9 +135,9 @@ static void lazy_set(tdl__behind *b, bool lazy)
     return;
   b->timer_lazy = lazy;
   if (lazy)
-    b->loop->timers_internal++;
+    b->bg.loop->timers_internal++;
   else
-    b->loop->timers_internal--;
+    b->bg.loop->timers_internal--;
 }
 
 /* What is held must go by b->deadline. */
@@ -152,25 +150,13 @@ static void deadline_arm(tdl__behind *b)
     if (b->timer.at <= b->deadline)
       return; /* it fires first and is armed again for the rest */
   }
-  if (tdl_timer_start_at(b->loop, &b->timer, b->deadline, 0) < 0)
+  if (tdl_timer_start_at(b->bg.loop, &b->timer, b->deadline, 0) < 0)
     return; /* no memory for the timer: the data goes without a deadline */
 }
 
 /* The end of a change to what is held: wake a fiber parked for room or a
  * flush, or free an orphan that holds nothing any more. */
-static void changed(tdl__behind *b)
-{
-  if (b->orphan) {
-    if (!holding(b)) {
-      if (b->fd >= 0)
-        (void)tdl__sys_close(b->fd);
-      tdl__behind_free(b);
-    }
-    return;
-  }
-  if (b->waiter)
-    tdl__wake(b->waiter->f, 0);
-}
+static void changed(tdl__behind *b) { tdl__bg_changed(&b->bg, !holding(b)); }
 
 static void finished(tdl__behind *b);
 
@@ -180,7 +166,7 @@ static void drop(tdl__behind *b, int err)
 {
   b->err = err;
   if (tdl_defer_active(&b->next))
-    tdl_defer_cancel(b->loop, &b->next);
+    tdl_defer_cancel(b->bg.loop, &b->next);
   finished(b);
 }
 
@@ -197,11 +183,8 @@ static void deadline_cb(tdl_loop *loop, tdl_timer *t)
     deadline_arm(b); /* a later send moved the deadline */
     return;
   }
-  if (b->inflight) {
-    if (!b->cancelled) {
-      b->cancelled = true;
-      tdl__ring_cancel(loop, &b->op);
-    }
+  if (b->bg.armed) {
+    tdl__bg_stop(&b->bg);
     return; /* the completion drops the rest */
   }
   drop(b, -ETIMEDOUT);
@@ -215,15 +198,15 @@ static void deadline_cb(tdl_loop *loop, tdl_timer *t)
 static void submit(tdl__behind *b)
 {
   int err = -EBUSY;
-  struct io_uring_sqe *sqe = tdl__ring_sqe(b->loop, &b->op, &err);
+  struct io_uring_sqe *sqe = tdl__ring_sqe(b->bg.loop, &b->bg.req.op, &err);
   if (!sqe) {
     drop(b, err);
     return;
   }
-  io_uring_prep_send(sqe, b->fd, b->buf + b->sent, b->used - b->sent, MSG_NOSIGNAL | b->more);
+  io_uring_prep_send(sqe, b->bg.fd, b->buf + b->sent, b->used - b->sent, MSG_NOSIGNAL | b->more);
   b->flight = b->used;
-  b->inflight = true;
-  b->cancelled = false;
+  b->bg.armed = true;
+  b->bg.stopping = false;
 }
 
 /* Nothing is held any more: the buffer goes back, the timer lapses. */
@@ -244,7 +227,7 @@ static void next_cb(tdl_loop *loop, tdl_defer *d)
 {
   (void)loop;
   tdl__behind *b = d->data;
-  if (b->inflight)
+  if (b->bg.armed)
     return; /* (never: while `next` is queued, only it submits) */
   if (b->sent > 0) {
     memmove(b->buf, b->buf + b->sent, b->used - b->sent);
@@ -260,10 +243,10 @@ static void next_cb(tdl_loop *loop, tdl_defer *d)
 
 static void sent_cb(tdl__op *op, int res)
 {
-  tdl__behind *b = TDL__CONTAINER_OF(op, tdl__behind, op);
-  b->inflight = false;
-  if (res == -ECANCELED && !b->cancelled) {
-    tdl_defer_queue(b->loop, &b->next); /* dropped unrun by the kernel: again */
+  tdl__behind *b = TDL__CONTAINER_OF(op, tdl__behind, bg.req.op);
+  b->bg.armed = false;
+  if (res == -ECANCELED && !b->bg.stopping) {
+    tdl_defer_queue(b->bg.loop, &b->next); /* dropped unrun by the kernel: again */
     return;
   }
   if (res <= 0) {
@@ -274,7 +257,7 @@ static void sent_cb(tdl__op *op, int res)
   }
   b->sent += (uint32_t)res;
   if (b->sent < b->used) {
-    tdl_defer_queue(b->loop, &b->next);
+    tdl_defer_queue(b->bg.loop, &b->next);
     return;
   }
   finished(b);
@@ -283,74 +266,74 @@ static void sent_cb(tdl__op *op, int res)
 
 /* ---- the record ---- */
 
-int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__behind **out)
+static bool behind_pending(const tdl__bg *bg)
 {
-  tdl__behind *b = TDL__FAULT_ALLOC(calloc(1, sizeof *b));
-  if (!b)
-    return -ENOMEM;
-  b->op.done = sent_cb;
-  b->loop = loop;
-  b->spares = spares;
-  b->fd = fd;
-  b->on = true;
-  b->deadline = TDL_FOREVER;
-  tdl_timer_init(&b->timer, deadline_cb, b);
-  tdl_defer_init(&b->next, next_cb, b);
-  *out = b;
-  return 0;
+  const tdl__behind *b = (const tdl__behind *)bg;
+  return holding(b) || b->err;
 }
 
-void tdl__behind_set(tdl__behind *b, bool on) { b->on = on; }
-
-bool tdl__behind_idle(const tdl__behind *b) { return !b->on && !holding(b) && !b->err && !b->waiter; }
-
-void tdl__behind_free(tdl__behind *b)
+/* The request in flight holds the file; what is queued behind it needs an
+ * fd of its own, the program's being closed now: a duplicate, which the
+ * record closes once the data has gone.  Without one (out of fds) only the
+ * request in flight goes. */
+static bool behind_orphan(tdl__bg *bg)
 {
-  if (tdl_timer_active(&b->timer)) {
-    tdl_timer_stop(b->loop, &b->timer);
-    lazy_set(b, false);
-  }
-  if (b->buf)
-    buf_give(b->spares, b->buf);
-  free(b);
-}
-
-bool tdl__behind_busy(const tdl__behind *b) { return b->waiter != NULL; }
-
-void tdl__behind_close(tdl__behind *b)
-{
-  tdl__bgwait_close(&b->waiter);
-  if (!holding(b)) {
-    tdl__behind_free(b);
-    return;
-  }
-  /* The request in flight holds the file; what is queued behind it needs an
-   * fd of its own, the program's being closed now.  Without one (out of
-   * fds) only the request in flight goes. */
-  int dup = tdl__sys_fcntl(b->fd, F_DUPFD_CLOEXEC, 0);
+  tdl__behind *b = (tdl__behind *)bg;
+  if (!holding(b))
+    return false;
+  int dup = tdl__sys_fcntl(bg->fd, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) {
     b->used = b->flight;
     if (tdl_defer_active(&b->next))
-      tdl_defer_cancel(b->loop, &b->next);
-    if (!b->inflight) {
+      tdl_defer_cancel(bg->loop, &b->next);
+    if (!bg->armed) {
       finished(b);
-      tdl__behind_free(b);
-      return;
+      return false;
     }
   }
   /* A request not yet submitted names the fd by number: hand it to the
    * kernel before the number is closed. */
-  if (b->inflight)
-    tdl__ring_submit(b->loop);
-  b->fd = dup;
-  b->orphan = true;
+  if (bg->armed)
+    tdl__ring_submit(bg->loop);
+  bg->fd = dup;
   b->spares = NULL; /* its buffer is freed, not kept: the scheduler may go first */
+  return true;
 }
 
-/* Park until a completion changes what is held (see tdl__bgwait_park). */
+static void behind_release(tdl__bg *bg)
+{
+  tdl__behind *b = (tdl__behind *)bg;
+  if (bg->orphan && bg->fd >= 0)
+    (void)tdl__sys_close(bg->fd);
+  if (tdl_timer_active(&b->timer)) {
+    tdl_timer_stop(bg->loop, &b->timer);
+    lazy_set(b, false);
+  }
+  if (b->buf)
+    buf_give(b->spares, b->buf);
+}
+
+static const tdl__bg_kind behind_kind = {
+    .pending = behind_pending, .orphan = behind_orphan, .release = behind_release};
+
+int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__bg **out)
+{
+  tdl__behind *b = tdl__bg_new(sizeof *b, &behind_kind, loop, fd);
+  if (!b)
+    return -ENOMEM;
+  b->bg.req.op.done = sent_cb;
+  b->spares = spares;
+  b->deadline = TDL_FOREVER;
+  tdl_timer_init(&b->timer, deadline_cb, b);
+  tdl_defer_init(&b->next, next_cb, b);
+  *out = &b->bg;
+  return 0;
+}
+
+/* Park until a completion changes what is held (see tdl__bg_park). */
 static int park(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *closed)
 {
-  return tdl__bgwait_park(f, &b->waiter, b->loop, "send behind", b->fd, deadline, closed);
+  return tdl__bg_park(f, &b->bg, "send behind", deadline, closed);
 }
 
 static int take_err(tdl__behind *b)
@@ -360,11 +343,12 @@ static int take_err(tdl__behind *b)
   return e;
 }
 
-int tdl__behind_flush(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *closed)
+int tdl__behind_flush(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed)
 {
+  tdl__behind *b = (tdl__behind *)bg;
   *closed = false;
   while (holding(b)) {
-    if (b->waiter)
+    if (tdl__bg_busy(bg))
       return -EBUSY;
     int e = park(f, b, deadline, closed);
     if (e < 0)
@@ -373,17 +357,18 @@ int tdl__behind_flush(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *
   return take_err(b);
 }
 
-ssize_t tdl__behind_send(tdl__fiber *f, tdl__behind *b, const void *buf, size_t len, int flags,
-                         tdl_time_t deadline, bool *closed)
+ssize_t tdl__behind_send(tdl__fiber *f, tdl__bg *bg, const void *buf, size_t len, int flags, tdl_time_t deadline,
+                         bool *closed)
 {
+  tdl__behind *b = (tdl__behind *)bg;
   *closed = false;
   if (b->err)
     return take_err(b);
-  if ((flags & ~FLAGS_KEPT) || !b->on || len == 0 || len > CAP) {
+  if ((flags & ~FLAGS_KEPT) || !bg->on || len == 0 || len > CAP) {
     if ((flags & MSG_DONTWAIT) && holding(b))
       return -EAGAIN;
-    int e = tdl__behind_flush(f, b, deadline, closed);
-    return e < 0 ? e : TDL__AHEAD_PASS;
+    int e = tdl__behind_flush(f, bg, deadline, closed);
+    return e < 0 ? e : TDL__BG_PASS;
   }
   for (;;) {
     /* Room after what is held (a queued `next` moves the unsent part to
@@ -391,21 +376,21 @@ ssize_t tdl__behind_send(tdl__fiber *f, tdl__behind *b, const void *buf, size_t 
      * own part). */
     if (len <= CAP - b->used) {
       if (!b->buf && !(b->buf = buf_take(b->spares)))
-        return holding(b) ? -ENOMEM : TDL__AHEAD_PASS;
+        return holding(b) ? -ENOMEM : TDL__BG_PASS;
       bool was_holding = holding(b);
       memcpy(b->buf + b->used, buf, len);
       b->used += (uint32_t)len;
       b->more = flags & MSG_MORE;
       b->deadline = was_holding ? later(b->deadline, deadline) : deadline;
       deadline_arm(b);
-      if (!b->inflight && !tdl_defer_active(&b->next))
+      if (!bg->armed && !tdl_defer_active(&b->next))
         submit(b);
       tdl__io_budget_spend(f);
       return b->err ? take_err(b) : (ssize_t)len;
     }
     if (flags & MSG_DONTWAIT)
       return -EAGAIN;
-    if (b->waiter)
+    if (tdl__bg_busy(bg))
       return -EBUSY;
     int e = park(f, b, deadline, closed);
     if (e < 0)

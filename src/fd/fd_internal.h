@@ -1,8 +1,9 @@
 /*
  * Fiber I/O's internals (src/fd/): the per-fd waits that select and the
- * layers above build on, the ring path on uring loops, and the background
- * requests that receive, accept and send for an fd while no fiber asks
- * (receiving ahead, accepting ahead, sending behind).
+ * layers above build on (io.c), the ring path on uring loops (ring.c), and
+ * the background requests that receive, accept and send for an fd while no
+ * fiber asks (background.c; receiving ahead in ahead.c, accepting ahead in
+ * acceptahead.c, sending behind in behind.c).
  *
  * Fiber I/O sits on the scheduler (fiber/fiber_internal.h): it parks a fiber
  * with tdl__park and wakes it with tdl__wake, and keeps its per-fd table in
@@ -84,105 +85,148 @@ bool tdl__fd_ring_busy(const tdl__list *on_fd, unsigned events);
  * -EBADF for their fibers, before the close. */
 void tdl__fd_ring_closed(tdl_loop *loop, int fd, tdl__list *on_fd);
 
-/* ---- receiving ahead (ahead.c; uring loops, tdl_fd_readahead) ---- */
+/* ---- background requests (background.c; uring loops) ---- */
 
-/* A fiber parked for a completion of a background request (receiving or
- * accepting ahead), on its stack; its record points to it meanwhile. */
+/*
+ * What the kernel does for an fd while no fiber asks: a multishot receive
+ * (receiving ahead, ahead.c) or accept (accepting ahead, acceptahead.c)
+ * that stays armed, or a send of what a tdl_send copied (sending behind,
+ * behind.c).  The fd's fiber-I/O state holds the record, which starts with
+ * a tdl__bg: the request, the one fiber parked on it, whether it is on, and
+ * what the three share of their life (turned off, freed when idle, woken
+ * by completions, closed with the fd, freeing itself at the last completion
+ * after that).  A kind (tdl__bg_kind) supplies the rest.
+ */
+typedef struct tdl__bg tdl__bg;
+
+/* A fiber parked for a completion of a background request, on its stack;
+ * the record points to it meanwhile. */
 typedef struct tdl__bgwait {
   tdl__fiber *f;
   bool closed; /* the fd was closed: the record may be gone */
 } tdl__bgwait;
-/* Park f in *slot (the record's pointer) until a completion wakes it, the
- * deadline, a cancel, or the fd's close (tdl__bgwait_close: then *closed is
- * set, -EBADF returned, and the record holding *slot may be gone).  It
- * counts in ops_inflight meanwhile: the loop must ask the ring. */
-int tdl__bgwait_park(tdl__fiber *f, tdl__bgwait **slot, tdl_loop *loop, const char *what, int fd,
-                     tdl_time_t deadline, bool *closed);
-/* The fd is being closed: wake the fiber parked in *slot, if any, with
- * -EBADF. */
-void tdl__bgwait_close(tdl__bgwait **slot);
 
-typedef struct tdl__ahead tdl__ahead;
+/* What a kind of background request does in the shared life cycle. */
+typedef struct tdl__bg_kind {
+  /* A multishot request (receiving and accepting ahead): armed by a call
+   * that finds nothing kept, stopped when turned off or closed.  Otherwise
+   * (sending behind) one send at a time, which goes on when turned off or
+   * closed until what is held has gone. */
+  bool multishot;
+  /* Multishot: arm the request on bg->fd (0), or not (< 0). */
+  int (*arm)(tdl__bg *bg);
+  /* Something is kept: data, fds or an error for the next call to take, or
+   * (sending behind) data still to go. */
+  bool (*pending)(const tdl__bg *bg);
+  /* The fd is being closed: give back what is kept, and say whether the
+   * request must still be seen through (the record then lives on, orphaned,
+   * until tdl__bg_changed says it is over). */
+  bool (*orphan)(tdl__bg *bg);
+  /* Give back what the record holds besides its memory (NULL: nothing). */
+  void (*release)(tdl__bg *bg);
+} tdl__bg_kind;
+
+struct tdl__bg {
+  union {
+    tdl__msop ms; /* multishot */
+    tdl__op op;   /* one send at a time */
+  } req;
+  const tdl__bg_kind *kind;
+  tdl_loop *loop;
+  tdl__bgwait *waiter; /* the fiber parked on it, or NULL */
+  int fd;              /* sending behind: a duplicate of the program's once orphaned (-1: none) */
+  bool on;             /* asked for (tdl_fd_readahead, tdl_fd_writebehind) */
+  bool armed;          /* the request is in flight: its last completion has not come */
+  bool stopping;       /* a cancel was asked for */
+  bool orphan;         /* the fd was closed: the record frees itself when its request is over */
+};
+
+/* A zeroed record of `size` bytes (a struct whose first member is its
+ * tdl__bg), on, for fd; NULL without memory. */
+void *tdl__bg_new(size_t size, const tdl__bg_kind *kind, tdl_loop *loop, int fd);
+/* Turn it on or off.  Off stops a multishot request (what is kept is still
+ * taken first); a send behind goes on until what is held has gone. */
+void tdl__bg_set(tdl__bg *bg, bool on);
+/* Ask the kernel to end the request in flight, once; its last completion
+ * still comes. */
+void tdl__bg_stop(tdl__bg *bg);
+/* A fiber is parked on it: one reader (or writer) per fd at a time. */
+static inline bool tdl__bg_busy(const tdl__bg *bg) { return bg->waiter != NULL; }
+/* Receiving or accepting ahead: data, an fd, an end or an error is kept,
+ * and a read or accept returns at once. */
+bool tdl__bg_pending(const tdl__bg *bg);
+/* Free *slot and clear it if the record is idle: off, keeping nothing, its
+ * request over, and no fiber on it (a woken one still to run counts). */
+void tdl__bg_free_idle(tdl__bg **slot);
+/* The fd is being closed (or its scheduler torn down): wake the fiber
+ * parked on it with -EBADF and give back what is kept; the record frees
+ * itself when its request is over (at once when none is in flight). */
+void tdl__bg_close(tdl__bg *bg);
+/* Park f on bg until a completion (tdl__bg_changed), the deadline, a
+ * cancel, or the fd's close: then *closed is set, -EBADF returned, and bg
+ * may be gone.  It counts in ops_inflight meanwhile: the loop must ask the
+ * ring. */
+int tdl__bg_park(tdl__fiber *f, tdl__bg *bg, const char *what, tdl_time_t deadline, bool *closed);
+/* A completion changed what bg keeps or holds: an orphan whose request is
+ * `over` frees itself; otherwise the fiber parked on it wakes. */
+void tdl__bg_changed(tdl__bg *bg, bool over);
+/* Multishot: a completion has been recorded; `more` (IORING_CQE_F_MORE)
+ * false is the request's last, which disarms it.  Then tdl__bg_changed. */
+void tdl__bg_completed(tdl__bg *bg, bool more);
+/* Multishot: arm the request; false when it is off or cannot be (the call
+ * is then made as usual). */
+bool tdl__bg_arm(tdl__bg *bg);
+/* Multishot: tdl_fd_wait for reading.  TDL_READ once something is kept
+ * (arming the request and parking until then), a negative errno (-EBUSY,
+ * or the park's, *closed as for tdl__bg_park), or TDL__BG_PASS (as an
+ * int) when the request cannot be armed: then poll the fd. */
+int tdl__bg_wait(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed);
+
+/* A background request's answer to a call that is not its to make: make
+ * the call as usual.  _LATER (receiving and accepting ahead): as usual, and
+ * should it find nothing, come back with `empty` to wait here. */
+#define TDL__BG_PASS ((ssize_t)INT32_MIN)
+#define TDL__BG_LATER ((ssize_t)INT32_MIN + 1)
+
+/* ---- receiving ahead (ahead.c; tdl_fd_readahead on a connected socket) ---- */
+
 /* Per scheduler: the queue links of the loop's provided buffers (a buffer
  * is queued on one fd at a time). */
 typedef struct tdl__ahead_links {
   uint16_t next[TDL__BUFS];
   uint16_t len[TDL__BUFS];
 } tdl__ahead_links;
-/* tdl__ahead_read's "not from here": make this read as usual.  _LATER: as
- * usual, and should it find nothing, come back with `empty` to wait here. */
-#define TDL__AHEAD_PASS ((ssize_t)INT32_MIN)
-#define TDL__AHEAD_LATER ((ssize_t)INT32_MIN + 1)
 
 /* A record for fd, on (arming waits for its first read).  -ENOMEM. */
-int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__ahead **out);
-/* Turn it on or off; off cancels the request, and what is queued is still
- * read first. */
-void tdl__ahead_set(tdl__ahead *a, bool on);
-/* Off, with nothing queued or in flight: the caller may free it. */
-bool tdl__ahead_idle(const tdl__ahead *a);
-void tdl__ahead_free(tdl__ahead *a);
-/* Data or an end is queued: a read returns at once. */
-bool tdl__ahead_ready(const tdl__ahead *a);
-/* A fiber is parked reading it. */
-bool tdl__ahead_busy(const tdl__ahead *a);
-/* The fd is being closed (or its scheduler torn down): wake the reader
- * with -EBADF, give the buffers back, cancel the request; the record frees
- * itself at the request's last completion (at once when none is armed). */
-void tdl__ahead_close(tdl__ahead *a);
+int tdl__ahead_new(tdl_loop *loop, tdl__ahead_links *links, int fd, tdl__bg **out);
 /* Read into iov out of what is queued, arming the request and parking when
  * nothing is.  flags: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  `empty`: a read
  * has found the stream empty; until one has, the request is not armed and
- * the answer is TDL__AHEAD_LATER (read as usual first), because data that
+ * the answer is TDL__BG_LATER (read as usual first), because data that
  * is there already (a new connection's request) costs one recv, while
  * arming costs a request and, when the fd is closed, a cancel.  Returns
  * bytes, 0 at end of stream, a negative errno (the stream's error once, or
  * -ETIMEDOUT, -ECANCELED, -EAGAIN, -EBADF when closed meanwhile: then
- * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
- * TDL__AHEAD_LATER. */
-ssize_t tdl__ahead_read(tdl__fiber *f, tdl__ahead *a, const struct iovec *iov, int iovcnt, int flags,
-                        bool empty, tdl_time_t deadline, bool *closed);
-/* tdl_fd_wait for reading: TDL_READ once data or an end is queued (arming
- * the request and parking until then), a negative errno as for a read, or
- * TDL__AHEAD_PASS (as an int) when the data would be in the socket (off,
- * out of buffers): then poll it. */
-int tdl__ahead_wait(tdl__fiber *f, tdl__ahead *a, tdl_time_t deadline, bool *closed);
+ * *closed is set and the caller's fd state is gone), TDL__BG_PASS or
+ * TDL__BG_LATER. */
+ssize_t tdl__ahead_read(tdl__fiber *f, tdl__bg *bg, const struct iovec *iov, int iovcnt, int flags, bool empty,
+                        tdl_time_t deadline, bool *closed);
 
-/* ---- accepting ahead (acceptahead.c; uring loops, tdl_fd_readahead
- * on a listener) ---- */
+/* ---- accepting ahead (acceptahead.c; tdl_fd_readahead on a listener) ---- */
 
-typedef struct tdl__acc tdl__acc;
 /* A record for the listener fd, on (arming waits for an accept that finds
  * nothing waiting).  -ENOMEM. */
-int tdl__acc_new(tdl_loop *loop, int fd, tdl__acc **out);
-/* Turn it on or off; off cancels the request, and what is queued is still
- * taken first. */
-void tdl__acc_set(tdl__acc *a, bool on);
-/* Off, with nothing queued or in flight: the caller may free it. */
-bool tdl__acc_idle(const tdl__acc *a);
-void tdl__acc_free(tdl__acc *a);
-/* A connection or an error is queued: an accept returns at once. */
-bool tdl__acc_ready(const tdl__acc *a);
-/* A fiber is parked accepting. */
-bool tdl__acc_busy(const tdl__acc *a);
-/* The listener is being closed (or its scheduler torn down): wake the
- * acceptor with -EBADF, close the queued fds, cancel the request; the
- * record frees itself at the last completion (at once when none is armed). */
-void tdl__acc_close(tdl__acc *a);
+int tdl__acc_new(tdl_loop *loop, int fd, tdl__bg **out);
 /* The next queued fd, arming the request and parking when none is (`empty`:
  * an accept4 found nothing waiting; before one has, the answer is
- * TDL__AHEAD_LATER).  Returns the fd, a negative errno (the kernel's error
+ * TDL__BG_LATER).  Returns the fd, a negative errno (the kernel's error
  * once, or -ETIMEDOUT, -ECANCELED, -EBADF when closed meanwhile: then
- * *closed is set and the caller's fd state is gone), TDL__AHEAD_PASS or
- * TDL__AHEAD_LATER (as ints). */
-int tdl__acc_accept(tdl__fiber *f, tdl__acc *a, bool empty, tdl_time_t deadline, bool *closed);
-/* tdl_fd_wait for reading on the listener: TDL_READ once a connection or
- * an error is queued, a negative errno, or TDL__AHEAD_PASS when off. */
-int tdl__acc_wait(tdl__fiber *f, tdl__acc *a, tdl_time_t deadline, bool *closed);
+ * *closed is set and the caller's fd state is gone), TDL__BG_PASS or
+ * TDL__BG_LATER (as ints). */
+int tdl__acc_accept(tdl__fiber *f, tdl__bg *bg, bool empty, tdl_time_t deadline, bool *closed);
 
-/* ---- sending behind (behind.c; uring loops, tdl_fd_writebehind) ---- */
+/* ---- sending behind (behind.c; tdl_fd_writebehind) ---- */
 
-typedef struct tdl__behind tdl__behind;
 /* Per scheduler: buffers of sends behind that no fd holds, kept for the
  * next (as many as a peak left; the scheduler's trim gives back those a
  * whole period did not need). */
@@ -194,33 +238,23 @@ typedef struct tdl__behind_spares {
 /* The room one fd holds: sends up to this size go behind. */
 enum { TDL__BEHIND_BYTES = 8192 };
 
-/* A record for the socket fd, on.  -ENOMEM. */
-int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__behind **out);
-/* Turn it on or off (off: later sends are ordinary once what is held went). */
-void tdl__behind_set(tdl__behind *b, bool on);
-/* Off, holding nothing, nothing in flight, no error to report: the caller
- * may free it. */
-bool tdl__behind_idle(const tdl__behind *b);
-void tdl__behind_free(tdl__behind *b);
-/* A fiber is parked on it (for room, or a flush). */
-bool tdl__behind_busy(const tdl__behind *b);
-/* The fd is being closed: wake a parked fiber with -EBADF; what is held
- * still goes (on a duplicate of the fd, made here), and the record frees
- * itself, closing the duplicate, once it has gone or its deadline passed.
- * For a scheduler torn down as well. */
-void tdl__behind_close(tdl__behind *b);
+/* A record for the socket fd, on.  -ENOMEM.  Closed with the fd, it still
+ * sends what it holds (on a duplicate of the fd, made then), and frees
+ * itself, closing the duplicate, once that has gone or its deadline
+ * passed. */
+int tdl__behind_new(tdl_loop *loop, tdl__behind_spares *spares, int fd, tdl__bg **out);
 /* tdl_send's part: copy buf behind what is held and return len; or wait
- * for room (deadline) when it does not fit; or TDL__AHEAD_PASS: make the
+ * for room (deadline) when it does not fit; or TDL__BG_PASS: make the
  * send as usual (nothing is held, and it is too large, or off, or its flags
  * are not MSG_NOSIGNAL/MSG_MORE/MSG_DONTWAIT: then what was held has gone
  * first).  A negative errno: the error a send behind met (once), -EAGAIN
  * (MSG_DONTWAIT and no room), -ETIMEDOUT, -ECANCELED, -EBADF when closed
  * meanwhile (*closed is set: the caller's fd state is gone). */
-ssize_t tdl__behind_send(tdl__fiber *f, tdl__behind *b, const void *buf, size_t len, int flags,
-                         tdl_time_t deadline, bool *closed);
+ssize_t tdl__behind_send(tdl__fiber *f, tdl__bg *bg, const void *buf, size_t len, int flags, tdl_time_t deadline,
+                         bool *closed);
 /* Wait until nothing is held: 0, the error a send behind met (once), or the
  * park's error (*closed as above). */
-int tdl__behind_flush(tdl__fiber *f, tdl__behind *b, tdl_time_t deadline, bool *closed);
+int tdl__behind_flush(tdl__fiber *f, tdl__bg *bg, tdl_time_t deadline, bool *closed);
 /* Give back the spare buffers that were not taken since the last trim
  * (the scheduler's trim), or all of them (its teardown). */
 void tdl__behind_spares_trim(tdl__behind_spares *sp);

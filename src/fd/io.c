@@ -17,9 +17,18 @@
  * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
  * nothing.)
  *
- * On a uring loop an fd may receive ahead (tdl_fd_readahead, fd/ahead.c):
- * its reads then take what a multishot receive already put in the loop's
- * buffers, and never call the kernel themselves while that is armed.
+ * Each call is a tdl__fdop (its system call and arguments, and what it
+ * does where it would wait) handed to tdl__fd_io, which does the rest.
+ * tdl__fd_io is inlined into each call, where the descriptor is a constant:
+ * a read that finds data costs its one system call and a few checks of the
+ * fd's state, as a read written out by hand would.
+ *
+ * On a uring loop a call that would wait goes to the ring as a request
+ * instead (fd/ring.c), and an fd may have a background request
+ * (fd/background.c): its reads then take what a multishot receive already
+ * put in the loop's buffers (tdl_fd_readahead, fd/ahead.c), its accepts what
+ * a multishot accept took (fd/acceptahead.c), and its sends are copied and
+ * sent by the loop (tdl_fd_writebehind, fd/behind.c).
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -47,9 +56,10 @@ typedef struct tdl__ffd {
   bool empty;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 #ifdef TDL_HAVE_URING
-  tdl__ahead *ahead; /* receiving ahead (tdl_fd_readahead), or NULL */
-  tdl__acc *acc;     /* accepting ahead (tdl_fd_readahead on a listener), or NULL */
-  tdl__behind *behind; /* sending behind (tdl_fd_writebehind), or NULL */
+  /* Background requests (fd_internal.h), or NULL. */
+  tdl__bg *ahead;  /* receiving ahead (tdl_fd_readahead) */
+  tdl__bg *acc;    /* accepting ahead (tdl_fd_readahead on a listener) */
+  tdl__bg *behind; /* sending behind (tdl_fd_writebehind) */
 #endif
 } tdl__ffd;
 
@@ -62,9 +72,9 @@ static bool taken(const tdl__ffd *d, unsigned events)
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return true;
 #ifdef TDL_HAVE_URING
-  if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__ahead_busy(d->ahead)) ||
-      ((events & TDL_READ) && d->acc && tdl__acc_busy(d->acc)) ||
-      ((events & TDL_WRITE) && d->behind && tdl__behind_busy(d->behind)))
+  if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__bg_busy(d->ahead)) ||
+      ((events & TDL_READ) && d->acc && tdl__bg_busy(d->acc)) ||
+      ((events & TDL_WRITE) && d->behind && tdl__bg_busy(d->behind)))
     return true;
 #endif
   return false;
@@ -155,6 +165,20 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     tdl_io_feed(loop, w, readable);
 }
 
+#ifdef TDL_HAVE_URING
+/* d's fd is being closed, or its scheduler torn down: so are its
+ * background requests. */
+static void ffd_close_bg(tdl__ffd *d)
+{
+  if (d->ahead)
+    tdl__bg_close(d->ahead);
+  if (d->acc)
+    tdl__bg_close(d->acc);
+  if (d->behind)
+    tdl__bg_close(d->behind);
+}
+#endif
+
 static void fio_trim(tdl__sched *s, tdl__sched_client *h);
 
 static void fio_destroy(tdl__sched *s, tdl__sched_client *h)
@@ -163,20 +187,15 @@ static void fio_destroy(tdl__sched *s, tdl__sched_client *h)
   for (uint32_t i = 0; i < io->nffds; i++) {
     if (io->ffds[i]) {
 #ifdef TDL_HAVE_URING
-      if (io->ffds[i]->ahead)
-        tdl__ahead_close(io->ffds[i]->ahead);
-      if (io->ffds[i]->acc)
-        tdl__acc_close(io->ffds[i]->acc);
-      if (io->ffds[i]->behind)
-        tdl__behind_close(io->ffds[i]->behind);
+      ffd_close_bg(io->ffds[i]);
 #endif
       tdl_io_stop(s->loop, &io->ffds[i]->w);
       free(io->ffds[i]);
     }
   }
 #ifdef TDL_HAVE_URING
-  /* The records of receives still armed free themselves at their last
-   * completions, which must come before the ring goes (tdl__ahead_close). */
+  /* The records of requests still in flight free themselves at their last
+   * completions, which must come before the ring goes (tdl__bg_close). */
   if (tdl__loop_ring(s->loop))
     (void)tdl__ring_settle_ahead(s->loop);
   tdl__behind_spares_free(&io->spares);
@@ -221,8 +240,9 @@ static inline tdl__ffd *ffd_find(tdl__sched *s, int fd)
 }
 
 /* The fd's state, made on first use; the fd is made non-blocking then,
- * unless the caller knows it already is (an fd accept4 just made). */
-static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
+ * unless the caller knows it already is (an fd accept4 just made).  Out of
+ * line: every fiber I/O call looks its fd up (ffd_get), few make one. */
+static __attribute__((noinline)) int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
 {
   if (fd < 0)
     return -EBADF;
@@ -250,7 +270,15 @@ static int ffd_make(tdl__sched *s, int fd, tdl__ffd **out, bool nonblocking)
   return 0;
 }
 
-static int ffd_get(tdl__sched *s, int fd, tdl__ffd **out) { return ffd_make(s, fd, out, false); }
+static inline int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
+{
+  tdl__ffd *d = ffd_find(s, fd); /* (NULL for fd < 0 too: ffd_make says -EBADF) */
+  if (TDL__LIKELY(d != NULL)) {
+    *out = d;
+    return 0;
+  }
+  return ffd_make(s, fd, out, false);
+}
 
 int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
 {
@@ -364,19 +392,17 @@ int tdl_fd_blocked(int fd, unsigned events)
 
 int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
   if (events == 0 || (events & ~(TDL_READ | TDL_WRITE)))
     return -EINVAL;
 #ifdef TDL_HAVE_URING
   if (tdl__loop_ring(f->sched->loop))
     return ring_wait_fd(f, fd, events, deadline);
 #endif
-  int e = tdl__fd_ready_now(f, fd, events);
-  if (e != 0) {
+  if ((e = tdl__fd_ready_now(f, fd, events)) != 0) {
     tdl__io_budget_spend(f);
     return e;
   }
@@ -401,8 +427,8 @@ static inline bool park_first(const tdl_loop *loop, tdl__ffd *d, tdl_time_t dead
  * kernel arms its own wait and completes the call when it can, so the fiber
  * is woken with the result instead of being told to try again (no second
  * system call, no epoll).  A call that need not wait is still made directly:
- * one system call, no round trip through the loop.  `len` is a read's
- * length, as for FIBER_IO.  Where the kernel answers EAGAIN anyway (a
+ * one system call, no round trip through the loop.  `len` is what a read
+ * asked of a stream (tdl__fdop.asked).  Where the kernel answers EAGAIN anyway (a
  * non-blocking file, on kernels that honour O_NONBLOCK there) the fiber
  * waits for readiness and submits again. */
 static ssize_t ring_io(tdl__fiber *f, tdl__ffd *d, const tdl__uop *u, unsigned dir, size_t len, const char *what,
@@ -438,7 +464,7 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     return e;
   if (taken(d, events))
     return -EBUSY;
-  if ((events & TDL_READ) && ((d->ahead && tdl__ahead_ready(d->ahead)) || (d->acc && tdl__acc_ready(d->acc)))) {
+  if ((events & TDL_READ) && ((d->ahead && tdl__bg_pending(d->ahead)) || (d->acc && tdl__bg_pending(d->acc)))) {
     tdl__io_budget_spend(f);
     return TDL_READ; /* received ahead: the next read returns at once */
   }
@@ -446,8 +472,8 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
     /* What comes is taken by the request armed ahead, not left for a poll
      * of the socket to see: wait for it where it is queued. */
     bool closed;
-    int r = d->ahead ? tdl__ahead_wait(f, d->ahead, deadline, &closed) : tdl__acc_wait(f, d->acc, deadline, &closed);
-    if (closed || r != (int)TDL__AHEAD_PASS)
+    int r = tdl__bg_wait(f, d->ahead ? d->ahead : d->acc, deadline, &closed);
+    if (closed || r != (int)TDL__BG_PASS)
       return r;
   }
   tdl__uop u = {.code = IORING_OP_POLL_ADD, .fd = fd, .flags = (int)events};
@@ -471,7 +497,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
                           tdl_time_t deadline, socklen_t *addrlen)
 {
   if (flags & (MSG_OOB | MSG_ERRQUEUE))
-    return TDL__AHEAD_PASS;
+    return TDL__BG_PASS;
   if (flags & ~(MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC))
     return -EOPNOTSUPP;
   if (taken(d, TDL_READ))
@@ -480,11 +506,8 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   ssize_t r = tdl__ahead_read(f, d->ahead, iov, iovcnt, flags, empty, deadline, &closed);
   if (closed)
     return r; /* tdl_close freed d meanwhile */
-  if (tdl__ahead_idle(d->ahead)) {
-    tdl__ahead_free(d->ahead); /* turned off, and all read */
-    d->ahead = NULL;
-  }
-  if (r == TDL__AHEAD_PASS || r == TDL__AHEAD_LATER)
+  tdl__bg_free_idle(&d->ahead); /* turned off, and all read */
+  if (r == TDL__BG_PASS || r == TDL__BG_LATER)
     return r;
   if (addrlen)
     *addrlen = 0;
@@ -493,17 +516,8 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   return r;
 }
 
-/* Sending behind was turned off and everything has gone: the record goes. */
-static void behind_forget_idle(tdl__ffd *d)
-{
-  if (tdl__behind_idle(d->behind)) {
-    tdl__behind_free(d->behind);
-    d->behind = NULL;
-  }
-}
-
 /* A send of an fd that sends behind (fd/behind.c): copied behind what
- * is held, or TDL__AHEAD_PASS to be made as usual. */
+ * is held, or TDL__BG_PASS to be made as usual. */
 static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t len, int flags,
                            tdl_time_t deadline)
 {
@@ -512,7 +526,7 @@ static ssize_t behind_send(tdl__fiber *f, tdl__ffd *d, const void *buf, size_t l
   bool closed;
   ssize_t r = tdl__behind_send(f, d->behind, buf, len, flags, deadline, &closed);
   if (!closed) /* (else tdl_close freed d meanwhile) */
-    behind_forget_idle(d);
+    tdl__bg_free_idle(&d->behind); /* turned off, and all gone */
   return r;
 }
 
@@ -523,189 +537,10 @@ static int behind_flush(tdl__fiber *f, tdl__ffd *d, tdl_time_t deadline)
   bool closed;
   int e = tdl__behind_flush(f, d->behind, deadline, &closed);
   if (!closed)
-    behind_forget_idle(d);
+    tdl__bg_free_idle(&d->behind);
   return e;
 }
-
-/* In FIBER_IO: on a uring loop, where the call would block, the ring. */
-#define RING_IO(...)                                                  \
-  if (tdl__loop_ring(loop_)) {                                        \
-    tdl__uop u_ = {__VA_ARGS__};                                      \
-    return ring_io(f, d_, &u_, dir_, len_, name_, deadline);          \
-  }
-/* A read known to find the stream empty goes to the ring at once. */
-#define RING_EMPTY(...)                                               \
-  if (len_ && d_->empty) {                                            \
-    __VA_ARGS__                                                       \
-  }
-/* A read of an fd that receives ahead takes what is queued (see below);
- * until a read has found the stream empty it reads as usual (later_), and
- * comes back here if that finds nothing. */
-#define AHEAD_FROM(iov, iovcnt, flags, addrlen)                       \
-  if (d_->ahead) {                                                    \
-    ssize_t ra_ = ahead_read(f, d_, iov, iovcnt, flags, empty_, deadline, addrlen); \
-    if (ra_ == TDL__AHEAD_LATER)                                      \
-      later_ = true;                                                  \
-    else if (ra_ != TDL__AHEAD_PASS)                                  \
-      return ra_;                                                     \
-  }
-#define AHEAD(iov, iovcnt, flags) AHEAD_FROM(iov, iovcnt, flags, NULL)
-/* A send on an fd that sends behind goes behind what is held (see below). */
-#define BEHIND(buf, len, flags)                                       \
-  if (d_->behind) {                                                   \
-    ssize_t rb_ = behind_send(f, d_, buf, len, flags, deadline);      \
-    if (rb_ != TDL__AHEAD_PASS)                                       \
-      return rb_;                                                     \
-  }
-/* Any other write waits until what is held has gone. */
-#define FLUSHED                                                       \
-  if (d_->behind) {                                                   \
-    ssize_t rb_ = behind_flush(f, d_, deadline);                      \
-    if (rb_ < 0)                                                      \
-      return rb_;                                                     \
-  }
-#else
-#define RING_IO(...)
-#define RING_EMPTY(...)
-#define AHEAD(iov, iovcnt, flags)
-#define AHEAD_FROM(iov, iovcnt, flags, addrlen)
-#define BEHIND(buf, len, flags)
-#define FLUSHED
 #endif
-
-/* The shape of every call below: try; on EAGAIN wait and retry, unless
- * `nowait` (the caller's MSG_DONTWAIT): then -EAGAIN.  `len` is
- * what a read asked for (0: not a read that empties a stream, see the top).
- * `ring`: what the call does on a uring loop instead of waiting (RING_IO,
- * or nothing: then it waits for readiness, on uring too).  `ahead`: for
- * the calls that read a stream, what they do first on an fd that receives
- * ahead (AHEAD: take what the kernel received already; before the stream
- * was found empty, read as usual, and come back to wait there on EAGAIN),
- * else nothing. */
-#define FIBER_IO(call, dir, name, len, ring, ahead, nowait)           \
-  tdl__fiber *f = tdl__self();                                        \
-  if (!f)                                                             \
-    return -EPERM;                                                    \
-  if (f->cancelled)                                                   \
-    return -ECANCELED;                                                \
-  tdl__ffd *d_ = NULL;                                                \
-  int e_ = ffd_get(f->sched, fd, &d_);                                \
-  if (e_ < 0)                                                         \
-    return e_;                                                        \
-  tdl_loop *loop_ = f->sched->loop;                                   \
-  const unsigned dir_ = (dir);                                        \
-  const char *const name_ = (name);                                   \
-  const size_t len_ = (len);                                          \
-  const bool nowait_ = (nowait);                                      \
-  bool empty_ = d_->empty, later_ = false;                            \
-  (void)dir_;                                                         \
-  (void)name_;                                                        \
-  (void)empty_;                                                       \
-  ahead                                                               \
-  if (!nowait_) {                                                     \
-    RING_EMPTY(ring)                                                  \
-  }                                                                   \
-  if (len_ && !nowait_ && park_first(loop_, d_, deadline) &&          \
-      (e_ = wait_fd(f, fd, TDL_READ, name_, deadline)) < 0)           \
-    return e_;                                                        \
-  for (;;) {                                                          \
-    ssize_t r_ = (call);                                              \
-    if (r_ >= 0) {                                                    \
-      if (len_ && (d_->empty = emptied(d_, fd, r_, len_)))            \
-        tdl_io_blocked(loop_, &d_->w, TDL_READ);                      \
-      tdl__io_budget_spend(f);                                        \
-      return r_;                                                      \
-    }                                                                 \
-    if (errno == EINTR)                                               \
-      continue;                                                       \
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {                    \
-      e_ = -errno;                                                    \
-      tdl__io_budget_spend(f); /* a failing retry loop must yield too */ \
-      return e_;                                                      \
-    }                                                                 \
-    if (later_) { /* found empty: now receiving ahead pays */         \
-      later_ = false;                                                 \
-      empty_ = true;                                                  \
-      ahead                                                           \
-    }                                                                 \
-    if (nowait_) {                                                    \
-      tdl_io_blocked(loop_, &d_->w, dir_);                            \
-      tdl__io_budget_spend(f);                                        \
-      return -EAGAIN;                                                 \
-    }                                                                 \
-    ring                                                              \
-    tdl_io_blocked(loop_, &d_->w, dir_);                              \
-    e_ = wait_fd(f, fd, dir_, name_, deadline);                       \
-    if (e_ < 0)                                                       \
-      return e_;                                                      \
-  }
-
-ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
-{
-  const struct iovec one = {buf, len};
-  (void)one;
-  FIBER_IO(tdl__sys_read(fd, buf, len), TDL_READ, "read", len,
-           RING_IO(.code = IORING_OP_READ, .fd = fd, .addr = buf, .len = len),
-           AHEAD(&one, 1, 0), false)
-}
-
-ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
-{
-  FIBER_IO(tdl__sys_write(fd, buf, len), TDL_WRITE, "write", 0,
-           RING_IO(.code = IORING_OP_WRITE, .fd = fd, .addr = (void *)buf, .len = len), FLUSHED, false)
-}
-
-ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
-{
-  if (iovcnt < 0)
-    return -EINVAL;
-  FIBER_IO(tdl__sys_readv(fd, iov, iovcnt), TDL_READ, "readv", 0,
-           RING_IO(.code = IORING_OP_READV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt),
-           AHEAD(iov, iovcnt, 0), false)
-}
-
-ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
-{
-  if (iovcnt < 0)
-    return -EINVAL;
-  FIBER_IO(tdl__sys_writev(fd, iov, iovcnt), TDL_WRITE, "writev", 0,
-           RING_IO(.code = IORING_OP_WRITEV, .fd = fd, .addr = (void *)iov, .len = (size_t)iovcnt), FLUSHED,
-           false)
-}
-
-ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
-{
-  const struct iovec one = {buf, len};
-  (void)one;
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, NULL, NULL), TDL_READ, "recv", (flags & MSG_PEEK) ? 0 : len,
-           RING_IO(.code = IORING_OP_RECV, .fd = fd, .addr = buf, .len = len, .flags = flags),
-           AHEAD(&one, 1, flags), (flags & MSG_DONTWAIT) != 0)
-}
-
-ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
-{
-  /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a SIGPIPE
-   * for the process. */
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, NULL, 0), TDL_WRITE, "send", 0,
-           RING_IO(.code = IORING_OP_SEND, .fd = fd, .addr = (void *)buf, .len = len, .flags = flags | MSG_NOSIGNAL),
-           BEHIND(buf, len, flags), (flags & MSG_DONTWAIT) != 0)
-}
-
-ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
-                     tdl_time_t deadline)
-{
-  const struct iovec one = {buf, len};
-  (void)one;
-  FIBER_IO(tdl__sys_recvfrom(fd, buf, len, flags, addr, addrlen), TDL_READ, "recv", 0, ,
-           AHEAD_FROM(&one, 1, flags, addrlen), (flags & MSG_DONTWAIT) != 0)
-}
-
-ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
-                   tdl_time_t deadline)
-{
-  FIBER_IO(tdl__sys_sendto(fd, buf, len, flags | MSG_NOSIGNAL, addr, addrlen), TDL_WRITE, "send", 0, , FLUSHED,
-           (flags & MSG_DONTWAIT) != 0)
-}
 
 /* accept4 makes the new fd non-blocking: record that now, so that its first
  * fiber I/O does not ask the kernel again (one fcntl per connection); and
@@ -754,10 +589,7 @@ static int acc_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr,
   int r = tdl__acc_accept(f, d->acc, empty, deadline, &closed);
   if (closed)
     return r; /* tdl_close freed d meanwhile */
-  if (tdl__acc_idle(d->acc)) {
-    tdl__acc_free(d->acc); /* turned off, and all taken */
-    d->acc = NULL;
-  }
+  tdl__bg_free_idle(&d->acc); /* turned off, and all taken */
   if (r < 0)
     return r;
   accepted(f->sched, fd, r);
@@ -768,27 +600,260 @@ static int acc_accept(tdl__fiber *f, tdl__ffd *d, int fd, struct sockaddr *addr,
 }
 #endif
 
+/* One call of fiber I/O, as tdl__fd_io makes it: the system call and its
+ * arguments, and what the call does where it would wait. */
+typedef struct tdl__fdop {
+  uint8_t call;     /* FD_*: the system call */
+  uint8_t dir;      /* TDL_READ or TDL_WRITE: the readiness it waits for */
+  uint8_t bg;       /* FD_BG_*: what it asks first of the fd's background request */
+  bool ring;        /* on a uring loop, where it would wait it goes to the ring as a request */
+  int fd;
+  int flags;        /* recv/send flags as the caller gave them (MSG_DONTWAIT: -EAGAIN, not a wait) */
+  const char *name; /* for tdl_fiber_dump */
+  size_t asked;     /* what a read asks of a stream, whose short read empties it (see the top); 0: nothing */
+  void *buf;        /* read, write, recv, send, recvfrom, sendto */
+  size_t len;
+  const struct iovec *iov; /* readv, writev */
+  int iovcnt;
+  struct sockaddr *addr; /* recvfrom, accept: the peer's address (out); sendto: the destination */
+  socklen_t *addrlen;    /* recvfrom, accept (in and out) */
+  socklen_t tolen;       /* sendto */
+} tdl__fdop;
+
+enum { FD_READ, FD_WRITE, FD_READV, FD_WRITEV, FD_RECVFROM, FD_SENDTO, FD_ACCEPT };
+
+/* tdl__fdop.bg: on an fd with a background request (fd_internal.h), a
+ * read takes what was received ahead, an accept what was accepted ahead, a
+ * send goes behind what is held, and any other write waits until that has
+ * gone. */
+enum { FD_BG_NONE, FD_BG_AHEAD, FD_BG_ACCEPT, FD_BG_BEHIND, FD_BG_FLUSH };
+
+/* The system call, once.  Inlined into tdl__fd_io, whose op is a constant
+ * in each caller: the switch folds to the one call. */
+static inline __attribute__((always_inline)) ssize_t fd_try(tdl__sched *s, const tdl__fdop *op)
+{
+  switch (op->call) {
+  case FD_READ:
+    return tdl__sys_read(op->fd, op->buf, op->len);
+  case FD_WRITE:
+    return tdl__sys_write(op->fd, op->buf, op->len);
+  case FD_READV:
+    return tdl__sys_readv(op->fd, op->iov, op->iovcnt);
+  case FD_WRITEV:
+    return tdl__sys_writev(op->fd, op->iov, op->iovcnt);
+  case FD_RECVFROM:
+    return tdl__sys_recvfrom(op->fd, op->buf, op->len, op->flags, op->addr, op->addrlen);
+  case FD_SENDTO:
+    /* MSG_NOSIGNAL: a vanished peer is an EPIPE for the caller, not a
+     * SIGPIPE for the process. */
+    return tdl__sys_sendto(op->fd, op->buf, op->len, op->flags | MSG_NOSIGNAL, op->addr, op->tolen);
+  default:
+    return accept_known(s, op->fd, op->addr, op->addrlen);
+  }
+}
+
+#ifdef TDL_HAVE_URING
+/* A call that would wait, on a uring loop: its ring request instead.
+ * (Inlined, as the other helpers of tdl__fd_io: op must not leave the
+ * caller's registers for memory.) */
+static inline __attribute__((always_inline)) ssize_t fd_ring(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op,
+                                                             tdl_time_t deadline)
+{
+  static const uint8_t code[] = {
+      [FD_READ] = IORING_OP_READ,     [FD_WRITE] = IORING_OP_WRITE,    [FD_READV] = IORING_OP_READV,
+      [FD_WRITEV] = IORING_OP_WRITEV, [FD_RECVFROM] = IORING_OP_RECV, [FD_SENDTO] = IORING_OP_SEND,
+  };
+  if (op->call == FD_ACCEPT)
+    return ring_accept(f, d, op->fd, op->addr, op->addrlen, deadline);
+  bool vec = op->call == FD_READV || op->call == FD_WRITEV;
+  tdl__uop u = {.code = code[op->call],
+                .fd = op->fd,
+                .addr = vec ? (void *)op->iov : op->buf,
+                .len = vec ? (size_t)op->iovcnt : op->len,
+                .flags = op->call == FD_SENDTO ? op->flags | MSG_NOSIGNAL : op->flags};
+  return ring_io(f, d, &u, op->dir, op->asked, op->name, deadline);
+}
+
+/* What the fd's background request makes of the call: its result, or
+ * TDL__BG_PASS (make the call as usual), or TDL__BG_LATER (as usual,
+ * and should that find nothing, come back with `empty`). */
+static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op,
+                                                                   bool empty, tdl_time_t deadline)
+{
+  switch (op->bg) {
+  case FD_BG_AHEAD: {
+    if (!d->ahead)
+      return TDL__BG_PASS;
+    if (op->call == FD_READV)
+      return ahead_read(f, d, op->iov, op->iovcnt, op->flags, empty, deadline, op->addrlen);
+    const struct iovec one = {op->buf, op->len};
+    return ahead_read(f, d, &one, 1, op->flags, empty, deadline, op->addrlen);
+  }
+  case FD_BG_ACCEPT:
+    return d->acc ? acc_accept(f, d, op->fd, op->addr, op->addrlen, empty, deadline) : TDL__BG_PASS;
+  case FD_BG_BEHIND:
+    return d->behind ? behind_send(f, d, op->buf, op->len, op->flags, deadline) : TDL__BG_PASS;
+  case FD_BG_FLUSH: {
+    int e = d->behind ? behind_flush(f, d, deadline) : 0;
+    return e < 0 ? e : TDL__BG_PASS;
+  }
+  default:
+    return TDL__BG_PASS;
+  }
+}
+#endif
+
+/* Every call of fiber I/O: try; on EAGAIN wait and retry, unless the
+ * caller's MSG_DONTWAIT says -EAGAIN.  On a uring loop a call that would
+ * wait becomes a ring request instead (op->ring; the others wait for
+ * readiness there too).  On an fd with a background request, a read or
+ * accept takes first what was received or accepted ahead (before a call has
+ * found the stream empty it is made as usual, and comes back there should
+ * it find nothing), and a write goes behind what is held or waits until
+ * that has gone.  Inlined into each call: op is a constant there, and what
+ * does not apply to the call folds away. */
+static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
+{
+  if (op->iovcnt < 0)
+    return -EINVAL; /* readv, writev: before anything else */
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
+  tdl__ffd *d = NULL;
+  if (TDL__UNLIKELY((e = ffd_get(f->sched, op->fd, &d)) < 0))
+    return e;
+  tdl_loop *loop = f->sched->loop;
+  const bool nowait = (op->flags & MSG_DONTWAIT) != 0;
+#ifdef TDL_HAVE_URING
+  /* Only a read or an accept is told to come back (TDL__BG_LATER): for
+   * the others `later` stays false, and what it guards folds away. */
+  const bool may_come_back = op->bg == FD_BG_AHEAD || op->bg == FD_BG_ACCEPT;
+  bool later = false;
+  ssize_t rb = fd_background(f, d, op, d->empty, deadline);
+  if (TDL__UNLIKELY(rb != TDL__BG_PASS)) {
+    if (rb != TDL__BG_LATER || !may_come_back)
+      return rb;
+    later = true;
+  }
+  /* A read known to find the stream empty goes to the ring at once. */
+  if (!nowait && op->asked && d->empty && op->ring && tdl__loop_ring(loop))
+    return fd_ring(f, d, op, deadline);
+#endif
+  if (op->asked && !nowait && park_first(loop, d, deadline) &&
+      (e = wait_fd(f, op->fd, TDL_READ, op->name, deadline)) < 0)
+    return e;
+  /* The first try stands outside the loop: what the loop needs (after
+   * EAGAIN) is then set up after it, not on the way to a try that
+   * succeeds. */
+  ssize_t r = fd_try(f->sched, op);
+  while (TDL__UNLIKELY(r < 0)) {
+    if (errno != EINTR) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        e = -errno;
+        tdl__io_budget_spend(f); /* a failing retry loop must yield too */
+        return e;
+      }
+#ifdef TDL_HAVE_URING
+      if (later) { /* found empty: now receiving (or accepting) ahead pays */
+        later = false;
+        rb = fd_background(f, d, op, true, deadline);
+        if (rb != TDL__BG_PASS) {
+          if (rb != TDL__BG_LATER || !may_come_back)
+            return rb;
+          later = true;
+        }
+      }
+#endif
+      if (nowait) {
+        tdl_io_blocked(loop, &d->w, op->dir);
+        tdl__io_budget_spend(f);
+        return -EAGAIN;
+      }
+#ifdef TDL_HAVE_URING
+      if (op->ring && tdl__loop_ring(loop))
+        return fd_ring(f, d, op, deadline);
+#endif
+      tdl_io_blocked(loop, &d->w, op->dir);
+      if ((e = wait_fd(f, op->fd, op->dir, op->name, deadline)) < 0)
+        return e;
+    }
+    r = fd_try(f->sched, op);
+  }
+  if (op->asked && (d->empty = emptied(d, op->fd, r, op->asked)))
+    tdl_io_blocked(loop, &d->w, TDL_READ);
+  tdl__io_budget_spend(f);
+  return r;
+}
+
+ssize_t tdl_read(int fd, void *buf, size_t len, tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_READ, .dir = TDL_READ, .name = "read", .fd = fd, .buf = buf, .len = len,
+                        .asked = len, .ring = true, .bg = FD_BG_AHEAD};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_write(int fd, const void *buf, size_t len, tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_WRITE, .dir = TDL_WRITE, .name = "write", .fd = fd, .buf = (void *)buf,
+                        .len = len, .ring = true, .bg = FD_BG_FLUSH};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_readv(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_READV, .dir = TDL_READ, .name = "readv", .fd = fd, .iov = iov,
+                        .iovcnt = iovcnt, .ring = true, .bg = FD_BG_AHEAD};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_writev(int fd, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_WRITEV, .dir = TDL_WRITE, .name = "writev", .fd = fd, .iov = iov,
+                        .iovcnt = iovcnt, .ring = true, .bg = FD_BG_FLUSH};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_recv(int fd, void *buf, size_t len, int flags, tdl_time_t deadline)
+{
+  /* MSG_PEEK empties nothing. */
+  const tdl__fdop op = {.call = FD_RECVFROM, .dir = TDL_READ, .name = "recv", .fd = fd, .buf = buf, .len = len,
+                        .flags = flags, .asked = (flags & MSG_PEEK) ? 0 : len, .ring = true, .bg = FD_BG_AHEAD};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_send(int fd, const void *buf, size_t len, int flags, tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_SENDTO, .dir = TDL_WRITE, .name = "send", .fd = fd, .buf = (void *)buf,
+                        .len = len, .flags = flags, .ring = true, .bg = FD_BG_BEHIND};
+  return tdl__fd_io(&op, deadline);
+}
+
+/* recvfrom and sendto: no `asked` (a datagram's short read says nothing of
+ * what is behind it), and no ring request (the ring's RECV and SEND carry
+ * no address). */
+ssize_t tdl_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen,
+                     tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_RECVFROM, .dir = TDL_READ, .name = "recv", .fd = fd, .buf = buf, .len = len,
+                        .flags = flags, .addr = addr, .addrlen = addrlen, .bg = FD_BG_AHEAD};
+  return tdl__fd_io(&op, deadline);
+}
+
+ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t addrlen,
+                   tdl_time_t deadline)
+{
+  const tdl__fdop op = {.call = FD_SENDTO, .dir = TDL_WRITE, .name = "send", .fd = fd, .buf = (void *)buf,
+                        .len = len, .flags = flags, .addr = (struct sockaddr *)addr, .tolen = addrlen,
+                        .bg = FD_BG_FLUSH};
+  return tdl__fd_io(&op, deadline);
+}
+
 int tdl__fd_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, tdl_time_t deadline)
 {
-#ifdef TDL_HAVE_URING
-#define RING_ACCEPT                                                   \
-  if (tdl__loop_ring(loop_))                                          \
-    return ring_accept(f, d_, fd, addr, addrlen, deadline);
-#define ACC_AHEAD                                                     \
-  if (d_->acc) {                                                      \
-    int ra_ = acc_accept(f, d_, fd, addr, addrlen, empty_, deadline); \
-    if (ra_ == (int)TDL__AHEAD_LATER)                                 \
-      later_ = true;                                                  \
-    else if (ra_ != (int)TDL__AHEAD_PASS)                             \
-      return ra_;                                                     \
-  }
-#else
-#define RING_ACCEPT
-#define ACC_AHEAD
-#endif
-  FIBER_IO(accept_known(f->sched, fd, addr, addrlen), TDL_READ, "accept", 0, RING_ACCEPT, ACC_AHEAD, false)
-#undef RING_ACCEPT
-#undef ACC_AHEAD
+  const tdl__fdop op = {.call = FD_ACCEPT, .dir = TDL_READ, .name = "accept", .fd = fd, .addr = addr,
+                        .addrlen = addrlen, .ring = true, .bg = FD_BG_ACCEPT};
+  return (int)tdl__fd_io(&op, deadline);
 }
 
 /* A non-blocking connect is under way: wait for its end, and its result. */
@@ -806,14 +871,12 @@ static int connect_result(tdl__fiber *f, int fd, tdl_time_t deadline)
 
 int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  tdl__ffd *d = NULL;
-  int e = ffd_get(f->sched, fd, &d);
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
   if (e < 0)
+    return e;
+  tdl__ffd *d = NULL;
+  if ((e = ffd_get(f->sched, fd, &d)) < 0)
     return e;
 #ifdef TDL_HAVE_URING
   if (tdl__loop_ring(f->sched->loop)) {
@@ -842,12 +905,7 @@ static void forget_fd(tdl__sched *s, int fd)
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
 #ifdef TDL_HAVE_URING
-    if (d->ahead)
-      tdl__ahead_close(d->ahead);
-    if (d->acc)
-      tdl__acc_close(d->acc);
-    if (d->behind)
-      tdl__behind_close(d->behind); /* before the cancel by fd below: it keeps the file */
+    ffd_close_bg(d); /* before the cancel by fd below: sending behind keeps the file */
     if (tdl__loop_ring(s->loop))
       tdl__fd_ring_closed(s->loop, fd, &d->ring_ops);
 #endif
@@ -901,48 +959,14 @@ static int stream_socket(const tdl__ffd *d, int fd, bool *listening)
 }
 #endif
 
-int tdl_fd_readahead(int fd, bool on)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (fd < 0)
-    return -EBADF;
 #ifdef TDL_HAVE_URING
-  tdl__sched *s = f->sched;
-  if (!tdl__loop_ring(s->loop))
-    return -ENOTSUP;
-  tdl__ffd *d = ffd_find(s, fd);
-  if (!on) {
-    if (d && d->ahead) {
-      tdl__ahead_set(d->ahead, false);
-      if (tdl__ahead_idle(d->ahead)) {
-        tdl__ahead_free(d->ahead);
-        d->ahead = NULL;
-      }
-    }
-    if (d && d->acc) {
-      tdl__acc_set(d->acc, false);
-      if (tdl__acc_idle(d->acc)) {
-        tdl__acc_free(d->acc);
-        d->acc = NULL;
-      }
-    }
-    return 0;
-  }
-  if (d && (d->ahead || d->acc)) {
-    if (d->ahead)
-      tdl__ahead_set(d->ahead, true);
-    else
-      tdl__acc_set(d->acc, true);
-    return 0;
-  }
+/* tdl_fd_readahead's new record for fd (d: its state, or NULL): receiving
+ * ahead on a connected socket, accepting ahead on a listener. */
+static int ahead_make(tdl__sched *s, tdl__ffd *d, int fd)
+{
   bool listening;
-  int e = stream_socket(d, fd, &listening);
-  if (e < 0)
-    return e;
-  e = ffd_get(s, fd, &d);
-  if (e < 0)
+  int e;
+  if ((e = stream_socket(d, fd, &listening)) < 0 || (e = ffd_get(s, fd, &d)) < 0)
     return e;
   if (taken(d, TDL_READ))
     return -EBUSY; /* a read or accept is under way: what it waits for would come out of order */
@@ -955,47 +979,57 @@ int tdl_fd_readahead(int fd, bool on)
   if ((e = tdl__ring_bufs_ready(s->loop)) < 0)
     return e;
   return tdl__ahead_new(s->loop, io->links, fd, &d->ahead);
-#else
-  (void)on;
-  return -ENOTSUP;
-#endif
 }
 
-int tdl_fd_writebehind(int fd, bool on)
+/* tdl_fd_writebehind's new record for fd (d: its state, or NULL). */
+static int behind_make(tdl__sched *s, tdl__ffd *d, int fd)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (fd < 0)
-    return -EBADF;
-#ifdef TDL_HAVE_URING
-  tdl__sched *s = f->sched;
-  if (!tdl__loop_ring(s->loop))
-    return -ENOTSUP;
-  tdl__ffd *d = ffd_find(s, fd);
-  if (d && d->behind) {
-    tdl__behind_set(d->behind, on);
-    behind_forget_idle(d);
-    return 0;
-  }
-  if (!on)
-    return 0;
   bool listening;
   int e = stream_socket(d, fd, &listening);
   if (e < 0)
     return e;
   if (listening)
     return -EINVAL;
-  e = ffd_get(s, fd, &d);
-  if (e < 0)
+  if ((e = ffd_get(s, fd, &d)) < 0)
     return e;
   d->stream = STREAM_CONN;
   return tdl__behind_new(s->loop, &((fio *)s->io)->spares, fd, &d->behind);
+}
+#endif
+
+/* tdl_fd_readahead and tdl_fd_writebehind (`behind`): turn the fd's
+ * record on or off where it has one (freeing it once idle), else make one.
+ * An fd receives or accepts ahead, not both. */
+static int bg_switch(int fd, bool on, bool behind)
+{
+  tdl__fiber *f = tdl__self();
+  if (!f)
+    return -EPERM;
+  if (fd < 0)
+    return -EBADF;
+#ifndef TDL_HAVE_URING
+  (void)on, (void)behind;
+  return -ENOTSUP; /* no loop is uring */
 #else
-  (void)on;
-  return -ENOTSUP;
+  tdl__sched *s = f->sched;
+  if (!tdl__loop_ring(s->loop))
+    return -ENOTSUP;
+  tdl__ffd *d = ffd_find(s, fd);
+  tdl__bg **slot = !d ? NULL : behind ? &d->behind : d->acc ? &d->acc : &d->ahead;
+  if (slot && *slot) {
+    tdl__bg_set(*slot, on);
+    tdl__bg_free_idle(slot);
+    return 0;
+  }
+  if (!on)
+    return 0;
+  return behind ? behind_make(s, d, fd) : ahead_make(s, d, fd);
 #endif
 }
+
+int tdl_fd_readahead(int fd, bool on) { return bg_switch(fd, on, false); }
+
+int tdl_fd_writebehind(int fd, bool on) { return bg_switch(fd, on, true); }
 
 int tdl_fd_flush(int fd, tdl_time_t deadline)
 {

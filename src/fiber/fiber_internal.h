@@ -1,8 +1,9 @@
 /*
  * The fiber scheduler's internals, shared by sched.c (spawn, switch, park,
- * join), the rest of the fiber layer (fd/io.c, fls.c, inspect.c, main.c)
- * and the blocking primitives built on park/wake in the layers above
- * (channels, locks, process waits).
+ * join), the rest of the fiber layer (fls.c, inspect.c, main.c) and the
+ * layers above that park fibers: fiber I/O (fd/), channels, locks, the
+ * pool's calls.  Every call of theirs that may park begins with
+ * tdl__may_block.
  *
  * The scheduler knows nothing of its clients.  What they need at its edges,
  * they hang on it: a fiber's cleanups (tdl__cleanup, fiber.h) run when it
@@ -146,6 +147,32 @@ static inline tdl__fiber *tdl__self(void)
 {
   tdl__sched *s = tdl__tl_sched;
   return s ? s->current : NULL;
+}
+
+/* The checks every call that may park makes first: 0 with *out (when out
+ * is not NULL) the running fiber, -EPERM outside a fiber, -ECANCELED in a
+ * cancelled one (whose next park would fail anyway: fail before doing
+ * anything).  Callers that check arguments in between compare with
+ * -EPERM. */
+static inline int tdl__may_block(tdl__fiber **out)
+{
+  tdl__fiber *f = tdl__self();
+  if (out)
+    *out = f;
+  if (!f)
+    return -EPERM;
+  return f->cancelled ? -ECANCELED : 0;
+}
+
+/* The same, and -ETIMEDOUT once the deadline has passed by the clock: for
+ * calls that hand work to another thread, which a deadline already past
+ * must not start. */
+static inline int tdl__may_block_until(tdl__fiber **out, tdl_time_t deadline)
+{
+  int e = tdl__may_block(out);
+  if (e == 0 && deadline != TDL_FOREVER && deadline <= tdl__clock_now())
+    return -ETIMEDOUT;
+  return e;
 }
 
 /* Every scheduler created on this thread, so that tdl_close() called outside

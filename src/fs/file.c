@@ -89,19 +89,6 @@ static void *run(void *arg)
   return NULL;
 }
 
-/* What every call checks before it does anything: 0 or the error. */
-static int may_call(tdl_time_t deadline)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
-    return -ETIMEDOUT;
-  return 0;
-}
-
 static long on_pool(call *c, tdl_time_t deadline)
 {
   stats.pool++;
@@ -121,7 +108,7 @@ static long direct(call *c)
 
 static long by_engine(call *c, tdl_time_t deadline)
 {
-  int e = may_call(deadline);
+  int e = tdl__may_block_until(NULL, deadline);
   if (e < 0)
     return e;
   if (__atomic_load_n(&engine, __ATOMIC_RELAXED) == TDL_FS_DIRECT)
@@ -176,13 +163,14 @@ static ssize_t on_ring(call *c, tdl_time_t deadline)
 
 static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline)
 {
-  int e = may_call(deadline);
+  tdl__fiber *f;
+  int e = tdl__may_block_until(&f, deadline);
   if (e < 0)
     return e;
   call c = {.op = op, .fd = fd, .iov = iov, .iovcnt = iovcnt, .off = off};
   int how = __atomic_load_n(&engine, __ATOMIC_RELAXED);
 #ifdef TDL_HAVE_URING
-  bool ring = tdl__loop_ring(tdl__self()->sched->loop) != NULL;
+  bool ring = tdl__loop_ring(f->sched->loop) != NULL;
 #else
   bool ring = false;
 #endif
@@ -190,7 +178,7 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     return -ENOTSUP;
   if (how == TDL_FS_DIRECT) {
     long r = direct(&c);
-    tdl__io_budget_spend(tdl__self());
+    tdl__io_budget_spend(f);
     return r;
   }
   bool nowait = how == TDL_FS_AUTO && !__atomic_load_n(&nowait_off, __ATOMIC_RELAXED) &&
@@ -202,7 +190,7 @@ static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt,
     long r = try_nowait(&c, &to_pool);
     if (!to_pool) {
       stats.direct++;
-      tdl__io_budget_spend(tdl__self()); /* a fiber reading a cached file must yield too */
+      tdl__io_budget_spend(f); /* a fiber reading a cached file must yield too */
       return r;
     }
     stats.nowait_miss++;

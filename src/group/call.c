@@ -67,17 +67,16 @@ static void run_there(tdl_loop *loop, tdl_post *p)
 static int call_with(tdl_port *port, void *(*fn)(tdl_loop *, void *), void *arg, void (*drop_arg)(void *),
                      void **result, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
   if (!port || !fn)
     return -EINVAL;
   call *c = TDL__FAULT_ALLOC(calloc(1, sizeof *c));
   if (!c)
     return -ENOMEM;
-  int e = tdl_loop_port(&c->home, f->sched->loop);
+  e = tdl_loop_port(&c->home, f->sched->loop);
   if (e < 0) {
     free(c);
     return e;
@@ -134,11 +133,9 @@ static void *spawn_there(tdl_loop *loop, void *arg)
 int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_options *opts,
                    tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED; /* so that below, these two mean the call took r */
+  int e = tdl__may_block(NULL);
+  if (e < 0)
+    return e; /* (-ECANCELED now, so that below it means the call took r) */
   if (!fn)
     return -EINVAL;
   /* A copy of its own: if the caller leaves at its deadline, the target may
@@ -154,7 +151,7 @@ int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl_fiber_o
       strncpy(r->name, opts->name, sizeof r->name - 1);
   }
   void *res = NULL;
-  int e = call_with(port, spawn_there, r, free, &res, deadline);
+  e = call_with(port, spawn_there, r, free, &res, deadline);
   if (e == -ETIMEDOUT || e == -ECANCELED)
     return e; /* r went with the call */
   free(r);

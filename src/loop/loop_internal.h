@@ -162,10 +162,13 @@ static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop);
  * full submission queue is submitted at once to make room.  NULL (with
  * *err = -EBUSY/-ENOMEM/...) when even that fails; then op is not in flight. */
 struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err);
+#ifdef TDL_FAULTS
 /* Tests: the kernel drops the next n operations unrun (-ECANCELED, as io-wq
  * does to work it cannot find a worker thread for), so that the retry of an
- * -ECANCELED nobody asked for can be seen to happen. */
+ * -ECANCELED nobody asked for can be seen to happen.  Only in a build with
+ * fault injection (base/fault.h): other builds carry nothing of it. */
 void tdl__ring_debug_drop(tdl_loop *loop, unsigned n);
+#endif
 /* Ask the kernel to end op early (it completes with -ECANCELED, or with its
  * real result if it finished first): done() still comes, later. */
 void tdl__ring_cancel(tdl_loop *loop, tdl__op *op);

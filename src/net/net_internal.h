@@ -12,16 +12,6 @@
 
 #include "base/base.h"
 
-/* Blocking calls' preconditions: in a fiber (-EPERM), not cancelled. */
-static inline int tdl__net_fiber_ok(void)
-{
-  if (!tdl_fiber_self())
-    return -EPERM;
-  if (tdl_fiber_cancelled())
-    return -ECANCELED;
-  return 0;
-}
-
 /* ---- the growable buffer (netbuf.c) ---- */
 
 /* Set b up over fd with home mem[0..size) (the caller's) or, when mem is

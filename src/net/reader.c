@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "fiber/fiber_internal.h"
 #include "net/net_internal.h"
 
 int tdl_reader_init(tdl_reader *r, int fd, void *mem, size_t size, size_t max)
@@ -41,7 +42,7 @@ static ssize_t read_into(tdl_reader *r, void *dst, size_t len, tdl_time_t deadli
 }
 
 /* One read into at least `want` bytes of room; the caller has checked
- * tdl__net_fiber_ok.  Returns what tdl_reader_fill returns. */
+ * tdl__may_block.  Returns what tdl_reader_fill returns. */
 static ssize_t fill(tdl_reader *r, size_t want, tdl_time_t deadline)
 {
   int e = may_read(r);
@@ -58,13 +59,13 @@ static ssize_t fill(tdl_reader *r, size_t want, tdl_time_t deadline)
 
 ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline)
 {
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   return e < 0 ? e : fill(r, 1, deadline);
 }
 
 ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline)
 {
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   if (e < 0)
     return e;
   if (r->b.fd < 0)
@@ -87,7 +88,7 @@ ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl
 {
   if (!delim || delim_len == 0)
     return -EINVAL;
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   if (e < 0)
     return e;
   /* A match cannot start before scanned - (delim_len - 1); offsets from the
@@ -111,7 +112,7 @@ ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl
 
 ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline)
 {
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   if (e < 0)
     return e;
   if (len == 0)

@@ -290,14 +290,13 @@ static bool self_connected(int fd, const tdl_addr *to)
 
 int tdl_net_connect(const tdl_addr *a, tdl_time_t deadline)
 {
-  tdl_loop *loop = tdl_fiber_loop();
-  if (!loop)
-    return -EPERM;
-  if (tdl_fiber_cancelled())
-    return -ECANCELED;
-  int fam, e;
+  tdl__fiber *f;
+  int fam, e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
   if ((e = check_addr(a, &fam)) < 0)
     return e;
+  tdl_loop *loop = f->sched->loop;
   int fd = TDL__FAULT_SYS(EMFILE, socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0)
     return -errno;
@@ -361,10 +360,9 @@ int tdl_net_listen_str(const char *s, int backlog, unsigned flags)
 
 int tdl__net_dial_literal(const char *s, tdl_time_t deadline)
 {
-  if (!tdl_fiber_self())
-    return -EPERM;
-  if (tdl_fiber_cancelled())
-    return -ECANCELED;
+  int e = tdl__may_block(NULL);
+  if (e < 0)
+    return e;
   tdl_addr c[2];
   int n = candidates(s, false, c), first = n;
   for (int i = 0; i < n; i++) {

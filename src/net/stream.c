@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "base/sys.h"
+#include "fiber/fiber_internal.h"
 #include "net/net_internal.h"
 
 /* ---- sending ---- */
@@ -24,7 +25,7 @@ int tdl__net_exactly(tdl__step_fn step, void *ctx, void *buf, size_t n, size_t *
   if (!buf && n)
     return -EINVAL;
   if (n == 0)
-    return tdl__net_fiber_ok();
+    return tdl__may_block(NULL);
   while (have < n) {
     ssize_t k = step(ctx, p + have, n - have, deadline);
     if (k <= 0) {
@@ -64,7 +65,7 @@ int tdl_net_send_allv(int fd, const struct iovec *iov, int iovcnt, size_t *sent,
       return -EINVAL;
     total += iov[i].iov_len;
   }
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   if (e < 0)
     return e;
   if ((e = tdl_fd_flush(fd, deadline)) < 0) /* what was sent behind goes first */
@@ -153,7 +154,7 @@ ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *delim, siz
     *got = 0;
   if (!delim || delim_len == 0 || (!buf && cap))
     return -EINVAL;
-  if ((e = tdl__net_fiber_ok()) < 0)
+  if ((e = tdl__may_block(NULL)) < 0)
     return e;
   while (have < cap) {
     /* Look without taking... */

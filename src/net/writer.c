@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "fiber/fiber_internal.h"
 #include "net/net_internal.h"
 
 int tdl_writer_init(tdl_writer *w, int fd, void *mem, size_t size, size_t max)
@@ -102,7 +103,7 @@ static ssize_t send_some(tdl_writer *w, const void *p, size_t len, tdl_time_t de
 
 int tdl_writer_flush(tdl_writer *w, tdl_time_t deadline)
 {
-  int e = tdl__net_fiber_ok();
+  int e = tdl__may_block(NULL);
   if (e < 0 || (e = tdl__netbuf_usable(&w->b)) < 0)
     return e;
   while (tdl__netbuf_len(&w->b) > 0) {

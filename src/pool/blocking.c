@@ -56,15 +56,14 @@ static int refuse(int e, void (*drop)(void *arg), void *arg)
 int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)(void *arg), void **result,
                       tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return refuse(-EPERM, drop, arg);
+  tdl__fiber *f;
+  int e = tdl__may_block_until(&f, deadline);
+  if (e == -EPERM)
+    return refuse(e, drop, arg);
   if (!fn || (unsigned)lane >= TDL_LANES)
     return refuse(-EINVAL, drop, arg);
-  if (f->cancelled)
-    return refuse(-ECANCELED, drop, arg);
-  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
-    return refuse(-ETIMEDOUT, drop, arg); /* fn never runs */
+  if (e < 0)
+    return refuse(e, drop, arg); /* fn never runs */
   tdl__work *w = TDL__FAULT_ALLOC(calloc(1, sizeof *w));
   if (!w)
     return refuse(-ENOMEM, drop, arg);
@@ -75,7 +74,7 @@ int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)
   w->done = send_home;
   w->f = f;
   tdl_post_init(&w->back, arrived, w);
-  int e = tdl_loop_port(&w->home, f->sched->loop);
+  e = tdl_loop_port(&w->home, f->sched->loop);
   if (e == 0 && (e = tdl__pool_submit(w)) < 0)
     tdl_port_release(w->home);
   if (e < 0) {
@@ -114,16 +113,13 @@ static void send_home_here(tdl__work *w) { tdl_port_post(w->home, &w->back); }
 
 int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
-    return -ETIMEDOUT;
+  tdl__fiber *f;
+  int e = tdl__may_block_until(&f, deadline);
+  if (e < 0)
+    return e;
   tdl__work w = {.fn = fn, .arg = arg, .lane = (unsigned)lane, .done = send_home_here, .f = f};
   tdl_post_init(&w.back, arrived_here, &w);
-  int e = tdl_loop_port(&w.home, f->sched->loop);
+  e = tdl_loop_port(&w.home, f->sched->loop);
   if (e == 0 && (e = tdl__pool_submit(&w)) < 0)
     tdl_port_release(w.home);
   if (e < 0)

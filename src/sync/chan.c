@@ -207,12 +207,11 @@ int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 {
   if (TDL__UNLIKELY(ch->shared != NULL))
     return tdl__chan_shared_send(ch, val, deadline);
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  int r = try_send(ch, val);
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r < 0)
+    return r;
+  r = try_send(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->sendq, f, (void *)val, "chan send", deadline);
@@ -222,12 +221,11 @@ int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
 {
   if (TDL__UNLIKELY(ch->shared != NULL))
     return tdl__chan_shared_recv(ch, val, deadline);
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  int r = try_recv(ch, val);
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r < 0)
+    return r;
+  r = try_recv(ch, val);
   if (r != -EAGAIN)
     return r;
   return wait_on(&ch->recvq, f, val, "chan recv", deadline);

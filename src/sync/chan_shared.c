@@ -428,19 +428,10 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
 
 /* ---- the operations ---- */
 
-static int may_block(tdl__fiber **out)
-{
-  tdl__fiber *f = tdl__self();
-  *out = f;
-  if (!f)
-    return -EPERM;
-  return f->cancelled ? -ECANCELED : 0;
-}
-
 int tdl__chan_shared_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 {
   tdl__fiber *f;
-  int e = may_block(&f);
+  int e = tdl__may_block(&f);
   if (e < 0)
     return e;
   if (ch->cap)
@@ -451,7 +442,7 @@ int tdl__chan_shared_send(tdl_chan *ch, const void *val, tdl_time_t deadline)
 int tdl__chan_shared_recv(tdl_chan *ch, void *val, tdl_time_t deadline)
 {
   tdl__fiber *f;
-  int e = may_block(&f);
+  int e = tdl__may_block(&f);
   if (e < 0)
     return e;
   if (ch->cap)

@@ -42,13 +42,14 @@ static int wake_one(tdl_cond *c)
 
 int tdl_cond_wait(tdl_cond *c, tdl_mutex *m, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f || m->owner != f)
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r == -EPERM || m->owner != f)
     return -EPERM;
   if (!tdl__list_empty(&c->waiters) && c->mutex != m)
     return -EINVAL;
-  if (f->cancelled)
-    return -ECANCELED;
+  if (r < 0)
+    return r;
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
     return -ETIMEDOUT;
 
@@ -58,7 +59,7 @@ int tdl_cond_wait(tdl_cond *c, tdl_mutex *m, tdl_time_t deadline)
   c->inside++;
   m->cond_users++;
   tdl__mutex_release(m);
-  int r = tdl__park(f, "cond", -1, deadline);
+  r = tdl__park(f, "cond", -1, deadline);
 
   if (!w.signalled) {
     /* Timed out or cancelled while still on c: nothing was consumed.  Leave

@@ -56,11 +56,10 @@ void tdl__mutex_release(tdl_mutex *m)
 
 int tdl_mutex_lock(tdl_mutex *m, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e < 0)
+    return e;
   if (!m->owner) {
     tdl__mutex_take(m, f);
     return tdl__mutex_acquired(m);

@@ -28,13 +28,14 @@ static void runner_died(tdl__cleanup *c) { pass(TDL__CONTAINER_OF(c, tdl_once, h
 
 int tdl_once_call(tdl_once *o, int (*fn)(void *arg), void *arg, tdl_time_t deadline)
 {
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
+  tdl__fiber *f;
+  int e = tdl__may_block(&f);
+  if (e == -EPERM)
+    return e;
   if (!fn)
     return -EINVAL;
-  if (f->cancelled)
-    return -ECANCELED;
+  if (e < 0)
+    return e;
   if (TDL__LIKELY(o->state == ONCE_DONE))
     return 0;
   if (o->state == ONCE_RUNNING) {
@@ -61,7 +62,7 @@ int tdl_once_call(tdl_once *o, int (*fn)(void *arg), void *arg, tdl_time_t deadl
 
   o->held.run = runner_died;
   tdl__cleanup_add(f, &o->held);
-  int e = fn(arg);
+  e = fn(arg);
   tdl__cleanup_del(&o->held);
   if (e < 0) {
     pass(o);

@@ -293,13 +293,11 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
     return on;
   if (on == 0 && deadline == TDL_FOREVER)
     return -EINVAL; /* nothing could ever end this wait */
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r < 0)
+    return r;
   clause local[ON_STACK], *c = local;
-  int r;
   bool entered = false;
   do {
     if ((r = try_any(f, ops, n, false)) != -EAGAIN)

@@ -30,18 +30,17 @@ int tdl_sem_acquire(tdl_sem *s, tdl_time_t deadline)
 {
   if (s->shared)
     return tdl__sem_shared_acquire(s, deadline);
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r < 0)
+    return r;
   if (s->value > 0) { /* then nobody waits: permits go to waiters first */
     s->value--;
     return 0;
   }
   tdl__waiter w = {.f = f};
   s->inside++;
-  int r = tdl__waitq_park(&s->waiters, &w, "sem", deadline);
+  r = tdl__waitq_park(&s->waiters, &w, "sem", deadline);
   s->inside--;
   if (!w.granted) {
     tdl__waitq_leave(&w);

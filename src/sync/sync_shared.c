@@ -53,14 +53,6 @@ static int wait_granted(tdl__sync_shared *x, tdl__shared_wait *w, const char *wh
   return 0;
 }
 
-static int may_block(tdl__fiber **f)
-{
-  *f = tdl__self();
-  if (!*f)
-    return -EPERM;
-  return (*f)->cancelled ? -ECANCELED : 0;
-}
-
 /* ---- semaphore ---- */
 
 int tdl_sem_init_shared(tdl_sem *s, uint32_t value, uint32_t max)
@@ -81,7 +73,7 @@ int tdl__sem_shared_acquire(tdl_sem *s, tdl_time_t deadline)
 {
   tdl__sync_shared *x = s->shared;
   tdl__fiber *f;
-  int e = may_block(&f);
+  int e = tdl__may_block(&f);
   if (e < 0)
     return e;
   tdl__spin_lock(&x->lock);
@@ -190,7 +182,7 @@ int tdl__waitgroup_shared_wait(tdl_waitgroup *wg, tdl_time_t deadline)
 {
   tdl__sync_shared *x = wg->shared;
   tdl__fiber *f;
-  int e = may_block(&f);
+  int e = tdl__may_block(&f);
   if (e < 0)
     return e;
   tdl__spin_lock(&x->lock);

@@ -27,15 +27,14 @@ int tdl_waitgroup_wait(tdl_waitgroup *wg, tdl_time_t deadline)
 {
   if (wg->shared)
     return tdl__waitgroup_shared_wait(wg, deadline);
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
+  tdl__fiber *f;
+  int r = tdl__may_block(&f);
+  if (r < 0)
+    return r;
   if (wg->count == 0)
     return 0;
   tdl__waiter w = {.f = f};
-  int r = tdl__waitq_park(&wg->waiters, &w, "waitgroup", deadline);
+  r = tdl__waitq_park(&wg->waiters, &w, "waitgroup", deadline);
   if (!w.granted) {
     tdl__waitq_leave(&w);
     return r;

@@ -71,7 +71,9 @@ typedef struct uring_state {
   bool ep_armed; /* a poll of ep.epfd is queued or in flight */
   bool ep_ready; /* that poll fired: harvest epoll */
   bool embedded; /* tdl_loop_fd was asked for: keep the ring's fd truthful between runs */
+#ifdef TDL_FAULTS
   unsigned drop_next; /* tests: operations to have the kernel drop unrun (tdl__ring_debug_drop) */
+#endif
   bufs bufs;
 } uring_state;
 
@@ -327,6 +329,7 @@ static int ur_wait(tdl_loop *loop, tdl_time_t timeout_ns)
   return 0;
 }
 
+#ifdef TDL_FAULTS
 void tdl__ring_debug_drop(tdl_loop *loop, unsigned n)
 {
   ((uring_state *)loop->be_state)->drop_next = n;
@@ -346,12 +349,15 @@ static __attribute__((noinline, cold)) void drop_next_op(uring_state *s)
   x->flags |= IOSQE_IO_LINK;
   io_uring_sqe_set_data64(x, UD_IGNORE);
 }
+#endif
 
 struct io_uring_sqe *tdl__ring_sqe(tdl_loop *loop, tdl__op *op, int *err)
 {
   uring_state *s = loop->be_state;
+#ifdef TDL_FAULTS
   if (TDL__UNLIKELY(s->drop_next > 0))
     drop_next_op(s);
+#endif
   struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
   if (TDL__UNLIKELY(!sqe)) {
     /* The submission queue is full: hand it to the kernel now.  When the

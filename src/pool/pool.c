@@ -26,12 +26,12 @@
  * to finish while the others go on.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/thread.h"
 #include "pool/pool_internal.h"
 
 enum { DEFAULT_MAX = 256, MIN_SPARE = 4 };
@@ -235,29 +235,10 @@ static void *worker(void *arg)
   return NULL;
 }
 
-/* Under the lock: start a thread running fn, with every signal blocked
- * (a loop's signal watcher reads them from its own thread; a handler must
- * not run on a stranger's).  false if it could not be made. */
-static bool start(void *(*fn)(void *))
-{
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 256 * 1024); /* fn runs here: room, but not 8 MiB each */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, fn, NULL));
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&a);
-  return e == 0;
-}
-
 /* Under the lock: one more worker.  false if it could not be made. */
 static bool start_thread(void)
 {
-  if (!start(worker))
+  if (tdl__thread_start(worker, NULL) < 0)
     return false;
   P.threads++;
   P.started++;
@@ -360,7 +341,7 @@ int tdl__pool_submit(tdl__work *w)
     return -EAGAIN;
   }
   if (!P.monitor_running)
-    P.monitor_running = start(monitor);
+    P.monitor_running = tdl__thread_start(monitor, NULL) == 0;
   else if (P.monitor_sleeping)
     pthread_cond_signal(&P.tick);
   pthread_mutex_unlock(&P.lock);

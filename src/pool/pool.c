@@ -218,16 +218,14 @@ static void *worker(void *arg)
         continue;
     }
     pthread_mutex_unlock(&P.lock);
-    if (!__atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE)) {
-      w->result = w->fn(w->arg);
-      w->ran = 1;
-    }
+    if (!tdl__call_abandoned(&w->call))
+      w->result = w->fn(w->call.arg);
     finished = w->lane;
     /* Counted before w goes home, so that a caller who has its result sees
      * it in the stats too. */
     __atomic_sub_fetch(&P.lanes[w->lane].running, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&P.done, 1, __ATOMIC_RELAXED);
-    w->done(w); /* w is not ours any more */
+    tdl__call_return(&w->call); /* w is not ours any more */
     pthread_mutex_lock(&P.lock);
   }
   P.threads--;

@@ -89,19 +89,6 @@ static void *run(void *arg)
   return NULL;
 }
 
-/* What every call checks before it does anything: 0 or the error. */
-static int may_call(tdl_time_t deadline)
-{
-  tdl__fiber *f = tdl__self();
-  if (!f)
-    return -EPERM;
-  if (f->cancelled)
-    return -ECANCELED;
-  if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
-    return -ETIMEDOUT;
-  return 0;
-}
-
 static long on_pool(call *c, tdl_time_t deadline)
 {
   stats.pool++;
@@ -121,7 +108,7 @@ static long direct(call *c)
 
 static long by_engine(call *c, tdl_time_t deadline)
 {
-  int e = may_call(deadline);
+  int e = tdl__blocking_may_run(deadline);
   if (e < 0)
     return e;
   if (__atomic_load_n(&engine, __ATOMIC_RELAXED) == TDL_FS_DIRECT)
@@ -176,7 +163,7 @@ static ssize_t on_ring(call *c, tdl_time_t deadline)
 
 static ssize_t transfer(enum op op, int fd, const struct iovec *iov, int iovcnt, off_t off, tdl_time_t deadline)
 {
-  int e = may_call(deadline);
+  int e = tdl__blocking_may_run(deadline);
   if (e < 0)
     return e;
   call c = {.op = op, .fd = fd, .iov = iov, .iovcnt = iovcnt, .off = off};

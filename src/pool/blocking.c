@@ -58,10 +58,7 @@ int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)
 
 /* ---- tdl__blocking_run: the work lives on the caller's stack ---- */
 
-/* The caller never leaves this call: whatever happens, it waits for the
- * call to come home.  So its loop stays, the call always finds it there, and
- * the call, which lives on the caller's stack, is never freed. */
-int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
+int tdl__blocking_may_run(tdl_time_t deadline)
 {
   tdl__fiber *f = tdl__self();
   if (!f)
@@ -70,8 +67,20 @@ int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **r
     return -ECANCELED;
   if (deadline != TDL_FOREVER && deadline <= tdl__clock_now())
     return -ETIMEDOUT;
+  return 0;
+}
+
+/* The caller never leaves this call: whatever happens, it waits for the
+ * call to come home.  So its loop stays, the call always finds it there, and
+ * the call, which lives on the caller's stack, is never freed. */
+int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline)
+{
+  int e = tdl__blocking_may_run(deadline);
+  if (e < 0)
+    return e;
+  tdl__fiber *f = tdl__self();
   tdl__work w = {.fn = fn, .lane = (unsigned)lane};
-  int e = tdl__call_init(&w.call, f, arg, NULL);
+  e = tdl__call_init(&w.call, f, arg, NULL);
   if (e == 0 && (e = tdl__pool_submit(&w)) < 0)
     tdl__call_unsent(&w.call);
   if (e < 0)

@@ -43,4 +43,10 @@ bool tdl__pool_withdraw(tdl__work *w);
  */
 int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline);
 
+/* What tdl__blocking_run checks before anything else, for a caller that
+ * decides afterwards whether the work goes to the pool at all and must fail
+ * the same way either way: 0, or -EPERM (not in a fiber), -ECANCELED,
+ * -ETIMEDOUT (the deadline has passed). */
+int tdl__blocking_may_run(tdl_time_t deadline);
+
 #endif /* TDL_POOL_INTERNAL_H */

@@ -62,6 +62,38 @@ static void before_dup_onto(int old, int newfd)
   }
 }
 
+/* The user makes fd blocking or not (F_SETFL, ioctl's FIONBIO): fd's state,
+ * its kind known (in a fiber made if need be; NULL: the call passes). */
+static tdl__hfd *nb_setting(int fd)
+{
+  tdl__hfd *h = tdl__hook_in_fiber() ? tdl__hfd_at(fd) : tdl__hfd_peek(fd);
+  if (h && h->kind == TDL__HFD_UNKNOWN)
+    tdl__hfd_classify(fd, h);
+  return h;
+}
+
+/* Whether the file is to be non-blocking underneath while the user asks for
+ * it blocking: a socket or pipe, in a fiber (where the hook waits for it),
+ * or outside one when it already was, for the user's earlier blocking. */
+static bool nb_ours(int fd, const tdl__hfd *h, bool user_nb)
+{
+  return !user_nb && h->kind == TDL__HFD_WAITABLE &&
+         (tdl__hook_in_fiber() || (!h->user_nb && tdl__hfd_nonblocking_underneath(fd, h)));
+}
+
+/* The call that set it returned r: on success, remember the user's choice
+ * and ours.  Returns r. */
+static int nb_set(tdl__hfd *h, bool user_nb, bool ours, int r)
+{
+  if (r == 0 && h->kind != TDL__HFD_UNKNOWN) {
+    h->user_nb = user_nb;
+    if (ours && !h->our_nb)
+      TDL__HOOK_COUNT(nonblocking);
+    h->our_nb = ours;
+  }
+  return r;
+}
+
 static int fcntl_(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 {
   TDL__HOOK_READY();
@@ -75,22 +107,11 @@ static int fcntl_(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
   }
   case F_SETFL: {
     int fl = (int)(intptr_t)arg;
-    tdl__hfd *h = tdl__hook_in_fiber() ? tdl__hfd_at(fd) : tdl__hfd_peek(fd);
+    tdl__hfd *h = nb_setting(fd);
     if (!h)
       return fn(fd, cmd, fl);
-    if (h->kind == TDL__HFD_UNKNOWN)
-      tdl__hfd_classify(fd, h);
-    bool user_nb = (fl & O_NONBLOCK) != 0;
-    bool ours = !user_nb && h->kind == TDL__HFD_WAITABLE &&
-                (tdl__hook_in_fiber() || (!h->user_nb && tdl__hfd_nonblocking_underneath(fd, h)));
-    int r = fn(fd, cmd, ours ? (fl | O_NONBLOCK) : fl);
-    if (r == 0 && h->kind != TDL__HFD_UNKNOWN) {
-      h->user_nb = user_nb;
-      if (ours && !h->our_nb)
-        TDL__HOOK_COUNT(nonblocking);
-      h->our_nb = ours;
-    }
-    return r;
+    bool user_nb = (fl & O_NONBLOCK) != 0, ours = nb_ours(fd, h, user_nb);
+    return nb_set(h, user_nb, ours, fn(fd, cmd, ours ? (fl | O_NONBLOCK) : fl));
   }
   case F_DUPFD:
   case F_DUPFD_CLOEXEC:
@@ -100,28 +121,23 @@ static int fcntl_(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
   }
 }
 
-TDL__HOOK int fcntl(int fd, int cmd, ...)
-{
-  va_list ap;
-  va_start(ap, cmd);
-  void *arg = va_arg(ap, void *);
-  va_end(ap);
-  TDL__HOOK_READY();
-  return fcntl_(tdl__hook_real.fcntl, fd, cmd, arg);
-}
+/* Defines fcntl, or fcntl64, over libc's function of that name. */
+#define FCNTL(name)                                   \
+  TDL__HOOK int name(int fd, int cmd, ...)            \
+  {                                                   \
+    va_list ap;                                       \
+    va_start(ap, cmd);                                \
+    void *arg = va_arg(ap, void *);                   \
+    va_end(ap);                                       \
+    TDL__HOOK_READY();                                \
+    return fcntl_(tdl__hook_real.name, fd, cmd, arg); \
+  }
 
+FCNTL(fcntl)
 #ifdef __GLIBC__
 /* glibc 2.28 and later: what fcntl() compiles to with 64-bit offsets on
  * 32-bit targets, and an exported name everywhere.  musl has one fcntl. */
-TDL__HOOK int fcntl64(int fd, int cmd, ...)
-{
-  va_list ap;
-  va_start(ap, cmd);
-  void *arg = va_arg(ap, void *);
-  va_end(ap);
-  TDL__HOOK_READY();
-  return fcntl_(tdl__hook_real.fcntl64, fd, cmd, arg);
-}
+FCNTL(fcntl64)
 #endif
 
 /* ioctl(FIONBIO) is F_SETFL's O_NONBLOCK by another name: record the
@@ -135,23 +151,12 @@ TDL__HOOK int ioctl(int fd, TDL__IOCTL_REQ req, ...)
   TDL__HOOK_READY();
   if (req != (TDL__IOCTL_REQ)FIONBIO || !arg)
     return tdl__hook_real.ioctl(fd, req, arg);
-  tdl__hfd *h = tdl__hook_in_fiber() ? tdl__hfd_at(fd) : tdl__hfd_peek(fd);
+  tdl__hfd *h = nb_setting(fd);
   if (!h)
     return tdl__hook_real.ioctl(fd, req, arg);
-  if (h->kind == TDL__HFD_UNKNOWN)
-    tdl__hfd_classify(fd, h);
-  bool user_nb = *(const int *)arg != 0;
-  bool ours = !user_nb && h->kind == TDL__HFD_WAITABLE &&
-              (tdl__hook_in_fiber() || (!h->user_nb && tdl__hfd_nonblocking_underneath(fd, h)));
+  bool user_nb = *(const int *)arg != 0, ours = nb_ours(fd, h, user_nb);
   int on = user_nb || ours;
-  int r = tdl__hook_real.ioctl(fd, req, &on);
-  if (r == 0 && h->kind != TDL__HFD_UNKNOWN) {
-    h->user_nb = user_nb;
-    if (ours && !h->our_nb)
-      TDL__HOOK_COUNT(nonblocking);
-    h->our_nb = ours;
-  }
-  return r;
+  return nb_set(h, user_nb, ours, tdl__hook_real.ioctl(fd, req, &on));
 }
 
 static tdl_time_t tv_ns(const struct timeval *tv)
@@ -180,37 +185,33 @@ TDL__HOOK int socket(int domain, int type, int proto)
   return tdl__hfd_made(tdl__hook_real.socket(domain, type, proto));
 }
 
+/* A call that makes two fds returned r: on success, both numbers are new
+ * files'.  Returns r. */
+static int made_two(int r, const int fds[2])
+{
+  if (r == 0) {
+    tdl__hfd_reset(fds[0]);
+    tdl__hfd_reset(fds[1]);
+  }
+  return r;
+}
+
 TDL__HOOK int socketpair(int domain, int type, int proto, int sv[2])
 {
   TDL__HOOK_READY();
-  int r = tdl__hook_real.socketpair(domain, type, proto, sv);
-  if (r == 0) {
-    tdl__hfd_reset(sv[0]);
-    tdl__hfd_reset(sv[1]);
-  }
-  return r;
+  return made_two(tdl__hook_real.socketpair(domain, type, proto, sv), sv);
 }
 
 TDL__HOOK int pipe(int p[2])
 {
   TDL__HOOK_READY();
-  int r = tdl__hook_real.pipe(p);
-  if (r == 0) {
-    tdl__hfd_reset(p[0]);
-    tdl__hfd_reset(p[1]);
-  }
-  return r;
+  return made_two(tdl__hook_real.pipe(p), p);
 }
 
 TDL__HOOK int pipe2(int p[2], int flags)
 {
   TDL__HOOK_READY();
-  int r = tdl__hook_real.pipe2(p, flags);
-  if (r == 0) {
-    tdl__hfd_reset(p[0]);
-    tdl__hfd_reset(p[1]);
-  }
-  return r;
+  return made_two(tdl__hook_real.pipe2(p, flags), p);
 }
 
 TDL__HOOK int dup(int fd)

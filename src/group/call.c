@@ -1,54 +1,22 @@
 /*
  * Call-and-wait on another loop, for fibers.
  *
- * A call is one allocation that travels: the caller posts it to the target
- * loop, the target runs fn and posts it back to the caller's loop, whose
- * callback wakes the caller (or frees the call when the caller has gone).
- * It belongs to exactly one side at a time, so it needs no lock and no count.
- * The one thing both threads read is `abandoned`, which the caller sets when
- * its deadline or a cancel ends the wait, so that a target that has not yet
- * started skips fn.
+ * A call travels (fiber/call.h): the caller posts it to the target loop,
+ * the target runs fn, unless the caller has left, and sends it home.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fiber/fiber_internal.h"
+#include "fiber/call.h"
 
 typedef struct call {
-  tdl_post there, back;
+  tdl__call c; /* first: a call its caller left is freed through it */
+  tdl_post there;
   void *(*fn)(tdl_loop *loop, void *arg);
-  void *arg;
-  void (*drop)(void *arg); /* frees arg once the caller has gone */
   void *result;
-  int error;          /* -ESHUTDOWN: the target loop went before fn ran */
-  int abandoned;      /* atomic: the caller has gone */
-  int arrived;        /* back home (the caller's thread only) */
-  tdl_port *home;     /* the caller's loop */
-  tdl__fiber *f;      /* the caller, NULL once it has gone (its thread only) */
+  int error;   /* -ESHUTDOWN: the target loop went before fn ran */
 } call;
-
-/* The caller has gone: whoever holds the call last frees it. */
-static void drop(call *c)
-{
-  if (c->drop)
-    c->drop(c->arg);
-  free(c);
-}
-
-/* Back on the caller's loop (NULL: that loop was freed, so the caller,
- * which would have kept it, has gone). */
-static void arrived(tdl_loop *loop, tdl_post *p)
-{
-  call *c = p->data;
-  tdl_port_release(c->home);
-  c->home = NULL;
-  if (!loop || !c->f) {
-    drop(c);
-    return;
-  }
-  c->arrived = 1;
-  tdl__wake(c->f, 0);
-}
+_Static_assert(offsetof(call, c) == 0, "the call is freed through c");
 
 /* On the target loop (NULL: it was freed first). */
 static void run_there(tdl_loop *loop, tdl_post *p)
@@ -56,12 +24,9 @@ static void run_there(tdl_loop *loop, tdl_post *p)
   call *c = p->data;
   if (!loop)
     c->error = -ESHUTDOWN;
-  else if (!__atomic_load_n(&c->abandoned, __ATOMIC_ACQUIRE))
-    c->result = c->fn(loop, c->arg);
-  if (tdl_port_post(c->home, &c->back) < 0) { /* the caller's loop has gone */
-    tdl_port_release(c->home);
-    drop(c);
-  }
+  else if (!tdl__call_abandoned(&c->c))
+    c->result = c->fn(loop, c->c.arg);
+  tdl__call_return(&c->c);
 }
 
 static int call_with(tdl_port *port, void *(*fn)(tdl_loop *, void *), void *arg, void (*drop_arg)(void *),
@@ -76,30 +41,20 @@ static int call_with(tdl_port *port, void *(*fn)(tdl_loop *, void *), void *arg,
   call *c = TDL__FAULT_ALLOC(calloc(1, sizeof *c));
   if (!c)
     return -ENOMEM;
-  e = tdl_loop_port(&c->home, f->sched->loop);
+  e = tdl__call_init(&c->c, f, arg, drop_arg);
   if (e < 0) {
     free(c);
     return e;
   }
   c->fn = fn;
-  c->arg = arg;
-  c->drop = drop_arg;
-  c->f = f;
   tdl_post_init(&c->there, run_there, c);
-  tdl_post_init(&c->back, arrived, c);
   if ((e = tdl_port_post(port, &c->there)) < 0) {
-    tdl_port_release(c->home);
+    tdl__call_unsent(&c->c);
     free(c);
     return e;
   }
-  e = tdl__park(f, "call", -1, deadline);
-  if (!c->arrived) {
-    /* The deadline or a cancel came first: leave; the call finishes (or is
-     * skipped) without us and the last to hold it frees it. */
-    __atomic_store_n(&c->abandoned, 1, __ATOMIC_RELEASE);
-    c->f = NULL;
-    return e < 0 ? e : -ECANCELED;
-  }
+  if ((e = tdl__call_wait(&c->c, "call", deadline)) < 0)
+    return e; /* the call finishes (or is skipped) without us */
   e = c->error;
   if (result && e == 0)
     *result = c->result;

@@ -18,18 +18,17 @@
  * a callback never runs after its stop returned, and a record stays linked
  * (its list neighbours valid) while its callback runs.
  */
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/sys.h"
+#include "base/thread.h"
 #include "loop/loop_internal.h"
 
 enum {
   CHECKS_PER_THRESHOLD = 4,       /* look every quarter of the smallest threshold */
-  THREAD_STACK = 256 * 1024,      /* callbacks run here: room, but not 8 MiB */
   SEQ_TRIES = 8,                  /* attempts at a consistent copy of the running fiber */
 };
 #define MIN_PERIOD TDL_MSEC       /* a tiny threshold must not make the thread spin */
@@ -238,26 +237,13 @@ static void *watchdog_main(void *arg)
   return NULL;
 }
 
-/* Under the lock: start the thread, with every signal blocked (a loop's
- * signal watcher reads them from its own thread; a handler must not run on
- * a stranger's).  0 or -EAGAIN. */
+/* Under the lock: start the thread.  0 or -EAGAIN. */
 static int start_thread(void)
 {
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, THREAD_STACK);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, watchdog_main, NULL));
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&a);
-  if (e != 0)
-    return -EAGAIN;
-  W.thread_running = true;
-  return 0;
+  int e = tdl__thread_start(watchdog_main, NULL);
+  if (e == 0)
+    W.thread_running = true;
+  return e;
 }
 
 /* ---- fork() ---- */

@@ -26,12 +26,12 @@
  * to finish while the others go on.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/thread.h"
 #include "pool/pool_internal.h"
 
 enum { DEFAULT_MAX = 256, MIN_SPARE = 4 };
@@ -218,16 +218,14 @@ static void *worker(void *arg)
         continue;
     }
     pthread_mutex_unlock(&P.lock);
-    if (!__atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE)) {
-      w->result = w->fn(w->arg);
-      w->ran = 1;
-    }
+    if (!tdl__call_abandoned(&w->call))
+      w->result = w->fn(w->call.arg);
     finished = w->lane;
     /* Counted before w goes home, so that a caller who has its result sees
      * it in the stats too. */
     __atomic_sub_fetch(&P.lanes[w->lane].running, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&P.done, 1, __ATOMIC_RELAXED);
-    w->done(w); /* w is not ours any more */
+    tdl__call_return(&w->call); /* w is not ours any more */
     pthread_mutex_lock(&P.lock);
   }
   P.threads--;
@@ -235,29 +233,10 @@ static void *worker(void *arg)
   return NULL;
 }
 
-/* Under the lock: start a thread running fn, with every signal blocked
- * (a loop's signal watcher reads them from its own thread; a handler must
- * not run on a stranger's).  false if it could not be made. */
-static bool start(void *(*fn)(void *))
-{
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 256 * 1024); /* fn runs here: room, but not 8 MiB each */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, fn, NULL));
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&a);
-  return e == 0;
-}
-
 /* Under the lock: one more worker.  false if it could not be made. */
 static bool start_thread(void)
 {
-  if (!start(worker))
+  if (tdl__thread_start(worker, NULL) < 0)
     return false;
   P.threads++;
   P.started++;
@@ -360,7 +339,7 @@ int tdl__pool_submit(tdl__work *w)
     return -EAGAIN;
   }
   if (!P.monitor_running)
-    P.monitor_running = start(monitor);
+    P.monitor_running = tdl__thread_start(monitor, NULL) == 0;
   else if (P.monitor_sleeping)
     pthread_cond_signal(&P.tick);
   pthread_mutex_unlock(&P.lock);

@@ -3,41 +3,33 @@
  *
  * pool.c owns the threads and the lanes' queues; blocking.c is the fiber
  * side: it makes a tdl__work, hands it to tdl__pool_submit, parks, and is
- * woken when the work comes back to its loop.  A work item belongs to the
- * pool from submission until its thread has run (or skipped) it, then
- * travels home as a post to the caller's port; the caller's loop frees it.
+ * woken when the work comes back to its loop.  A work item is a call that
+ * travels (fiber/call.h): it belongs to the pool from submission until its
+ * thread has run (or skipped) it, then travels home as a post to the
+ * caller's port.
  */
 #ifndef TDL_POOL_INTERNAL_H
 #define TDL_POOL_INTERNAL_H
 
-#include "fiber/fiber_internal.h"
+#include "fiber/call.h"
 
 typedef struct tdl__work tdl__work;
 struct tdl__work {
+  tdl__call call;            /* first: work its caller left is freed through it; call.arg is fn's */
   tdl__work *next;           /* in its lane's queue (under the pool's lock) */
   void *(*fn)(void *arg);
-  void *arg;
-  void (*drop)(void *arg);   /* after an abandoned call: frees arg */
   void *result;
-  void (*done)(tdl__work *w); /* on the pool thread once fn ran or was skipped:
-                                 sends w home (blocking.c) */
   unsigned lane;
   tdl_time_t queued_at;      /* when submitted (the monitor reads it, under the pool's lock) */
-  int abandoned;             /* atomic: the caller has gone; skip fn if not started */
-  int ran;                   /* fn was called (the pool thread writes it before posting) */
-  tdl_post back;             /* posted to home when done */
-  tdl_port *home;            /* the caller's loop (a reference) */
-  tdl__fiber *f;             /* the caller, NULL once gone (its thread only) */
-  int arrived;               /* back home (the caller's thread only) */
 };
 
 /* Queue w in its lane; a thread runs w->fn (unless abandoned) and then
- * calls w->done(w) on that thread.  Returns 0, or -EAGAIN when no thread
+ * sends w home (tdl__call_return).  Returns 0, or -EAGAIN when no thread
  * exists and none could be started (w is not queued). */
 int tdl__pool_submit(tdl__work *w);
 
 /* Take w back if no thread has taken it yet: true when it was still
- * queued (it will not run, and done will not be called). */
+ * queued (it will not run, nor be sent home). */
 bool tdl__pool_withdraw(tdl__work *w);
 
 /*

@@ -1,0 +1,28 @@
+/* treadle's own threads (thread.h). */
+#include <pthread.h>
+#include <signal.h>
+
+#include "base/thread.h"
+
+/* The threads run the user's code (a pool call, a watchdog report): room
+ * for it, but not the 8 MiB of a default stack each. */
+#define STACK (256 * 1024)
+
+int tdl__thread_start(void *(*fn)(void *arg), void *arg)
+{
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, STACK);
+  /* Signals blocked from its first instruction (the new thread inherits the
+   * mask): a loop's signal watcher reads them from its own thread, and a
+   * handler must not run on a thread its program does not know of. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, fn, arg));
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&a);
+  return e == 0 ? 0 : -EAGAIN;
+}

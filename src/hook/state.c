@@ -1,0 +1,96 @@
+/*
+ * The user's view of each fd (hook_internal.h): a table by fd number, in
+ * chunks of 1024 made on first use and never freed, so that a look-up takes
+ * no lock.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hook/hook_internal.h"
+
+_Atomic(tdl__hfd *) tdl__hfd_chunks[TDL__HFD_NCHUNKS];
+
+tdl__hfd *tdl__hfd_at(int fd)
+{
+  tdl__hfd *h = tdl__hfd_peek(fd);
+  if (h || (unsigned)fd >= TDL__HFD_CHUNK * TDL__HFD_NCHUNKS)
+    return h;
+  tdl__hfd *c = calloc(TDL__HFD_CHUNK, sizeof *c), *none = NULL;
+  if (!c)
+    return NULL;
+  if (!atomic_compare_exchange_strong(&tdl__hfd_chunks[(unsigned)fd >> TDL__HFD_CHUNK_BITS], &none, c)) {
+    free(c); /* another thread was quicker */
+    c = none;
+  }
+  return &c[(unsigned)fd & (TDL__HFD_CHUNK - 1)];
+}
+
+void tdl__hfd_reset(int fd)
+{
+  tdl__hfd *h = tdl__hfd_peek(fd);
+  if (h)
+    memset(h, 0, sizeof *h);
+}
+
+int tdl__hfd_made(int fd)
+{
+  if (fd >= 0)
+    tdl__hfd_reset(fd);
+  return fd;
+}
+
+void tdl__hfd_classify(int fd, tdl__hfd *h)
+{
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return; /* stays unknown; the call itself reports EBADF */
+  int fl = tdl__hook_real.fcntl(fd, F_GETFL);
+  if (fl < 0)
+    return;
+  h->user_nb = (fl & O_NONBLOCK) != 0;
+  h->our_nb = 0;
+  if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    h->kind = TDL__HFD_WAITABLE;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    h->stream = S_ISFIFO(st.st_mode) ||
+                (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM);
+  }
+  else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+    h->kind = TDL__HFD_OTHER;
+  else
+    h->kind = TDL__HFD_POLLABLE;
+}
+
+tdl__hfd *tdl__hfd_hooked(int fd)
+{
+  tdl__hfd *h = tdl__hfd_at(fd);
+  if (!h)
+    return NULL;
+  if (h->kind == TDL__HFD_UNKNOWN)
+    tdl__hfd_classify(fd, h);
+  if (h->kind != TDL__HFD_WAITABLE || h->user_nb)
+    return NULL;
+  if (!h->our_nb) {
+    int fl = tdl__hook_real.fcntl(fd, F_GETFL);
+    if (fl < 0)
+      return NULL;
+    if (!(fl & O_NONBLOCK)) {
+      if (tdl__hook_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return NULL;
+      TDL__HOOK_COUNT(nonblocking);
+    }
+    h->our_nb = 1;
+  }
+  return h;
+}
+
+bool tdl__hfd_nonblocking_underneath(int fd, const tdl__hfd *h)
+{
+  if (h->our_nb)
+    return true;
+  int fl = tdl__hook_real.fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK);
+}

@@ -9,7 +9,9 @@
 2. Lists: every source in src/ is listed in CMakeLists.txt and every test in
    tests/ in tests/CMakeLists.txt (the lists are explicit), and tests/ has
    the folders of src/.
-3. Calls (with --build, a configured and built tree): from the library's
+3. The map: docs/ARCHITECTURE.md names every file under src/, by its path
+   below src/ ("fd/io.c"), so that the map stays whole.
+4. Calls (with --build, a configured and built tree): from the library's
    object files, which file uses a symbol which other file defines.  A use
    that goes to a higher or sibling layer fails, and so does any cycle between
    files: the graph of the library's files must be acyclic.  --graph prints
@@ -105,6 +107,15 @@ def check_lists(problems):
         has_sources = any(f.endswith(".c") for f in os.listdir(os.path.join(SRC, layer)))
         if has_sources and not os.path.isdir(os.path.join(tdir, layer)):
             problems.append(f"tests/{layer}/: missing (tests mirror src/)")
+
+
+def check_map(problems):
+    doc = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
+    text = open(doc, encoding="utf-8").read()
+    for path in sorted(sources()):
+        rel = os.path.relpath(path, SRC)
+        if not re.search(r"(?<![\w/.])" + re.escape(rel) + r"(?![\w.])", text):
+            problems.append(f"src/{rel}: not named in docs/ARCHITECTURE.md (the map names every file)")
 
 
 def symbols(obj):
@@ -206,12 +217,13 @@ def main():
     problems = []
     check_includes(problems)
     check_lists(problems)
+    check_map(problems)
     if args.build:
         check_calls(args.build, problems, args.graph)
     for p in problems:
         print("check-layers: " + p, file=sys.stderr)
     if not problems:
-        print("check-layers: ok" + (" (includes, lists, calls)" if args.build else " (includes, lists)"))
+        print("check-layers: ok" + (" (includes, lists, map, calls)" if args.build else " (includes, lists, map)"))
     return 1 if problems else 0
 
 

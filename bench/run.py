@@ -26,9 +26,10 @@ are no measurement, and --quick never writes the doc.
 --only takes group names and implementation names: groups select groups,
 implementations keep only those columns (of the selected groups, or of every
 group that has them).  --duration and --conns are the HTTP groups' seconds
-per wrk run and connection counts.  --baseline DIR adds, beside each
-treadle-bench column, the same workload from another build, in the same
-rounds: its ratio is the before/after figure.
+per wrk run and connection counts.  --baseline DIR adds, beside each group's
+first treadle column (treadle-bench's, or a driver's treadle server), the same
+workload from another build, in the same rounds: its ratio is the before/after
+figure.
 
 Before the first run it prints the runs it will make and the time they
 should take (the sizes times docs/PERFORMANCE.md's figures: see cost());
@@ -661,10 +662,11 @@ def add_baseline(e):
     right after it (so that the ratio column reads baseline / now)."""
     impl = e["impls"][0]
     binary, extra, env = IMPLS[impl]
-    if binary != "treadle-bench":
+    if binary != "treadle-bench" and not binary.startswith(SCRIPT):
         return e
     twin = impl + "@baseline"
-    IMPLS[twin] = (BASELINE + binary, extra, env)
+    # A driver script is the same script, handed the baseline's build.
+    IMPLS[twin] = (binary if binary.startswith(SCRIPT) else BASELINE + binary, extra, env)
     e = dict(e)
     e["impls"] = [impl, twin] + [i for i in e["impls"][1:] if i != twin]
     return e
@@ -820,7 +822,8 @@ def main():
                 binary, extra, env = IMPLS[impl]
                 cmd = [binaries[binary], e["bench"]] + args + extra
                 if binary.startswith(SCRIPT):
-                    cmd = [sys.executable] + cmd + ["--build", opts.build]
+                    build = opts.baseline if impl.endswith("@baseline") else opts.build
+                    cmd = [sys.executable] + cmd + ["--build", build]
                 tag = f"[{r + 1}/{rounds}] {e['group']} {label} {impl}"
                 scale = spent / expected_done if expected_done else 1.0
                 this_round = sum(took.get(x, est[x] * scale) for x in todo if x not in done_round)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Entry points for a fresh machine.  The two in the README:
 #   make bench   build in Release, build the peers that are installed, and take a
 #                quick look at every benchmark group (one round at small sizes);
@@ -27,6 +28,7 @@ test-build:
 
 test: test-build
 	scripts/check-layers.py --build build/test
+	scripts/spdx.py --check
 	ctest --test-dir build/test --output-on-failure -j$(JOBS)
 	scripts/valgrind-tests.sh build/test
 	scripts/consumer-test.sh build/test

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Cross-build treadle and its tests for AArch64 and run them under qemu-user.
 #   .ci/aarch64.sh            (make test-aarch64 runs this; so does .ci/run)
 # Installs what it needs with apt-get when run as root (CI machines start

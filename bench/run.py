@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Run treadle's benchmarks against its peers, interleaved, and report medians.
 
     python3 bench/run.py [--build DIR] [--quick] [--rounds R] [--only NAME,...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Man pages, generated from the public headers' comments (the one source) by
 # scripts/gen-man.py into the build tree: a page per function or family in
 # man3 (with a .so page for each other function it covers, so that `man

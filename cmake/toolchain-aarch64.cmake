@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Cross-build for 64-bit Arm Linux with Debian's cross toolchain
 # (gcc-aarch64-linux-gnu), running the tests under qemu-user:
 #   cmake -S . -B build/aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake

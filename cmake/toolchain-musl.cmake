@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Build against musl libc instead of glibc, natively, with the musl-gcc
 # wrapper from Debian's musl-tools (the system gcc with musl's headers, start
 # files and libc; no kernel headers, which treadle does not include):

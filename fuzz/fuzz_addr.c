@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: address parsing and formatting (src/net/addr.c).
  *

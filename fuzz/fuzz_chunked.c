@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the chunked body decoder of examples/httpd
  * (http_chunked_decode, http_parser.h), fed in pieces as a server reads.

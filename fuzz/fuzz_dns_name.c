@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: host and service strings (src/dns/name.c), the cheap
  * path of tdl_dns_resolve.

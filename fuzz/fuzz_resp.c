@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the Redis protocol parser of examples/kv (resp_parse,
  * resp.h), fed a stream in pieces as kv's connection loop reads it.

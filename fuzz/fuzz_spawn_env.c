@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: what tdl_process_spawn decides before there is a child
  * (src/process/path.c): the checks of env_set and env_unset, the child's

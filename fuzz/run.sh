@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build every libFuzzer target of treadle and fuzz each one briefly.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]     (default 10 s each, every target)

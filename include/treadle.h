@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * treadle: fibers over a scalable I/O and timer manager, for C.
  *

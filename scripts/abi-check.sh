@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The ABI check: libtreadle.so and libtreadle-hook.so against the baselines
 # in abi/ (abixml files, libabigail's format), so that within one MAJOR the
 # ABI only grows (include/treadle.h, COMPATIBILITY).

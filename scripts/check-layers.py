@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Check the layering rule of docs/ARCHITECTURE.md.
 
     scripts/check-layers.py [--build DIR]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs the built library into a scratch prefix and builds a consumer
 # against it: with find_package(treadle) (treadle::treadle, static, and
 # treadle::treadle_shared) and with pkg-config; then reads the installed man

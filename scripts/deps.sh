@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs (as root) or names (otherwise) the Debian packages a job needs.
 #   scripts/deps.sh test|bench|aarch64|musl|abi
 set -eu

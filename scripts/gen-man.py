@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Man pages from the public headers, which stay the one source.
 
   scripts/gen-man.py --out DIR [--version V]      write DIR/man3/*.3, DIR/man7/*.7

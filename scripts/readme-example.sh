@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Compiles the program README.md opens with, exactly as written there, against
 # a built tree, runs it, and checks it as a client would: 50 connections at
 # once each get their bytes echoed; a bad address is refused with a message.

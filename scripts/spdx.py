@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Give every source file tracked by git a licence line.
 
     scripts/spdx.py            add the line where it is missing

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build treadle, its tests and the examples against musl libc, run the tests
 # (each on both back ends) and the README's program, natively with Debian's
 # musl-gcc.  Not run here: valgrind (make test covers that on glibc) and the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Runs every test binary under valgrind memcheck, once per back end; fails on
 # any error or any definite/indirect leak.   scripts/valgrind-tests.sh BUILD_DIR
 set -u

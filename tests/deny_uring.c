@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deny_uring PROGRAM [ARG...]: run PROGRAM where io_uring_setup fails with
  * EPERM, as under a container runtime's seccomp profile or with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Refuse io_uring_setup (EPERM) to this process and what it execs, as a
  * container runtime's seccomp profile does.  Returns 0 or -errno.  Used by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared test helpers.  Every test binary includes this after cmocka.h. */
 #ifndef TDL_TEST_HELPERS_H
 #define TDL_TEST_HELPERS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fixture the fiber-level tests share: a fresh loop, L, for every test,
  * freed (and asserted idle: tdl_loop_free fails while anything is left) after

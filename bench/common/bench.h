@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The benchmark harness shared by treadle-bench and every C peer under
  * bench/peers/.  Each workload is a function `int bench_<name>_main(int argc,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The benchmark harness shared by treadle-bench and the C peers (see bench.h). */
 #include "bench.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file of the fs workload (docs/BENCHMARKS.md), shared by
  * treadle-bench (bench_fs.c) and the C peers (peers/libuv/fs.c); the Go peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hiredis workload (docs/BENCHMARKS.md): what its three drivers share.
  *

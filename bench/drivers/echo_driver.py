@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One run of the echo workload (docs/BENCHMARKS.md, "Servers"):
 start one echo server, run treadle-bench's echo client against it, stop the
 server, print one RESULT line.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One run of the hiredis workload (docs/BENCHMARKS.md) against a fresh
 redis-server: start the server, run one client program, stop the server,
 print the client's RESULT line.

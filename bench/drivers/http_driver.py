@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One run of an HTTP workload (docs/BENCHMARKS.md, "Servers"): start one
 server, load it with wrk, stop it, print one RESULT line.
 

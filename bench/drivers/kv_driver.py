@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One run of the kv workload (docs/BENCHMARKS.md style): a Redis-protocol
 server on one CPU, redis-benchmark on the other, one RESULT line.
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Builds the peers of treadle-bench that have toolchains of their own (see
 # docs/BENCHMARKS.md):
 #

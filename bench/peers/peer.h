@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the C peers share beyond bench.h: option parsing, pipe creation, the
  * random draws and the RESULT lines of the pipes and timers workloads.  The

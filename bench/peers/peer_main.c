@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-<peer>: the pipes and timers workloads of docs/BENCHMARKS.md on a
  * peer library, with treadle-bench's command line (see ../bench.h); and
  * blocking and fs where the peer has a pool (libuv). */

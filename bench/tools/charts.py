@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Draw the pipes charts from bench/tools/sweep.py's CSV, and predict the seed's scale.
 
     python3 bench/tools/charts.py [--csv docs/charts/pipes-sweep.csv] [--out DIR] [--fit-only]

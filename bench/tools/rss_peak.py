@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Does httpd's memory go back after a peak?  Drives examples/httpd through a
 peak of many connections (each makes a request, then all stay open at once),
 closes them all, lets the server idle, and samples its RSS all along.

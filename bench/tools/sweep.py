@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The pipes sweep behind docs/charts: the 2010 GHC I/O manager charts, redrawn.
 
     python3 bench/tools/sweep.py [--build DIR] [--messages M] [--rounds R] [--delays 0,1000]

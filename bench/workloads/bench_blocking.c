@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * blocking: F fibers each call a trivial function through the blocking-work
  * pool, N calls in all (tdl_blocking).  Keys: us_per_call (wall time over

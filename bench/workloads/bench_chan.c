@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * chan: two fibers pass a value back and forth over one unbuffered channel T
  * times.  A hop is one send and its receive.  Key: ns_per_hop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo (docs/BENCHMARKS.md, "Servers"): C TCP connections over
  * loopback to an echo server on one loop; each client connection sends B

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fs: C fibers read 4 KiB at random 4 KiB-aligned offsets of an S MiB file
  * that is in the page cache (fs_file.h), N reads in all, through fs.h's

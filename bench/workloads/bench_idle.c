@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle: F fibers, each blocked for good on a channel receive.
  * bytes_per_fiber = (VmRSS with all F blocked - VmRSS before spawning) * 1024 / F.

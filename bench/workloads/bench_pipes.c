@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The pipes workload of docs/BENCHMARKS.md on treadle's loop API, written as
  * a user of include/treadle/loop.h would write it.  Styles here: callback and

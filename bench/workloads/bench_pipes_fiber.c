@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipes --style fiber: one fiber per pipe looping
  *   { write 1 byte; read 1 byte (tries first, parks only on EAGAIN); sleep D }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipes --style ops: the callback style on completions (loop.h, tdl_op), for
  * uring loops.  Each pipe has a write and a read operation: when a message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * responsive: does a loop stay on time while its fibers make blocking calls?
  * F fibers loop making a blocking call of M ms (nanosleep), for S seconds,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ring: 503 fibers in a ring pass a token T times.
  *   --via wake  each fiber parks (tdl_fiber_park) and is woken directly by its

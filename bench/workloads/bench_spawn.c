@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The spawn workload of docs/BENCHMARKS.md: start /bin/true K times, one
  * after another, waiting for each; optionally from a parent that has first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timers workload of docs/BENCHMARKS.md on treadle's loop API.
  * The random draws (deadlines and the cancel order) are made before the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring-floor: the floor under the echo and HTTP figures on io_uring.  No
  * treadle on the measured path: one thread, one ring, liburing called

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xchan: a fiber on loop A sends 1..T over a shared channel of capacity 1024
  * to a fiber on loop B (another thread), which sums them and checks the sum.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-hiredis-fibers: the hiredis workload (docs/BENCHMARKS.md) with
  * treadle's hook library: F fibers on one loop, each running hiredis's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* treadle-bench: runs one workload of docs/BENCHMARKS.md per call.  The
  * tables below are what the command line accepts and what --help prints: a
  * workload reading an option missing from its table stops with an internal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * capture: run a program without a shell and capture what it prints.
  *

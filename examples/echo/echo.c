@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo: a line echo server, one fiber per connection.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fetch: fetch from several HTTP servers at once, all under one deadline.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the request parser (fuzz/run.sh builds and runs
  * it with -fsanitize=fuzzer,address,undefined).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The request parser: see http_parser.h.  A byte-driven state machine whose
  * state lives in struct http_parser, so that a head may arrive in any number

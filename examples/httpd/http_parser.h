@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small, strict, incremental HTTP/1.x request parser.
  *

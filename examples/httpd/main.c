@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] ...
  *

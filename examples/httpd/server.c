@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * httpd: the server (see server.h).  Read it top to bottom: the accept loop,
  * then one connection's life (read a request head, decide the reply, skip the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * httpd: an HTTP/1.1 server written as plain fiber code on treadle.
  *

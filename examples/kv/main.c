@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv: a Redis-protocol server on treadle (see server.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* RESP2 requests, parsed in place (resp.h). */
 #include "resp.h"
 

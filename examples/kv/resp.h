@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis protocol (RESP2) as far as a server reads it: a command is an
  * array of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"), or an inline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv: a Redis-protocol server on treadle, one fiber per connection.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv: a Redis-protocol server (server.c). */
 #ifndef KV_SERVER_H
 #define KV_SERVER_H

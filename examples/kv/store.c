@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The key space (store.h). */
 #include "store.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The key space: byte strings to byte strings, in a chained hash table of
  * one loop (no locks: one fiber runs at a time).  A key may also carry the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Host names for fibers: resolve a name under a deadline, and dial
  * "host:port" trying each address in turn.  Include <treadle.h>.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber I/O: the system calls on fds that have readiness (sockets, pipes,
  * terminals, eventfds...), parking the fiber instead of the thread.  Include

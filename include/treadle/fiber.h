@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fibers: lightweight threads that block cheaply.  Include <treadle.h>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Several loops in one process: a loop per thread, work passed between them.
  * Include <treadle.h>.

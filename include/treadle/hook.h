@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libtreadle-hook: unmodified blocking C code inside fibers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The event loop: fd readiness, timers, wakeups from other threads, signals,
  * deferred callbacks, observers and the watchdog.  Include <treadle.h>, not this

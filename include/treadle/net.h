@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sockets for fibers: addresses, TCP and Unix stream listeners and
  * connections, full-buffer transfers, a buffered reader and writer, UDP,

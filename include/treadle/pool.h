@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Blocking work off the loop: a process-wide pool of threads.  Include
  * <treadle.h>.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Starting programs without a shell, waiting for them, capturing their output.
  * Include <treadle.h>, not this file.  Linux only.

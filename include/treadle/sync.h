@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Synchronization between fibers: mutex, condition variable, counting
  * semaphore, wait group, once, and channels with select (at the end).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bottom layer's common header: the public conventions (treadle.h) and
  * the few compiler helpers every layer uses.  Nothing here knows about loops,

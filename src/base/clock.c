@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one clock (see clock.h). */
 #include <time.h>
 

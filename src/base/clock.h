@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one clock: CLOCK_MONOTONIC in nanoseconds, the clock of every deadline.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error names.  treadle returns negative errno values; this only names them. */
 #include <string.h>
 

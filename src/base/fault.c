@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection for tests (fault.h); compiled only with -DTDL_FAULTS=ON. */
 #include <stdatomic.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fault injection for tests (docs/ARCHITECTURE.md, "Injected faults").
  *

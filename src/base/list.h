@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one intrusive list: circular, doubly linked, through a head node (and,
  * at the end, the one-way queue the run queue uses).

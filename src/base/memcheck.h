@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * memcheck's client requests where valgrind's headers are installed, no-ops
  * elsewhere (musl and cross builds).  Used where the kernel writes memory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Raw entry points: the system calls treadle makes for itself, past any
  * interposed libc function of the same name.

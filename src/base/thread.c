@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* treadle's own threads (thread.h). */
 #include <pthread.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The helper threads treadle starts for itself (the loop watchdog's, the
  * pool's), which run until they decide to exit and which nobody joins.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's version, for programs to check the one they run with. */
 #include "base/base.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tdl_dns_dial: "host:port" to a connected fd, one address after another
  * under one deadline.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the files of the dns layer share: checking host and service strings
  * and reading the literal ones (name.c, no system call but if_nametoindex),

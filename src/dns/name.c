@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Host and service strings: which are well formed, and which need no lookup.
  *

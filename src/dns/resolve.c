@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tdl_dns_resolve: literals at once, names through getaddrinfo() on a pool
  * thread.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Accepting ahead (fiber.h: tdl_fd_readahead on a listening socket), on
  * loops whose back end is uring: the listener's counterpart of receiving

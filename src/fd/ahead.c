@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Receiving ahead (fiber.h: tdl_fd_readahead), on loops whose back end is
  * uring.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Background requests (fd_internal.h), on loops whose back end is uring:
  * the life cycle that receiving ahead (fd/ahead.c), accepting ahead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sending behind (fiber.h: tdl_fd_writebehind), on loops whose back end is
  * uring.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber I/O's internals (src/fd/): the per-fd waits that select and the
  * layers above build on (io.c), the ring path on uring loops (ring.c), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber I/O: system calls that park the fiber, not the thread.
  *

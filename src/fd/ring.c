@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber I/O as io_uring operations, on loops whose back end is uring.
  *

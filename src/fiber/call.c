@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A call that travels (call.h). */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A call that travels (call.c): how a fiber has work done on another thread
  * and waits for its result.  tdl_port_call and tdl_port_spawn (group/) send

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fiber scheduler's internals, shared by sched.c (spawn, switch, park,
  * join), the rest of the fiber layer (fls.c, inspect.c, main.c) and the

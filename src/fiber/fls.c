@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber-local storage: TDL_FLS_KEYS process-wide keys, a value per key in
  * each fiber's control block, destructors run as the fiber finishes (through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Looking inside: every fiber of a loop, what it waits on, its stack. */
 #include <string.h>
 #include <unistd.h>

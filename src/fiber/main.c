@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tdl_fiber_main: a loop for main(), run until nothing is left, then freed. */
 #include "fiber/fiber_internal.h"
 

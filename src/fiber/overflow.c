@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stack-overflow diagnosis: the fault handler.  See overflow.h. */
 #include "fiber/overflow.h"
 

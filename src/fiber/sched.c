@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fiber scheduler: spawn, switch, park/wake, join, detach, cancel.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiting across threads: see shared_wait.h. */
 #include "fiber/shared_wait.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiting across threads (shared_wait.c): what shared channels, semaphores and
  * wait groups have in common.  A fiber that must wait puts a record on its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fiber stacks: mapping, guards, the per-loop cache.  See stack.h. */
 #include "base/fault.h"
 #include "base/sys.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber stacks (internal): mmap'd, guarded while the kernel's mapping budget
  * lasts, and recycled through a small per-loop cache.

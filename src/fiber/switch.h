@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Context switch: the register-only hop between fibers (internal).
  *

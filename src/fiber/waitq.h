@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one wait queue under channels, locks, semaphores, wait groups and once.
  *

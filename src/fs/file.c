@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * File calls for fibers (include/treadle/fs.h): each picks its path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Accepting connections on several loops (group.h, tdl_acceptor_*).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Call-and-wait on another loop, for fibers.
  *

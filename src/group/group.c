@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Groups of loops: N threads, a loop on each, started together and stopped
  * in order.

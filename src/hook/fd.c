@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * close, dup, dup2, dup3, fcntl, ioctl, setsockopt, and the calls that make
  * fds: they keep the user's view of each fd (state.c) true to the file.

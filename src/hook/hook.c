@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libtreadle-hook's ground (hook_internal.h): libc's functions under the
  * interposed ones, the child of a fork, and what the library reports

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libtreadle-hook's insides: libc's blocking calls, parking the fiber
  * instead of the thread (include/treadle/hook.h says what the user sees).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * read, write, readv, writev, recv, send, recvfrom, sendto, recvmsg,
  * sendmsg, accept, accept4 and connect: on a socket or pipe the user left

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * getaddrinfo, getnameinfo and the gethostbyname family in a fiber: libc's
  * function on the pool's name lane, so that only the fiber waits.

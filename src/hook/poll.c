@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * poll, ppoll, select and pselect in a fiber: one look with poll(2), then
  * one park on every fd the loop can watch at once (a tdl_select of FD

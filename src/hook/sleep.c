@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * nanosleep, clock_nanosleep, usleep and sleep in a fiber: park until the
  * time has passed; a cancel cuts the sleep short, as a signal does.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The user's view of each fd (hook_internal.h): a table by fd number, in
  * chunks of 1024 made on first use and never freed, so that a look-up takes

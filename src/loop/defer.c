@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deferred callbacks: run once, on the loop's next iteration. */
 #include <string.h>
 

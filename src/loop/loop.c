@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Loop lifetime and the run loop.
  *

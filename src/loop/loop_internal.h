@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop's private state and the interfaces between its parts:
  *   time.c     the cached monotonic time and deadlines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hooks: callbacks run on every iteration, before and after the poll. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Operations (loop.h: tdl_op): reads and writes that the kernel completes,
  * for callback code on uring loops.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Reaching a loop from other threads: wakeups and ports.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loop's cached time, and deadlines made from it. */
 #include "loop/loop_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Timers: a 4-ary min-heap of (deadline, timer) entries with lazy ordering.
  *

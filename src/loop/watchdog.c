@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop watchdog: one thread for the process that reports watched loops
  * which have been away from their poll for longer than their threshold.

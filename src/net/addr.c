@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Socket addresses: parsing what users write (literals, the wildcard,
  * "localhost", Unix names) and formatting, without name resolution, file

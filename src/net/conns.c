@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Connection tracking (net.h, tdl_conns): a cap below the fd limit, the
  * first-byte and idle deadlines, and eviction of the connection idle

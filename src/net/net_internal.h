@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the files of the net layer share: the growable buffer under
  * tdl_reader and tdl_writer (netbuf.c), the "exactly n bytes" loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The growable buffer of tdl_reader and tdl_writer.
  *

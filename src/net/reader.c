@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The buffered reader: a growable buffer (netbuf.c) filled by fiber reads.
  *

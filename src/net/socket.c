@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sockets for fibers: listen, accept (with the fd-exhaustion reserve),
  * connect, datagrams, shutdown and options.  Everything that blocks goes

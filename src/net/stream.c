@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Whole-buffer transfers on top of fiber I/O.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The buffered writer: appends go to a growable buffer (netbuf.c) without
  * any system call; a flush hands the unsent bytes to the kernel.  They are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tdl_pool_call: the fiber's side of the pool.
  *

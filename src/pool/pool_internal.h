@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The blocking-work pool, inside (see include/treadle/pool.h).
  *

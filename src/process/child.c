@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The child side of tdl_process_spawn: from clone(CLONE_VM|CLONE_VFORK) to execve.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What tdl_process_spawn decides before the child exists: the child's
  * environment, and where its program is (execvp's PATH search, done by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The process layer's private interfaces:
  *   spawn.c   tdl_process_spawn: checks, fds, the clone

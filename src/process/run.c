@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tdl_process_run: spawn, feed stdin, drain stdout and stderr together, and
  * enforce the deadline, with the loop's own machinery: I/O watchers on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tdl_process_spawn, the parent's side: everything that may allocate, search or fail
  * cheaply is done here, before the child exists, so that the child (see

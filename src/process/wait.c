@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiting for, signalling and releasing a spawned child. */
 #include <errno.h>
 #include <poll.h>

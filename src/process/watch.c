@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loop's child watcher.  Kept apart from the rest of spawn so that only
  * this file needs the loop: release reaches it through p->tdl__unwatch.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Channels and select, on the wait queue of waitq.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared channels: the ends may be on different loops (chan_shared.c).  chan.c
  * hands every operation on a channel made by tdl_chan_new_shared here;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared channels: a channel whose ends may be on different loops.
  *

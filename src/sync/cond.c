@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The condition variable.  A signal moves its oldest waiter onto the mutex's
  * queue (or hands it the mutex when free) instead of waking it, so that a

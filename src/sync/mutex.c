@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The mutex: owned by one fiber, handed to the oldest waiter on unlock, and
  * released with -EOWNERDEAD for the next owner if its fiber finishes holding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Once: run an initialization function exactly once, successfully.  While
  * it runs, the runner's fiber holds it (one of the fiber's cleanups): a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Select: wait for the first of channel operations, fd readiness and an
  * unpark, with one deadline.

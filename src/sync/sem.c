@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The counting semaphore: permits go to the oldest waiter first. */
 #include "sync/sync_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the condition variable needs of the mutex (mutex.c): taking it,
  * giving it up, and the owner-died report.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The semaphore and the wait group shared between loops (THREAD-SAFE), on
  * the cross-thread waiting of fiber/shared_wait.h.  Each is a spinlock, a number and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wait group: a count of outstanding tasks; waiters wake at zero. */
 #include "sync/sync_internal.h"
 

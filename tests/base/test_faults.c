@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection (src/base/fault.h, built with -DTDL_FAULTS=ON): each
  * scenario runs with its Nth resource-taking call failing, for N = 1, 2, ...
  * until a run no longer reaches an Nth call.  At every N the scenario must

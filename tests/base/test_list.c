@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* base/list.h: the one intrusive list. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The run-time version agrees with the headers' (src/base/version.c). */
 #include <setjmp.h>
 #include <stdarg.h>

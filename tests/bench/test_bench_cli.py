@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """treadle-bench's command line: --help on stdout with exit 0 (and for each
 workload, without running it), and an unknown workload, an unknown option, a
 missing value, a stray argument and a bad value each named on stderr with exit 2.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The echo workload works end to end, so that it cannot rot between
 benchmark runs: treadle-bench echo-server on each back end (uring where this
 kernel and build have it) with treadle-bench's echo client, tiny sizes; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """bench/run.py's tables hold together, so that they cannot rot between runs:
 every target names a row, a key and columns that exist (run.py checks that
 before anything else), --list prints every group with an expected time, full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Links against an installed treadle and runs a loop with one timer. */
 #include <stdio.h>
 #include <treadle.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host names for fibers (dns.h): resolving with a deadline and dialing
  * "host:port".  Offline and deterministic: literals, "localhost", a name of
  * /etc/hosts when it has one (nothing is added to it), names under the

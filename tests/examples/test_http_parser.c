@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The HTTP request parser of examples/httpd: what it accepts, what it refuses
  * (and with which status), incremental feeding, limits, chunked bodies. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/httpd, end to end: the server runs in-process on a fiber, bound to
  * 127.0.0.1 on an ephemeral port; client fibers on the same loop talk to it
  * over real sockets. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/httpd on several loops (--loops 2), both accept modes: every
 connection is answered, the connections are spread over both loops, SIGTERM
 shuts down gracefully (a request in flight is answered, exit 0), and bad

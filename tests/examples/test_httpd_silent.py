@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/httpd held by many silent sockets: one client opens 2,000
 connections and sends nothing on any of them, far past --max-conns; new
 clients are still served, the server never holds more connections than its

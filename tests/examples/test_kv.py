@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/kv against redis-server itself, byte for byte.
 
     tests/examples/test_kv.py KV_BINARY

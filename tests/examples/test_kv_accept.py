@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """examples/kv keeps serving when accepting fails for want of memory or
 socket buffers (ENOMEM, ENOBUFS): such a shortage passes, and net.h's
 tdl_net_accept has already backed off; it is no reason to stop serving.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The command lines of examples/httpd and examples/kv: --help goes to stdout
 with exit 0 and lists every option; an unknown option, a missing value and a
 bad value each exit 2 with a message that names the option and the value.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Runs one of the small examples (examples/hello, echo, fetch, capture) the
 way its comment says it is used, and checks what it prints and exits with.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Accepting ahead (fiber.h: tdl_fd_readahead on a listening socket;
  * src/fd/acceptahead.c): connections come out of tdl_net_accept

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Receiving ahead (fiber.h: tdl_fd_readahead; src/fd/ahead.c): the
  * bytes of a stream come out whole and in order through every read call and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fiber I/O on the uring back end (src/fd/ring.c, src/loop/backend/uring.c):
  * operations in flight when their fd is closed, their fiber cancelled, their

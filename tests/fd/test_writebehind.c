@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sending behind (fiber.h: tdl_fd_writebehind, tdl_fd_flush): bytes whole and
  * in order through every write call; a small send returns at once; tdl_close

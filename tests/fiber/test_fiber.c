@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fibers: spawn, join, detach, cancel, order, fiber I/O with deadlines,
  * misuse, 100,000 at once, overflow diagnosis. */
 #include <errno.h>

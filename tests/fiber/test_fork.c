@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork() in a process with a running loop, fibers parked on I/O and timers,
  * pool threads and a group of loops, from a fiber, from a plain callback
  * and from the main thread outside the loop.  The child either execs a

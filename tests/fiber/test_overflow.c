@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests for stack-overflow diagnosis (src/overflow.h).  Every fault happens
  * in a forked child; the parent checks how it died and what it printed. */
 #include <stdarg.h>

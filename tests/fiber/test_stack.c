@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests for fiber stacks (src/stack.h). */
 #include <stdarg.h>
 #include <stddef.h>

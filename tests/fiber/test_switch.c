@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests for the context switch (src/switch.h, src/switch_<arch>.S). */
 #include <stdarg.h>
 #include <stddef.h>

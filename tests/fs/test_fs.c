@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* File calls for fibers (fs.h): results, errors, paths taken, deadlines. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Accepting on several loops: tdl_acceptor_* (group.h). */
 #include <arpa/inet.h>
 #include <dirent.h>

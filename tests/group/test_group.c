@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Groups of loops, and calls between them. */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libtreadle-hook: blocking calls in fibers park the fiber and keep the
  * user's semantics.  Linked with libtreadle-hook, so every read(), write(),
  * fcntl(), ... below is the hook's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libtreadle-hook: poll, ppoll, select, pselect, ioctl(FIONBIO) and the
  * host-name calls inside fibers.  Linked with libtreadle-hook, so every
  * poll(), select(), getaddrinfo(), ... below is the hook's. */

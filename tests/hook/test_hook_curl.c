@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The acceptance test of libtreadle-hook with libcurl: the easy API,
  * unmodified and blocking, from N fibers on one loop, each fetching a file
  * from examples/httpd (started here: the one built in the tree, or argv[1]) and checking the

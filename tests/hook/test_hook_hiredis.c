@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The acceptance test of libtreadle-hook: hiredis's synchronous API,
  * unmodified, from N fibers on one loop against a real redis-server; each
  * fiber does 100 SET/GET pairs and checks every reply.  Skipped where

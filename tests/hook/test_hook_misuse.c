@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libtreadle-hook: the errno a blocking call would give, and misuse (dup,
  * dup2 onto a hooked fd, fork+exec from a fiber, fds the hook never saw
  * made, calls from a thread that is not a fiber).  Every error case is run

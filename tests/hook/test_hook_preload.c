@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An unmodified program under LD_PRELOAD=libtreadle-hook.so: linked with
  * libtreadle only, it runs two fibers that call plain libc usleep(), and a
  * pair that connect(), read() and write() on blocking sockets.  With the

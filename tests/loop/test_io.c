@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fd watchers: readiness reporting, misuse, and callbacks that pull the rug. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loop itself: run modes, stop, reentrancy, deferred callbacks, hooks,
  * embedding, back-end selection, several loops on several threads, wakeups
  * and signals. */

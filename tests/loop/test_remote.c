@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ports: posts from other threads, and what happens around a loop's end. */
 #include <errno.h>
 #include <poll.h>

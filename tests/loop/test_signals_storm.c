@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Signals in a storm: while a helper thread sends SIGUSR1 to the loop's
  * thread every few microseconds, every blocking path of treadle completes
  * with exactly the right data or result, or fails only as its header says.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timers: firing, order, cancel, re-arm, clamping, a million at once, and a
  * randomized check of the lazy heap against a simple model. */
 #include <errno.h>

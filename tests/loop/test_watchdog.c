@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loop watchdog: a fiber or a callback that keeps its loop from its poll
  * is reported (once per stall, with its name), time at the poll or outside
  * tdl_loop_run is not, stop and free wait for a report in progress, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """scripts/gen-man.py on headers made up for the test: a documented function
 gets its page and .so pages; an undocumented one stops the generator; and the
 check fails on a public function without a page, a page naming a function

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Addresses: the forms users write (literals, "localhost", the wildcard,
  * Unix paths and abstract names), formatting, equality, and every malformed
  * string its own test, with the message tdl_addr_parse_error() gives for it.

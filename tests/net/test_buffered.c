@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The buffered reader and writer: pipelined messages, growth up to the
  * maximum and back to the initial buffer, messages over the maximum,
  * length-prefixed reads, failed allocations, one system call per flushed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Connection tracking (net.h, tdl_conns): the order of eviction and the
  * counts, with a callback and no sockets; then a small line server on
  * loopback: silent clients up to the cap and a new client still served

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sockets for fibers: listen, accept and connect with deadlines (from
  * addresses and from strings), whole-buffer transfers, UDP, Unix and
  * abstract sockets, IPv6 loopback, a peer that vanishes mid-send,

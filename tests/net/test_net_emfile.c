@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Accepting while the process is out of fds (tdl_net_accept, net.h).
  *
  * A forked child lowers RLIMIT_NOFILE, opens fds until it gets EMFILE and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The blocking-work pool: tdl_pool_call and friends (pool.h). */
 #include <errno.h>
 #include <pthread.h>

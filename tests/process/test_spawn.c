@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tdl_process_spawn, tdl_process_wait/kill/release (src/spawn.c, spawn_child.c,
  * spawn_wait.c).  Every test checks afterwards that no fd leaked and that no
  * child, running or zombie, is left. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiting for children from fibers: only the fiber parks, deadlines and
  * cancellation leave the child to the handle, release reaps, and fiber I/O on
  * the child's pipes. */

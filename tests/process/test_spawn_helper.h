@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared by the spawn tests: a child program built into each test binary (so
  * the tests need no coreutils), and the checks that nothing leaked.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tdl_process_run (src/process/run.c).  Every test checks afterwards that no fd
  * leaked and that no child, running or zombie, is left. */
 #include <stdarg.h>

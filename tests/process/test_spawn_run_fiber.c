@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tdl_process_run (src/process/run.c) from fibers: only the calling fiber waits,
  * the loop's other fibers run meanwhile; deadlines, limits and SIGPIPE as
  * outside fibers; a cancelled call kills and reaps the child.  Every test

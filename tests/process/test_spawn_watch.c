@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loop's child watcher, tdl_process_watch (src/spawn_watch.c), on the
  * back end named by $TDL_BACKEND.  Every test checks afterwards that no fd
  * leaked and that no child, running or zombie, is left. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The soak: everything at once in one process, for a while.
  *

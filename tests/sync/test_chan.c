@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Channels and select: delivery, order, close, destroy, deadlines,
  * cancellation, misuse, fairness, and a randomized run against a model. */
 #include <errno.h>

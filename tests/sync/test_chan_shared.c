@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared channels: ends on different loops. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tdl_select over channels, fds and unparks; tdl_try_select. */
 #include <errno.h>
 #include <setjmp.h>

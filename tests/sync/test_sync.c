@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mutex, condition variable, semaphore, wait group, once: FIFO hand-off,
  * deadlines, cancellation (also in the same instant as a grant), misuse,
  * destroy while in use, a fiber finishing while it holds a mutex, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The semaphore and wait group shared between loops. */
 #include <errno.h>
 #include <pthread.h>

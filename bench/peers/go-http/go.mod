@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 module treadle/bench/peers/go-http
 
 go 1.22

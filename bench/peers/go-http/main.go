@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 // The Go peer of examples/httpd for the HTTP groups: a net/http server answering
 // "Hello, World!" on "/", written the way the standard library is meant to be
 // used.  GOMAXPROCS (environment) picks how many cores it may use.

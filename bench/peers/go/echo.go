@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 package main
 
 // echo-server: the Go peer of treadle-bench's echo-server (docs/BENCHMARKS.md,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 module treadle/bench/peers/go
 
 go 1.22

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 // bench-go: the Go peer of treadle-bench for the fiber-level workloads of
 // docs/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs), with the
 // same command line and the same RESULT line as the C driver.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-hiredis-libev: the hiredis workload (docs/BENCHMARKS.md) with
  * hiredis's asynchronous API on libev, through hiredis's own adapter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-hiredis-pthreads: the hiredis workload (docs/BENCHMARKS.md) with
  * the synchronous code of the fibers (../../hiredis_sync.h) in F pthreads,

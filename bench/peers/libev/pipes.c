@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipes (docs/BENCHMARKS.md) on libev, written the way libev is meant to be
  * used: ev_io watchers, which libev reports level-triggered, and one ev_timer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timers (docs/BENCHMARKS.md) on libev: ev_timer, libev's 4-ary heap. */
 #include <ev.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipes (docs/BENCHMARKS.md) on libevent 2: a persistent EV_READ event per
  * read end, a one-shot EV_WRITE event per write end (libevent removes it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timers (docs/BENCHMARKS.md) on libevent 2: timer events (a min-heap),
  * kept in one array with evtimer_assign like the other implementations'
  * caller-owned timers. */

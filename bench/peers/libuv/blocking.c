@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* blocking (docs/BENCHMARKS.md) on libuv: uv_queue_work on libuv's pool,
  * F requests in flight (each one's after-work callback queues the next), N
  * calls in all.  UV_THREADPOOL_SIZE is libuv's (default 4) unless set. */

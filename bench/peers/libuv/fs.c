@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fs (docs/BENCHMARKS.md) on libuv: uv_fs_read of 4 KiB at random offsets
  * of the workload's file (../../fs_file.h), C requests in flight on libuv's
  * pool (each one's callback issues the next), N reads in all.  libuv 1.44

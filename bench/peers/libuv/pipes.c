@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipes (docs/BENCHMARKS.md) on libuv.
  *

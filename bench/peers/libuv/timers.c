@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timers (docs/BENCHMARKS.md) on libuv: uv_timer_t, libuv's binary heap.
  * libuv's timeouts are whole milliseconds, so each drawn delay is rounded to
  * the nearest one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Context switch for AArch64 (AAPCS64).  Interface: switch.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The poll back end: portable, level-triggered, O(watched fds) per wait.
  * It keeps a dense pollfd array of the fds the loop currently wants to hear

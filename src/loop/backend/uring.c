@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The io_uring back end.
  *

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! blocking: F tasks each call a trivial function through tokio's blocking
 //! pool (`spawn_blocking`), N calls in all.
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! chan: two tasks pass a value back and forth.  A hop is one send matched by
 //! one receive.  The main task puts the value 0 in play (not a hop); a task that
 //! receives v stops the run if v == T and otherwise sends v+1 to the other: that

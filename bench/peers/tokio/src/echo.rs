@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! echo-server: the tokio peer of treadle-bench's echo-server (docs/BENCHMARKS.md,
 //! "echo"), with the same contract: listen (default 127.0.0.1:0), print
 //! "PORT n" on stdout, serve until stdin reaches end of file, exit 0.  A task

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! idle: F tasks, each blocked for good on the receive of its own
 //! tokio::sync::oneshot channel (nothing is ever sent).  The senders are kept in
 //! a Vec (dropping one would wake its task); the channels and the Vec are made

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! pipes --style fiber: P pipes from tokio::net::unix::pipe::pipe() (pipe2 with
 //! O_NONBLOCK, both ends registered edge-triggered with tokio's epoll driver),
 //! and one task per pipe looping

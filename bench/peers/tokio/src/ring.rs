@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! ring: N tasks in a ring pass a token T times (the thread-ring of the
 //! Benchmarks Game).  The main task hands the token, holding the count T, to
 //! task 0 (not a hop).  A task that receives count v stops the run if v == 0

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! xchan: one task sends 1..T over a bounded mpsc channel of 1024 to another,
 //! which sums them and checks the sum.  Run it with --flavor multi_thread
 //! (two workers on two CPUs), so that both may run at once, as treadle's

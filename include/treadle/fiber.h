@@ -175,8 +175,9 @@ typedef unsigned tdl_fls_key_t;
 #define TDL_FLS_KEYS 16
 
 /* Make a key (process-wide; at most TDL_FLS_KEYS).  dtor, if not NULL, is
- * called with a fiber's non-NULL value when that fiber finishes.
- * Errors: -EAGAIN when all keys are taken. */
+ * called with a fiber's non-NULL value when that fiber finishes.  A key is
+ * an index, not memory: it lasts as long as the process, and there is no
+ * free.  Errors: -EAGAIN when all keys are taken. */
 TDL_API int tdl_fls_key_new(tdl_fls_key_t *key, void (*dtor)(void *));
 /* Errors: -EPERM outside a fiber; -EINVAL for a key never created. */
 TDL_API int tdl_fls_set(tdl_fls_key_t key, void *value);

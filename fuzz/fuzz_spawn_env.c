@@ -91,7 +91,7 @@ static int probe_stat(const char *path, struct stat *st)
 /* path.c itself, with its probes pointed at the two functions above. */
 #define faccessat(fd, path, mode, flags) probe_access(fd, path, mode, flags)
 #define stat(path, st) probe_stat(path, st)
-#include "proc/path.c"
+#include "process/path.c"
 #undef faccessat
 #undef stat
 

@@ -147,11 +147,11 @@ TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl
  *   tdl_group_new(&g, &(tdl_group_options){.loops = n, .main = loop_main, .arg = a, ...});
  *
  * Two ways to spread them:
- *   TDL_ACCEPTOR_REUSEPORT   a listener per slot, bound with SO_REUSEPORT; the
- *       kernel hashes each connection (its addresses and ports) to one.
+ *   TDL_ACCEPTOR_REUSEPORT    a listener per slot, bound with SO_REUSEPORT;
+ *       the kernel hashes each connection (its addresses and ports) to one.
  *       Nothing is shared between loops, but the hash knows nothing of
  *       load: with few clients it can leave a loop idle.
- *   TDL_ACCEPTOR_DISTRIBUTE  one listener; slot 0 accepts every connection
+ *   TDL_ACCEPTOR_DISTRIBUTE   one listener; slot 0 accepts every connection
  *       and hands it to the serving slot with the fewest open connections
  *       (ties in turn), through that slot's inbox (a shared channel);
  *       slot 0 takes its own share directly.  A connection costs slot 0 one

@@ -3,9 +3,10 @@
 #   make bench   build in Release, build the peers that are installed, and take a
 #                quick look at every benchmark group (one round at small sizes);
 #                make bench-full runs the measurement itself (docs/BENCHMARKS.md)
-#   make test    build with misuse checks, check the layering, run every test on
-#                both back ends, run them again under valgrind, check an installed
-#                copy is usable, and compile and run the README's program
+#   make test    build with misuse checks, check the layering and the licence
+#                lines, run every test on each back end (epoll, poll, io_uring),
+#                run them again under valgrind, check an installed copy is usable,
+#                and compile and run the README's program
 # CI (.ci/run) adds `make test-asan`, `make test-aarch64`, `make test-musl` and
 # `make abi-check`.
 # make prints "Entering/Leaving directory" around every recursive make, also

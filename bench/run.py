@@ -1147,6 +1147,36 @@ def replace_section(doc, name, body, heading):
     return doc.rstrip("\n") + f"\n\n## {heading}\n\n{block}\n"
 
 
+def doc_body(body):
+    """A group's table for the doc: without the note on medians and ratios,
+    which the doc's "How the figures are taken" says once."""
+    return "\n".join(l for l in body.split("\n") if not l.startswith("- Each cell is "))
+
+
+def doc_verdict(verdict_text):
+    """The verdict for the doc: per group, how many targets were met, then
+    the rows of the targets missed or not measured (the full table is what
+    run.py prints)."""
+    rows = [l for l in verdict_text.split("\n") if l.startswith("| ") and not l.startswith("| target ")]
+    if not rows:
+        return verdict_text
+    by_text = {t["text"]: t["group"] for t in TARGETS}
+    count = {}
+    other = []
+    for l in rows:
+        cells = [c.strip() for c in l.strip("|").split("|")]
+        group = by_text.get(cells[0], "?")
+        met, total = count.get(group, (0, 0))
+        count[group] = (met + (cells[3] == "yes"), total + 1)
+        if cells[3] != "yes":
+            other.append(l)
+    tail = [l for l in verdict_text.split("\n") if l and not l.startswith("|")]
+    out = tail + ["", "Met, per group: " + ", ".join(f"{g} {m} of {n}" for g, (m, n) in count.items()) + "."]
+    if other:
+        out += ["", "Missed or not measured:", "", "| target | figure | measured | met |", "|---|---|---:|---|"] + other
+    return "\n".join(out)
+
+
 def write_doc(path, sections, rounds, load, started, machine, verdict_text):
     try:
         with open(path) as f:
@@ -1155,14 +1185,18 @@ def write_doc(path, sections, rounds, load, started, machine, verdict_text):
         doc = "# treadle performance\n"
     cmd = shlex.join(["python3"] + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
     stamp = started.strftime("%Y-%m-%d %H:%M UTC")
-    head = (f"Measured {stamp} with `{cmd}`, {rounds} round{'s' if rounds != 1 else ''}, on {machine_line()}, "
-            f"Linux {platform.release()}, load average {load} when the run began.")
+    n = f"{rounds} round{'s' if rounds != 1 else ''}"
+    if machine is not None:  # one run wrote every table: the machine table says when and where
+        head = f"`{cmd}`, {n} (the machine, the date and the load of the run: [The machine](#the-machine))."
+    else:
+        head = (f"`{cmd}`, {n}, {stamp}, on {machine_line()}, Linux {platform.release()}, load average {load} "
+                "when the run began.")
     if machine is not None:
         doc = replace_section(doc, "machine", machine, "The machine")
     if verdict_text is not None:
-        doc = replace_section(doc, "verdict", f"{head}\n\n{verdict_text}", "Verdict")
+        doc = replace_section(doc, "verdict", f"{head}\n\n{doc_verdict(verdict_text)}", "Verdict")
     for group, body in sections.items():
-        doc = replace_section(doc, group, f"{head}\n\n{body}", group)
+        doc = replace_section(doc, group, f"{head}\n\n{doc_body(body)}", group)
     with open(path, "w") as f:
         f.write(doc)
     written = ", ".join((["machine", "verdict"] if machine is not None else []) + list(sections))

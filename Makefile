@@ -3,8 +3,9 @@
 #   make bench   build in Release, build the peers that are installed, and take a
 #                quick look at every benchmark group (one round at small sizes);
 #                make bench-full runs the measurement itself (docs/BENCHMARKS.md)
-#   make test    build with misuse checks, check the layering and the licence
-#                lines, run every test on each back end (epoll, poll, io_uring),
+#   make test    build with misuse checks, check the layering, the licence
+#                lines and that docs/COOKBOOK.md is its recipes', run every test
+#                on each back end (epoll, poll, io_uring),
 #                run them again under valgrind, check an installed copy is usable,
 #                and compile and run the README's program
 # CI (.ci/run) adds `make test-asan`, `make test-aarch64`, `make test-musl` and
@@ -30,6 +31,7 @@ test-build:
 test: test-build
 	scripts/check-layers.py --build build/test
 	scripts/spdx.py --check
+	scripts/gen-cookbook.py --check docs/COOKBOOK.md
 	ctest --test-dir build/test --output-on-failure -j$(JOBS)
 	scripts/valgrind-tests.sh build/test
 	scripts/consumer-test.sh build/test

@@ -2,7 +2,7 @@
 # Man pages, generated from the public headers' comments (the one source) by
 # scripts/gen-man.py into the build tree: a page per function or family in
 # man3 (with a .so page for each other function it covers, so that `man
-# tdl_write` works), a page per header in man7.  Installed under
+# tdl_write` works), a page per header in man7, and the cookbook's page.  Installed under
 # share/man.  The check_man test fails when a public function has no page or
 # a page names a function that no longer exists.
 find_package(Python3 COMPONENTS Interpreter)
@@ -12,12 +12,19 @@ if(NOT Python3_FOUND)
 endif()
 file(GLOB TDL_PUBLIC_HEADERS CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/include/treadle.h ${PROJECT_SOURCE_DIR}/include/treadle/*.h)
+# The cookbook's page, treadle-cookbook(7), from its recipes (the same source
+# as docs/COOKBOOK.md).
+file(GLOB TDL_COOKBOOK_SOURCES CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/examples/cookbook/intro.txt ${PROJECT_SOURCE_DIR}/examples/cookbook/[0-9][0-9]-*.c)
 set(TDL_MAN_DIR ${PROJECT_BINARY_DIR}/man)
 add_custom_command(OUTPUT ${TDL_MAN_DIR}/pages.stamp
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --out ${TDL_MAN_DIR}
           --version ${PROJECT_VERSION}
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-cookbook.py --man ${TDL_MAN_DIR}
+          --version ${PROJECT_VERSION}
   COMMAND ${CMAKE_COMMAND} -E touch ${TDL_MAN_DIR}/pages.stamp
   DEPENDS ${PROJECT_SOURCE_DIR}/scripts/gen-man.py ${TDL_PUBLIC_HEADERS}
+          ${PROJECT_SOURCE_DIR}/scripts/gen-cookbook.py ${TDL_COOKBOOK_SOURCES}
   COMMENT "Man pages from the public headers" VERBATIM)
 add_custom_target(treadle_man ALL DEPENDS ${TDL_MAN_DIR}/pages.stamp)
 install(DIRECTORY ${TDL_MAN_DIR}/man3 ${TDL_MAN_DIR}/man7 DESTINATION ${CMAKE_INSTALL_MANDIR})

@@ -87,9 +87,9 @@ extern "C" {
  * -ECANCELED, -EAGAIN). */
 TDL_API int tdl_fs_open(const char *path, int flags, mode_t mode, tdl_time_t deadline);
 /* openat(2): as tdl_fs_open, with a relative path resolved below the
- * directory open as dirfd (AT_FDCWD: the current directory).  Also -EBADF
- * (dirfd is no fd, and the path is relative), -ENOTDIR (dirfd is not a
- * directory). */
+ * directory open as dirfd (AT_FDCWD: the current directory).  Returns the
+ * fd.  Errors: as tdl_fs_open, and -EBADF (dirfd is no fd, and the path is
+ * relative), -ENOTDIR (dirfd is not a directory). */
 TDL_API int tdl_fs_openat(int dirfd, const char *path, int flags, mode_t mode, tdl_time_t deadline);
 
 /* read(2), pread(2), preadv(2): an RWF_NOWAIT attempt answered from the
@@ -129,10 +129,10 @@ TDL_API int tdl_fs_fstatat(int dirfd, const char *path, struct stat *st, int fla
 /* statx(2): what `mask` asks for (STATX_BASIC_STATS, STATX_BTIME, ...; the
  * kernel says in stx_mask what it filled in), of path below dirfd, with
  * flags as tdl_fs_fstatat's and AT_STATX_SYNC_AS_STAT, AT_STATX_FORCE_SYNC,
- * AT_STATX_DONT_SYNC.  Returns 0 with *stx filled in.  Errors: as
- * tdl_fs_fstatat, and -EFAULT (stx NULL), -ENOSYS (a kernel before 4.11).
- * struct statx comes with <sys/stat.h> and _GNU_SOURCE from glibc 2.28 and
- * musl 1.2.5; with an older libc, take it from <linux/stat.h>. */
+ * AT_STATX_DONT_SYNC.  struct statx comes with <sys/stat.h> (and
+ * _GNU_SOURCE) from glibc 2.28 and musl 1.2.5; with an older libc, from
+ * <linux/stat.h>.  Returns 0 with *stx filled in.  Errors: as
+ * tdl_fs_fstatat, and -EFAULT (stx NULL), -ENOSYS (a kernel before 4.11). */
 struct statx;
 TDL_API int tdl_fs_statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *stx,
                          tdl_time_t deadline);
@@ -147,12 +147,12 @@ typedef struct tdl_fs_dirent {
 
 /* Read the next entries of the directory open as fd (tdl_fs_open with
  * O_RDONLY | O_DIRECTORY) into entries[0..n): one getdents64(2) on the
- * pool for as many as fit.  Returns how many it filled in (1 to n), and 0
- * at the end of the directory.  "." and ".." are left out.  The position
- * is the fd's: the next call goes on where this one stopped, and
- * lseek(fd, 0, SEEK_SET) starts again; entries created or removed meanwhile
- * may be seen or not, but no other entry is seen twice or missed.  Nothing
- * is allocated.  Errors: -EBADF (fd), -ENOTDIR (fd is not a directory),
+ * pool for as many as fit.  "." and ".." are left out.  The position is
+ * the fd's: the next call goes on where this one stopped, and lseek(fd, 0,
+ * SEEK_SET) starts again; entries created or removed meanwhile may be seen
+ * or not, but no other entry is seen twice or missed.  Nothing is
+ * allocated.  Returns how many it filled in (1 to n), and 0 at the end of
+ * the directory.  Errors: -EBADF (fd), -ENOTDIR (fd is not a directory),
  * -EINVAL (n is 0), -EFAULT (entries NULL), -ENOENT (the directory was
  * removed), and the common ones above. */
 TDL_API int tdl_fs_readdir(int fd, tdl_fs_dirent *entries, size_t n, tdl_time_t deadline);

@@ -83,6 +83,16 @@ _Static_assert(sizeof(struct statx) == sizeof(kstatx), "the libc's struct statx 
 #ifndef AT_EMPTY_PATH
 #define AT_EMPTY_PATH 0x1000
 #endif
+#ifndef AT_NO_AUTOMOUNT
+#define AT_NO_AUTOMOUNT 0x800
+#endif
+#ifndef SYS_statx /* a libc older than the call: the kernel's number */
+#if defined(__x86_64__)
+#define SYS_statx 332
+#elif defined(__aarch64__)
+#define SYS_statx 291
+#endif
+#endif
 
 static int engine;              /* tdl_fs_engine (atomic) */
 static int buffered_nowait_off; /* a write was refused RWF_NOWAIT (atomic) */
@@ -202,7 +212,11 @@ static void *run(void *arg)
   case OP_FSYNC: r = fsync(c->fd); break;
   case OP_FDATASYNC: r = fdatasync(c->fd); break;
   case OP_STAT: r = fstatat(c->fd, c->path, c->st, c->flags); break;
+#ifdef SYS_statx
   case OP_STATX: r = syscall(SYS_statx, c->fd, c->path, c->flags, c->mask, c->stx); break;
+#else
+  case OP_STATX: errno = ENOSYS; break;
+#endif
   case OP_READDIR: c->ret = read_dir(c); return NULL;
   case OP_UNLINK: r = unlink(c->path); break;
   case OP_RENAME: r = rename(c->path, c->path2); break;

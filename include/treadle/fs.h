@@ -42,7 +42,10 @@
  *
  * These are for regular files and directories.  Pipes, sockets and
  * terminals have readiness: use tdl_read and friends (fd.h), or a pool
- * thread would be held for as long as the peer stays silent.
+ * thread would be held for as long as the peer stays silent.  (A FIFO
+ * opened on the ring for reading does not wait for a writer, as the
+ * kernel tries the open without blocking first; for writing, it waits for
+ * a reader on the pool.)
  *
  * Deadlines and cancels.  A call that has not started when its deadline
  * passes (or the fiber is cancelled) returns -ETIMEDOUT (-ECANCELED) and

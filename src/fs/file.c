@@ -321,6 +321,11 @@ static long by_engine(call *c, tdl_time_t deadline)
      * does for bad flags: the pool tells which it was, and a refusal is
      * remembered.  (Fault injection stands for such a kernel.) */
     long r = TDL__FAULT_NEG(EINVAL, path_on_ring(f, c, deadline));
+    /* The ring tries an open without blocking first, which a FIFO opened
+     * for writing with no reader yet answers with ENXIO, not EAGAIN: the
+     * pool's open waits for the reader, as open(2) does. */
+    if (r == -ENXIO && c->op == OP_OPEN && !(c->flags & O_NONBLOCK))
+      return on_pool(c, deadline);
     if (r != -EINVAL && r != -EOPNOTSUPP) {
       stats.ring++;
       return r;

@@ -376,6 +376,46 @@ static void cancelled(void **state)
   assert_true(cancelled_checked);
 }
 
+/* ---- a FIFO opened for writing waits for its reader, on every back end ---- */
+
+static int fifo_fd = -2;
+
+static void *fifo_writer(void *arg)
+{
+  (void)arg;
+  fifo_fd = tdl_fs_open(at("fifo"), O_WRONLY, 0, tdl_after(LONG));
+  return NULL;
+}
+
+static void *fifo_reader(void *arg)
+{
+  (void)arg;
+  tdl_sleep(tdl_after(20 * TDL_MSEC)); /* the writer's open is under way */
+  assert_int_equal(fifo_fd, -2);
+  int r = open(at("fifo"), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  assert_true(r >= 0);
+  while (fifo_fd == -2)
+    tdl_sleep(tdl_after(TDL_MSEC));
+  assert_true(fifo_fd >= 0);
+  assert_int_equal(tdl_write(fifo_fd, "x", 1, tdl_after(LONG)), 1);
+  char c;
+  assert_int_equal(read(r, &c, 1), 1);
+  assert_int_equal(c, 'x');
+  close(r);
+  assert_int_equal(tdl_close(fifo_fd), 0);
+  return NULL;
+}
+
+static void fifo_open_waits(void **state)
+{
+  (void)state;
+  assert_int_equal(mkfifo(at("fifo"), 0644), 0);
+  fifo_fd = -2;
+  go(fifo_writer, NULL);
+  go(fifo_reader, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+}
+
 /* ---- readdir ---- */
 
 #define MANY 2000
@@ -597,6 +637,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(outside_a_fiber, dirs_setup, dirs_teardown),
       cmocka_unit_test_setup_teardown(deadline_past, dirs_setup, dirs_teardown),
       cmocka_unit_test_setup_teardown(cancelled, dirs_setup, dirs_teardown),
+      cmocka_unit_test_setup_teardown(fifo_open_waits, dirs_setup, dirs_teardown),
       cmocka_unit_test_setup_teardown(readdir_large, dirs_setup, dirs_teardown),
       cmocka_unit_test_setup_teardown(readdir_empty, dirs_setup, dirs_teardown),
 #ifdef TDL_FAULTS

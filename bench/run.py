@@ -83,6 +83,8 @@ SIZES = {
     "calls": (200_000, 50_000),
     "reads": (1_000_000, 200_000),
     "file_mib": (256, 64),
+    "opens": (200_000, 20_000),
+    "open_files": (1_000, 1_000),
     "seconds": (3, 1),
     "hiredis_commands": (1_000_000, 50_000),
     "hiredis_fibers": (1_000, 200),
@@ -131,6 +133,11 @@ IMPLS = {
     "treadle-fs-direct": ("treadle-bench", ["--engine", "direct"], {}),
     "treadle-fs-uring": ("treadle-bench", ["--engine", "uring"], {}),
     "pread": ("treadle-bench", ["--engine", "floor"], {}),
+    # fsopen: the engine auto on each back end, every call on the pool, and one plain thread
+    "treadle-fsopen-epoll": ("treadle-bench", ["--backend", "epoll"], {}),
+    "treadle-fsopen-uring": ("treadle-bench", ["--backend", "uring"], {}),
+    "treadle-fsopen-pool": ("treadle-bench", ["--engine", "pool"], {}),
+    "threads": ("treadle-bench", ["--engine", "floor"], {}),
     # the pipes workload on the uring back end
     "treadle-callback-uring": ("treadle-bench", ["--style", "callback", "--backend", "uring"], {}),
     "treadle-fiber-uring": ("treadle-bench", ["--style", "fiber", "--backend", "uring"], {}),
@@ -259,6 +266,12 @@ EXPERIMENTS.append(experiment(
     ["cpu_us_per_read", "reads_per_s", "us_per_read", "pool", "ring", "nowait_miss"],
     cost("reads", 1.2 * US, 0.3, treadle_fs_pool=2.0 * US)))
 EXPERIMENTS.append(experiment(
+    "fsopen", "C=64 F={open_files} N={opens}", "fsopen",
+    "--opens {opens} --fibers 64 --files {open_files} --dir {build}",
+    ["treadle-fsopen-uring", "treadle-fsopen-epoll", "treadle-fsopen-pool", "go", "threads"],
+    ["opens_per_s", "cpu_us_per_open", "us_per_open", "pool", "ring"],
+    cost("opens", 8 * US, 0.3, treadle_fsopen_pool=16 * US)))
+EXPERIMENTS.append(experiment(
     "responsive", "F=64 call=10 ms S={seconds} s", "responsive", "--fibers 64 --call-ms 10 --seconds {seconds}",
     ["treadle-pool", "treadle-direct"],
     ["lateness_p50_us", "lateness_p99_us", "lateness_p999_us", "lateness_max_us", "ticks", "calls_done"],
@@ -381,6 +394,18 @@ GROUP_NOTES = {
           "tdl_fs_stats_get over the run): reads run on the pool, on the ring, and the ones RWF_NOWAIT "
           "refused first; 0 on the pool for auto means the page cache answered every read on the loop's "
           "thread.",
+    "fsopen": "64 fibers (Go: 64 goroutines, GOMAXPROCS unset, so every CPU) each open a small file, read "
+              "it (up to 4 KiB, from offset 0) and close it, taking F files of 64 B to 4 KiB in turn, until N "
+              "opens are done, each read checked for its length and its first and last bytes. The files are "
+              "made once in the build directory and read once before every run, so all are in the page cache "
+              "(bench/common/fs_files.h). treadle: tdl_fs_open, tdl_fs_pread, tdl_close with the engine auto "
+              "on a uring loop (treadle-fsopen-uring: the open is a ring operation, IORING_OP_OPENAT) and on "
+              "an epoll loop (treadle-fsopen-epoll: the open runs on the pool), and every call on the pool "
+              "(treadle-fsopen-pool, libuv's way); go: os.Open, ReadAt, Close; threads is one plain thread "
+              "calling open, pread and close in a loop, no library. opens_per_s and us_per_open are wall "
+              "time (for opens_per_s a ratio above 1 means the peer is faster); cpu_us_per_open is CPU time "
+              "(user+sys, every thread) over N. pool and ring (treadle only, tdl_fs_stats_get over the run): "
+              "calls run on the pool and on the ring.",
     "responsive": "64 fibers loop making a 10 ms blocking call (nanosleep) for S seconds while a repeating "
                   "1 ms tdl_timer on the same loop records how late each firing is: CLOCK_MONOTONIC read "
                   "in its callback minus the deadline it fired for (nearest-rank percentiles over every "
@@ -539,6 +564,10 @@ TARGETS += [
            "treadle-fs-auto", "libuv", ">=", 3.0),
     target("fs on the ring: CPU/read <= Go's", "fs", "C=64 S={file_mib} MiB N={reads}", "cpu_us_per_read",
            "treadle-fs-uring", "go", "<=", 1.0),
+    target("fsopen on uring: opens/s >= Go's", "fsopen", "C=64 F={open_files} N={opens}", "opens_per_s",
+           "treadle-fsopen-uring", "go", ">=", 1.0),
+    target("fsopen on epoll: opens/s >= Go's", "fsopen", "C=64 F={open_files} N={opens}", "opens_per_s",
+           "treadle-fsopen-epoll", "go", ">=", 1.0),
     target("responsive: p99 lateness <= 1000 us", "responsive", "F=64 call=10 ms S={seconds} s",
            "lateness_p99_us", "treadle-pool", None, "<=", 1000.0),
     target("hiredis: cmds/s >= 2 x pthreads'", "hiredis", "F={hiredis_fibers} N={hiredis_commands}",

@@ -95,6 +95,7 @@ int bench_xchan_main(int argc, char **argv);
 int bench_xping_main(int argc, char **argv);
 int bench_blocking_main(int argc, char **argv);
 int bench_fs_main(int argc, char **argv);
+int bench_fsopen_main(int argc, char **argv);
 int bench_responsive_main(int argc, char **argv);
 int bench_echo_main(int argc, char **argv);
 int bench_echo_server_main(int argc, char **argv);

@@ -19,6 +19,7 @@
 #pragma weak bench_xping_main
 #pragma weak bench_blocking_main
 #pragma weak bench_fs_main
+#pragma weak bench_fsopen_main
 #pragma weak bench_responsive_main
 #pragma weak bench_echo_main
 #pragma weak bench_echo_server_main
@@ -86,6 +87,15 @@ static const bench_opt fs_opts[] = {
     {"engine", "auto|pool|direct|uring|floor", 0, 0, "tdl_fs engine, or floor: a plain pread loop (default auto)"},
     {0},
 };
+static const bench_opt fsopen_opts[] = {
+    COUNT("opens", "200000", "open, read, close N times in all"),
+    COUNT("fibers", "64", "fibers C doing it"),
+    {"files", "N", 1, 99999, "small files F, taken in turn (default 1000)"},
+    {"dir", "DIR", 0, 0, "where the files are made (default: the build directory, else $TMPDIR, else /var/tmp)"},
+    {"backend", "epoll|uring", 0, 0, "the loop's back end (default epoll)"},
+    {"engine", "auto|pool|floor", 0, 0, "tdl_fs engine, or floor: one plain thread looping (default auto)"},
+    {0},
+};
 static const bench_opt responsive_opts[] = {
     COUNT("fibers", "64", "fibers F making blocking calls"),
     {"call-ms", "N", 0, 60000, "length of each blocking call in ms (default 10)"},
@@ -137,6 +147,7 @@ static const bench_workload workloads[] = {
     {"xping", bench_xping_main, "round trips over unbuffered shared channels between two loops", xping_opts},
     {"blocking", bench_blocking_main, "trivial calls through the blocking-work pool", blocking_opts},
     {"fs", bench_fs_main, "random 4 KiB reads of a page-cached file", fs_opts},
+    {"fsopen", bench_fsopen_main, "open, read and close small page-cached files", fsopen_opts},
     {"responsive", bench_responsive_main, "a 1 ms timer's lateness while fibers make blocking calls",
      responsive_opts},
     {"echo", bench_echo_main, "C connections to an echo server, M round trips of B bytes (the client)", echo_opts},

@@ -53,12 +53,16 @@ int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_
 
 /* What one operation is: an IORING_OP_* code and its arguments. */
 typedef struct tdl__uop {
-  uint8_t code;  /* IORING_OP_READ, _WRITE, _READV, _WRITEV, _RECV, _SEND, _ACCEPT, _CONNECT, _POLL_ADD */
-  int fd;
-  void *addr;    /* the buffer, the iovec array, or the sockaddr */
-  size_t len;    /* its length, the iovec count, or the sockaddr's length (connect) */
+  uint8_t code;  /* IORING_OP_READ, _WRITE, _READV, _WRITEV, _RECV, _SEND, _ACCEPT, _CONNECT, _POLL_ADD,
+                    _OPENAT, _STATX */
+  int fd;        /* OPENAT, STATX: the directory (AT_FDCWD) */
+  void *addr;    /* the buffer, the iovec array, the sockaddr, or the struct statx (STATX) */
+  size_t len;    /* its length, the iovec count, the sockaddr's length (connect), the mode (OPENAT),
+                    or the mask (STATX) */
+  const char *path;   /* OPENAT, STATX */
   socklen_t *addrlen; /* accept */
-  int flags;     /* recv/send flags; POLL_ADD: the TDL_READ/TDL_WRITE bits to wait for */
+  int flags;     /* recv/send flags; POLL_ADD: the TDL_READ/TDL_WRITE bits to wait for; OPENAT: open's;
+                    STATX: the AT_* flags */
   bool at;       /* READ, WRITE, READV, WRITEV: at `off`, not the file position */
   uint64_t off;
 } tdl__uop;

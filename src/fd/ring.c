@@ -88,6 +88,12 @@ static void prep(struct io_uring_sqe *sqe, const tdl__uop *u)
   case IORING_OP_POLL_ADD:
     io_uring_prep_poll_add(sqe, u->fd, ((u->flags & TDL_READ) ? POLLIN : 0) | ((u->flags & TDL_WRITE) ? POLLOUT : 0));
     break;
+  case IORING_OP_OPENAT:
+    io_uring_prep_openat(sqe, u->fd, u->path, u->flags, (mode_t)u->len);
+    break;
+  case IORING_OP_STATX:
+    io_uring_prep_statx(sqe, u->fd, u->path, u->flags, (unsigned)u->len, u->addr);
+    break;
   default:
     io_uring_prep_nop(sqe);
     break;
@@ -126,9 +132,13 @@ bool tdl__fd_ring_busy(const tdl__list *on_fd, unsigned events)
 /* What a completed operation wrote into the caller's memory. */
 static void kernel_wrote(const tdl__uop *u, int res)
 {
-  if (res <= 0 && u->code != IORING_OP_ACCEPT)
+  if (res <= 0 && u->code != IORING_OP_ACCEPT && u->code != IORING_OP_STATX)
     return;
   switch (u->code) {
+  case IORING_OP_STATX:
+    if (res == 0)
+      VALGRIND_MAKE_MEM_DEFINED(u->addr, 256); /* the kernel's struct statx, whatever the libc knows of it */
+    break;
   case IORING_OP_READ:
   case IORING_OP_RECV:
     VALGRIND_MAKE_MEM_DEFINED(u->addr, (size_t)res);

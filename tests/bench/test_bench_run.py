@@ -16,7 +16,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 RUN = os.path.join(ROOT, "bench", "run.py")
 GROUPS = ["pipes-callback", "pipes-watch", "timers", "ring", "chan", "idle", "pipes-fiber", "loops", "spawn",
-          "blocking", "fs", "responsive", "kv", "hiredis", "uring", "echo", "http", "http-2", "http-close"]
+          "blocking", "fs", "fsopen", "responsive", "kv", "hiredis", "uring", "echo", "http", "http-2", "http-close"]
 failures = []
 
 

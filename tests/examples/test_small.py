@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Runs one of the small examples (examples/hello, echo, fetch, capture) the
-way its comment says it is used, and checks what it prints and exits with.
+"""Runs one of the small examples (examples/hello, echo, fetch, capture,
+treewalk) the way its comment says it is used, and checks what it prints and
+exits with.
 
-  test_small.py hello|echo|fetch|capture BINARY
+  test_small.py hello|echo|fetch|capture|treewalk BINARY
 """
 import os
+import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 WAIT = 60  # seconds any run may take before the test calls it hung
@@ -122,8 +126,68 @@ def capture(binary):
     expect(p.returncode == 2 and "usage" in p.stderr, "no program: usage", p)
 
 
+def fnv(h, data):
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def treewalk(binary):
+    top = tempfile.mkdtemp(prefix="treewalk-")
+    try:
+        os.chmod(top, 0o755)
+        files = {"a.txt": b"hello\n", "empty": b"", "sub/deeper/c.txt": b"c" * 10}
+        rnd = random.Random(7)
+        files["sub/b.bin"] = bytes(rnd.getrandbits(8) for _ in range(200000))  # several reads
+        for i in range(150):  # several directory batches
+            files[f"many/f{i:03d}"] = f"file {i}\n".encode()
+        for rel, data in files.items():
+            path = os.path.join(top, rel)
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        os.makedirs(os.path.join(top, "sub/deeper/deepest"))
+        os.symlink("sub", os.path.join(top, "dirlink"))  # counted, not followed
+        os.symlink("a.txt", os.path.join(top, "filelink"))
+        os.mkfifo(os.path.join(top, "fifo"))  # never opened (it would wait for a writer)
+        locked = os.path.join(top, "sub/locked")
+        with open(locked, "wb") as f:
+            f.write(b"secret")
+        os.chmod(locked, 0)
+        for d, _, _ in os.walk(top):
+            os.chmod(d, 0o755)
+
+        def as_nobody():  # root reads a mode-0 file: give root up, as the file's reader would be
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+
+        checksum = sum(fnv(fnv(0xcbf29ce484222325, rel.encode() + b"\0"), data) for rel, data in files.items())
+        want = (f"files {len(files)}\ndirs 5\nlinks 2\nother 1\nbytes {sum(map(len, files.values()))}\n"
+                f"errors 1\nchecksum {checksum & 0xFFFFFFFFFFFFFFFF:016x}\n")
+        for backend in ("epoll", "poll", "auto"):
+            for workers in ("1", "16"):
+                env = dict(os.environ, TDL_BACKEND=backend)
+                p = run([binary, "--workers", workers, top], env=env, preexec_fn=as_nobody)
+                expect(p.returncode == 1 and p.stdout == want,
+                       f"treewalk on {backend} with {workers} workers: every file once, the right sum", p)
+                expect(p.stderr.count("treewalk: ") == 1 and "sub/locked: " in p.stderr,
+                       "the unreadable file is reported, and the walk goes on", p)
+        os.chmod(locked, 0o644)
+        p = run([binary, top], preexec_fn=as_nobody)
+        expect(p.returncode == 0 and "errors 0\n" in p.stdout and p.stderr == "", "no error: exit 0", p)
+        p = run([binary, os.path.join(top, "missing")])
+        expect(p.returncode == 1 and "missing: " in p.stderr and p.stdout == "", "a missing tree is an error", p)
+        p = run([binary, "--workers", "0", top])
+        expect(p.returncode == 2 and '"0"' in p.stderr, "a bad worker count is named", p)
+        p = run([binary])
+        expect(p.returncode == 2 and "usage" in p.stderr, "no directory: usage", p)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "echo", "fetch", "capture"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "echo", "fetch", "capture", "treewalk"):
         sys.exit(__doc__)
     globals()[sys.argv[1]](os.path.abspath(sys.argv[2]))
     print(f"{sys.argv[1]}: ok")

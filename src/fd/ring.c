@@ -211,9 +211,18 @@ ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, cons
     }
     if (w.res == -ECANCELED)
       return w.closed ? -EBADF : e < 0 ? e : -ECANCELED;
-    if (w.res == -EINTR && !f->cancelled) {
-      w.done = w.cancelled = false;
-      continue;
+    /* A signal interrupted it: again, as SA_RESTART would.  Not when this
+     * fiber asked for the cancel (its deadline passed) or was cancelled:
+     * io-wq cancels an operation blocked in a worker by signalling the
+     * worker, which ends it with -EINTR, and resubmitting it past its
+     * deadline would only be cancelled again, for ever; the caller gets the
+     * deadline's or the cancel's error. */
+    if (w.res == -EINTR) {
+      if (!f->cancelled && !w.cancelled) {
+        w.done = false;
+        continue;
+      }
+      return e < 0 ? e : -ECANCELED;
     }
     kernel_wrote(u, w.res);
     if (w.res >= 0)

@@ -646,7 +646,7 @@ TDL_API int tdl_try_select(tdl_select_op *ops, size_t n);
  * but not subscriptions: one fiber reads the socket and sends, the other
  * receives and writes to the socket with a deadline (a client that stops
  * reading is dropped there); the one that ends first ends the other
- * (tdl_fiber_cancel, or shutdown(2) of the socket).  examples/chat/chat.c
+ * (tdl_fiber_cancel).  examples/chat/chat.c
  * is that program, and group.h opens with its shape:
  *
  *   static void *to_client(void *arg) {           // the writer fiber
@@ -659,8 +659,8 @@ TDL_API int tdl_try_select(tdl_select_op *ops, size_t n);
  *       if (msg.from != c->id && tdl_net_send_all(c->fd, msg.text, msg.len, NULL, tdl_after(5 * TDL_SEC)) < 0)
  *         break;                                  // stopped reading: drop it
  *     }
- *     shutdown(c->fd, SHUT_RDWR);                 // ends the reader too
- *     return NULL;
+ *     tdl_fiber_cancel(tdl_fiber_loop(), c->reader);  // the reader ends too
+ *     return NULL;                                // (the last of the two frees c)
  *   }
  *
  * Cost: a send is one copy and a few stores under the broadcast's

@@ -40,7 +40,8 @@
  *     (group.h);
  *   - shared: an object that fibers of several loops use at once, made by a
  *     _shared constructor (tdl_chan_new_shared, tdl_sem_init_shared,
- *     tdl_waitgroup_init_shared); every call on it is THREAD-SAFE;
+ *     tdl_waitgroup_init_shared), or a broadcast (tdl_bcast_new), which is
+ *     always shared; every call on it is THREAD-SAFE;
  *   - group: N loops run on N threads, started and stopped together
  *     (group.h).
  *

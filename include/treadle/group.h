@@ -14,6 +14,31 @@
  * stops them in order (each loop's fibers are cancelled, so that they unwind
  * and the loop ends) and joins the threads.  One-loop programs need none of
  * this.
+ *
+ * Fan-out, the first multi-loop program most people write (a chat room, a
+ * pub-sub server): connections spread over the loops by an acceptor (below),
+ * and every message to every connection, whichever loop serves it, through
+ * one broadcast (sync.h: a send never waits; a subscriber that falls behind
+ * is told).  Each connection has a fiber per direction, on its loop:
+ *
+ *   static tdl_bcast *room;                      // tdl_bcast_new(&room, sizeof(line), 256)
+ *   static void handle(int fd, void *arg) {      // the acceptor's fiber: the reader
+ *     client *c = ...;                           // fd, c->sub from tdl_bcast_subscribe(&c->sub, room)
+ *     tdl_fiber_spawn(&c->writer, tdl_fiber_loop(), to_client, c, &detached);
+ *     while (a line arrives on fd before the deadline)
+ *       tdl_bcast_send(room, &line);             // never waits for the slow ones
+ *     tdl_fiber_cancel(tdl_fiber_loop(), c->writer);  // the last of the two frees c
+ *   }
+ *   // to_client: tdl_bcast_recv(c->sub, &line, TDL_FOREVER), then write it
+ *   // within a deadline; a client that stops reading misses it and is
+ *   // dropped (sync.h shows that loop).
+ *   tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = serve, .stop_on_signals = true});
+ *   tdl_group_wait(g, TDL_FOREVER);              // SIGTERM: every fiber unwinds
+ *
+ * examples/chat/chat.c is the whole program.  Across loops, lock with a
+ * shared semaphore of one permit, not a tdl_mutex (sync.h says why), and
+ * let the loops that share a channel hold references to it
+ * (tdl_chan_retain, tdl_chan_release).
  */
 #ifndef TREADLE_GROUP_H
 #define TREADLE_GROUP_H

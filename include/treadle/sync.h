@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Synchronization between fibers: mutex, condition variable, counting
- * semaphore, wait group, once, and channels with select (at the end).
+ * semaphore, wait group, once, channels with select, and broadcasts (at
+ * the end).
  * Include <treadle.h>.
  *
  * Memory.  Every lock is a struct the caller owns.  It is ready when
@@ -56,8 +57,9 @@
  * Threads.  These objects are for the fibers of one loop; they are not
  * THREAD-SAFE, except a semaphore, wait group or channel made by its
  * _shared constructor, which fibers of several loops (and, for releasing,
- * any thread) may use at once.  A mutex is for one loop's fibers only: a
- * shared semaphore of one permit excludes across loops.
+ * any thread) may use at once, and a broadcast, which is always shared.
+ * A mutex is for one loop's fibers only: a shared semaphore of one permit
+ * excludes across loops (see tdl_mutex).
  */
 #ifndef TREADLE_SYNC_H
 #define TREADLE_SYNC_H
@@ -92,6 +94,26 @@ struct tdl__fiber;
  * (Each mutex a fiber holds is linked into the fiber's control block; its
  * fiber-local-storage destructors run in the same pass, so a mutex locked
  * by one of them and left locked is released too.)
+ *
+ * Across loops.  A tdl_mutex is for the fibers of one loop: its hand-off,
+ * the dead-owner report and tdl_cond all rest on the owner and its waiters
+ * running on one thread, and its struct (a 1.x layout) has no room for a
+ * cross-thread lock.  To exclude fibers of several loops, use a shared
+ * semaphore of one permit (the same FIFO hand-off; no owner, so no
+ * -EDEADLK or -EOWNERDEAD):
+ *
+ *   tdl_sem lock;
+ *   tdl_sem_init_shared(&lock, 1, 1);              // once, before the loops use it
+ *   if (tdl_sem_acquire(&lock, deadline) == 0) {   // from a fiber of any loop
+ *     ...                                          // the guarded section
+ *     tdl_sem_release(&lock);
+ *   }
+ *   tdl_sem_destroy(&lock);                        // once no fiber uses it
+ *
+ * While one fiber holds it, fibers of the other loops that want it park;
+ * keep the section short and do not park in it on I/O.  Often no lock is
+ * needed at all: a shared channel to the fiber that owns the data, or a
+ * broadcast (below) for fan-out, says the same with messages.
  */
 typedef struct tdl_mutex {
   struct tdl__fiber *owner;   /* NULL: unlocked */
@@ -432,9 +454,18 @@ TDL_API int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity);
  * calls as for any channel (send, recv, try_send, try_recv, close, select,
  * free), with the same results, deadlines and cancellation, and all of them
  * THREAD-SAFE on it; a fiber that waits parks only itself.  Made only by
- * treadle; tdl_chan_free it once no fiber of any loop uses it (fibers still
- * parked on it then wake with -EBADF; one in the middle of a call would
- * touch freed memory).
+ * treadle, with one reference, its maker's.  Its lifetime is handled in one
+ * of two ways:
+ *   - by its owner: tdl_chan_free it once no fiber of any loop uses it.  It
+ *     refuses with -EBUSY, changing nothing, while a call that waited is
+ *     still inside it (parked, or woken and not yet returned) or another
+ *     reference is held; a call that did not wait is not counted, so the
+ *     owner must know that no loop still calls on it;
+ *   - by references (tdl_chan_retain, tdl_chan_release, below): each loop
+ *     or fiber that calls on it holds one, and the last release frees it.
+ *     This is the one to use when several loops use a channel and none of
+ *     them knows which is the last.
+ *
  *
  * How it differs inside: buffered, the values go through a lock-free ring
  * and a waiter is woken to try again rather than handed the value, so a
@@ -453,11 +484,41 @@ TDL_API int tdl_chan_new_shared(tdl_chan **out, size_t elem_size, size_t capacit
  * Errors: -EINVAL (as tdl_chan_new, or buf too small). */
 TDL_API int tdl_chan_init(tdl_chan *ch, size_t elem_size, size_t capacity, void *buf, size_t buf_len);
 
-/* Free a channel made by tdl_chan_new (NULL: nothing to do).  Fibers still
- * waiting on it wake with -EBADF and do not touch it again.  Buffered values
- * are dropped.  Returns 0, or -EINVAL (nothing done) for a channel made by
- * tdl_chan_init: destroy that one. */
+/* Free a channel made by tdl_chan_new or tdl_chan_new_shared (NULL: nothing
+ * to do).  Buffered values are dropped.  Returns 0, or (nothing done)
+ * -EBUSY while a fiber waits on it or was woken by it and has not returned
+ * yet (close it, let them return, then free), and for a shared channel
+ * also while another reference is held (tdl_chan_retain); -EINVAL for a
+ * channel made by tdl_chan_init: destroy that one. */
 TDL_API int tdl_chan_free(tdl_chan *ch);
+
+/*
+ * References to a shared channel, for several loops that use it and none of
+ * which knows which finishes last (as ports have: tdl_port_ref and
+ * tdl_port_release).  tdl_chan_new_shared's channel has one reference, its
+ * maker's.  Take one (tdl_chan_retain) for every fiber or loop that will
+ * call on it, before handing it the pointer; each gives its own back with
+ * tdl_chan_release once it makes no more calls on it.
+ *
+ * The last release closes the channel (waking every waiter: receivers
+ * drain what is buffered, then get -EPIPE, as for tdl_chan_close) and frees
+ * it.  Releasing never waits and never refuses: a call that waited and is
+ * still inside (a fiber woken by the close that has not yet returned, a
+ * select between its wake and its return) is counted, and the last such
+ * call to leave frees the channel on its way out, on its own thread.  A
+ * call made by a fiber that holds no reference (and that no holder waits
+ * for) is a use after free, as for any freed object: the count covers only
+ * calls that waited, so that a send or receive that need not wait stays a
+ * lock-free ring access.
+ *
+ * Both THREAD-SAFE, callable from any thread (also outside fibers).
+ * Returns 0, or -EINVAL (nothing done) for NULL or a channel that is not
+ * shared (its owner frees it: tdl_chan_free, tdl_chan_destroy), and
+ * tdl_chan_retain -EOVERFLOW when 2^32 - 1 references are held.  Cost: one
+ * atomic operation; the last release, a close and the frees.
+ */
+TDL_API int tdl_chan_retain(tdl_chan *ch);
+TDL_API int tdl_chan_release(tdl_chan *ch);
 /* The same for a channel made by tdl_chan_init: its memory stays the
  * caller's.  Returns 0, or -EINVAL for NULL or a channel of tdl_chan_new. */
 TDL_API int tdl_chan_destroy(tdl_chan *ch);
@@ -542,6 +603,126 @@ TDL_API int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline);
  * kernel (one poll()), and a PARK clause takes the fiber's permit (none
  * outside a fiber).  Errors: -EINVAL as above. */
 TDL_API int tdl_try_select(tdl_select_op *ops, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Broadcast: one sender, every subscriber, on any loop                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A broadcast keeps the last `capacity` values sent and a cursor per
+ * subscriber: every subscriber receives every value sent after it
+ * subscribed, in order, unless it falls more than `capacity` values behind
+ * (tokio's broadcast; what Go programs build from a channel per subscriber
+ * and a select with a default).
+ *
+ *   - A send never waits, for nobody: it overwrites the oldest value.  A
+ *     slow subscriber cannot slow the sender or the other subscribers.
+ *   - A subscriber that fell behind is told, once, how many values it lost:
+ *     its next receive returns that count (> 0) instead of a value, and the
+ *     one after returns the oldest value still kept.  It decides: go on
+ *     (tolerate the gap), or drop the client it serves.
+ *   - Closing: sends fail with -EPIPE; each subscriber still receives what
+ *     it had not read (and is still kept), then -EPIPE; subscribers parked
+ *     when it closes wake.
+ *
+ * It is always shared (there is no local form): every call is THREAD-SAFE,
+ * sends from any thread (a fiber, a callback, a thread with no loop),
+ * subscribing and unsubscribing too, at any time, also while a send is in
+ * progress; receives from a fiber of any loop.  Fanning out across loops is
+ * what it is for, and on one loop the same object costs only an
+ * uncontended spinlock per call.
+ *
+ * Values are copied in on send and out on receive (elem_size bytes, as a
+ * channel's), so nothing is shared by pointer behind the program's back.
+ * For lines of text, make the element hold the line (a length and up to
+ * the longest line you accept: struct {uint32_t len; char text[1020];}).
+ * A value that is a pointer is copied as a pointer: a cell is overwritten
+ * without telling anybody, so nothing can tell when every subscriber is
+ * done with what it points to; what values point to must then outlive the
+ * broadcast (constant data, or memory freed after tdl_bcast_free).
+ *
+ * A subscriber that must also wait on an fd (the socket of the client it
+ * serves) uses a fiber per direction, as tdl_select takes channels and fds
+ * but not subscriptions: one fiber reads the socket and sends, the other
+ * receives and writes to the socket with a deadline (a client that stops
+ * reading is dropped there); the one that ends first ends the other
+ * (tdl_fiber_cancel).  examples/chat/chat.c
+ * is that program, and group.h opens with its shape:
+ *
+ *   static void *to_client(void *arg) {           // the writer fiber
+ *     client *c = arg;
+ *     line msg;
+ *     int r;
+ *     while ((r = tdl_bcast_recv(c->sub, &msg, TDL_FOREVER)) >= 0) {
+ *       if (r > 0)
+ *         break;                                  // lost r lines: too slow, drop it
+ *       if (msg.from != c->id && tdl_net_send_all(c->fd, msg.text, msg.len, NULL, tdl_after(5 * TDL_SEC)) < 0)
+ *         break;                                  // stopped reading: drop it
+ *     }
+ *     tdl_fiber_cancel(tdl_fiber_loop(), c->reader);  // the reader ends too
+ *     return NULL;                                // (the last of the two frees c)
+ *   }
+ *
+ * Cost: a send is one copy and a few stores under the broadcast's
+ * spinlock, no allocation, plus a wake for each parked subscriber (a post
+ * to its loop; a system call only if that loop sleeps); a receive that
+ * need not wait is a copy under the spinlock.
+ */
+typedef struct tdl_bcast tdl_bcast;
+typedef struct tdl_bcast_sub tdl_bcast_sub;
+
+/* A broadcast of values of elem_size bytes that keeps the last capacity of
+ * them.  Errors: -EINVAL (out NULL, elem_size or capacity 0, elem_size *
+ * capacity above TDL_CHAN_MAX_BYTES), -ENOMEM. */
+TDL_API int tdl_bcast_new(tdl_bcast **out, size_t elem_size, size_t capacity);
+
+/* Free b (NULL: nothing to do).  Returns 0, or -EBUSY (nothing done) while
+ * any subscription exists: unsubscribe them first (closing wakes their
+ * receivers).  THREAD-SAFE, but no call on b may be in progress or come
+ * after. */
+TDL_API int tdl_bcast_free(tdl_bcast *b);
+
+/* Send the elem_size bytes at val to every subscriber, overwriting the
+ * oldest value kept; never waits, callable anywhere.  Returns the number of
+ * subscribers it was sent to (>= 0: 0 is no error, nobody listens), or
+ * -EPIPE (closed), -EINVAL (b or val NULL).  THREAD-SAFE.  Cost: see
+ * above. */
+TDL_API int tdl_bcast_send(tdl_bcast *b, const void *val);
+
+/* Close b: see above.  Returns 0, -EPIPE (already closed), -EINVAL (NULL).
+ * THREAD-SAFE. */
+TDL_API int tdl_bcast_close(tdl_bcast *b);
+
+/* Subscribe to b: *out receives every value sent from now on.  Errors:
+ * -EINVAL (NULL), -EPIPE (b is closed), -ENOMEM.  THREAD-SAFE.  Cost: one
+ * allocation. */
+TDL_API int tdl_bcast_subscribe(tdl_bcast_sub **out, tdl_bcast *b);
+
+/* End a subscription and free it (NULL: nothing to do); sends no longer
+ * count it.  Returns 0, or -EBUSY (nothing done) while a fiber is inside
+ * tdl_bcast_recv on it: cancel that fiber, or let it return, first.
+ * THREAD-SAFE. */
+TDL_API int tdl_bcast_unsubscribe(tdl_bcast_sub *s);
+
+/*
+ * Receive the next value of subscription s into val, waiting until the
+ * deadline for one to be sent.  One fiber at a time per subscription.
+ * Returns:
+ *   0            a value, in val;
+ *   > 0          s fell behind: that many values were overwritten before
+ *                it read them (capped at INT_MAX); val is not written, and
+ *                the next call returns the oldest value kept;
+ *   -EPIPE       b is closed, and s has read everything kept;
+ *   -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), as fiber.h says;
+ *   -EBUSY       another fiber is inside a receive on s;
+ *   -EINVAL      s or val NULL.
+ * Cost: see above; one park when it must wait.
+ */
+TDL_API int tdl_bcast_recv(tdl_bcast_sub *s, void *val, tdl_time_t deadline);
+
+/* The same without waiting (-EAGAIN: nothing new yet); callable from any
+ * thread, also outside fibers. */
+TDL_API int tdl_bcast_try_recv(tdl_bcast_sub *s, void *val);
 
 #ifdef __cplusplus
 }

@@ -116,6 +116,21 @@ int tdl_chan_free(tdl_chan *ch)
   return e;
 }
 
+int tdl_chan_retain(tdl_chan *ch)
+{
+  if (!ch || !ch->shared)
+    return -EINVAL;
+  return tdl__chan_shared_retain(ch);
+}
+
+int tdl_chan_release(tdl_chan *ch)
+{
+  if (!ch || !ch->shared)
+    return -EINVAL;
+  tdl__chan_shared_release(ch);
+  return 0;
+}
+
 int tdl_chan_close(tdl_chan *ch)
 {
   if (ch->shared)

@@ -10,7 +10,9 @@
 #include "fiber/shared_wait.h"
 
 int tdl__chan_shared_new(tdl_chan *ch, size_t elem_size, size_t capacity);
-int tdl__chan_shared_free(tdl_chan *ch); /* -EBUSY while fibers wait on it */
+int tdl__chan_shared_free(tdl_chan *ch); /* -EBUSY while fibers wait on it or others hold references */
+int tdl__chan_shared_retain(tdl_chan *ch);
+void tdl__chan_shared_release(tdl_chan *ch); /* the last one closes and frees (now, or as the last waiter leaves) */
 int tdl__chan_shared_send(tdl_chan *ch, const void *val, tdl_time_t deadline);
 int tdl__chan_shared_recv(tdl_chan *ch, void *val, tdl_time_t deadline);
 int tdl__chan_shared_try_send(tdl_chan *ch, const void *val);

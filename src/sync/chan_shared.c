@@ -49,9 +49,13 @@ typedef struct tdl__chan_shared {
   uint32_t nrecv, nsend;      /* records queued (atomic: read without the lock) */
   /* Calls that have waited, or may wait, and may still touch the channel:
    * hung records until their fibers let go of them, and buffered calls
-   * from their first wait to their return (a wake makes them try again).
-   * tdl_chan_free refuses while there are any.  Atomic. */
+   * from their first wait to their return (a wake makes them try again);
+   * plus one while any reference is held.  tdl_chan_free refuses while
+   * there is more than that one; whoever takes it to zero (the last
+   * release, or the last call to leave after it) frees.  Atomic. */
   uint32_t users;
+  uint32_t refs;              /* references (tdl_chan_retain); atomic */
+  tdl_chan *ch;               /* the handle, freed with the state */
   int closed;                 /* atomic */
   tdl__list recvq, sendq;     /* tdl__shared_wait, under the lock */
   size_t cap, elem, cell;     /* cell: 8 bytes of sequence, then the value */
@@ -62,6 +66,21 @@ typedef struct tdl__chan_shared {
 
 static inline void lock(tdl__chan_shared *x) { tdl__spin_lock(&x->lock); }
 static inline void unlock(tdl__chan_shared *x) { tdl__spin_unlock(&x->lock); }
+
+static void destroy(tdl__chan_shared *x)
+{
+  free(x->ch);
+  free(x->cells);
+  free(x);
+}
+
+/* One user less; the last one out, once no reference is left, frees: this
+ * is its last touch of the channel. */
+static inline void users_drop(tdl__chan_shared *x)
+{
+  if (ADD(&x->users, -1) == 0)
+    destroy(x);
+}
 
 /* w, hung on x, counts among its users until its fiber lets go of it; the
  * uncount is that fiber's last touch of x. */
@@ -74,7 +93,7 @@ static inline void unuse(tdl__chan_shared *x, tdl__shared_wait *w)
 {
   if (w->using) {
     w->using = 0;
-    ADD(&x->users, -1);
+    users_drop(x);
   }
 }
 
@@ -347,7 +366,13 @@ static int buffered_recv_waiting(tdl_chan *ch, tdl__fiber *f, void *val, tdl_tim
   }
 }
 
-void tdl__chan_shared_use(tdl_chan *ch, bool on) { ADD(&ch->shared->users, on ? 1 : -1); }
+void tdl__chan_shared_use(tdl_chan *ch, bool on)
+{
+  if (on)
+    ADD(&ch->shared->users, 1);
+  else
+    users_drop(ch->shared);
+}
 
 /* A buffered call that cannot complete at once counts among the channel's
  * users until it returns: a wake sends it back to the ring. */
@@ -529,6 +554,9 @@ int tdl__chan_shared_new(tdl_chan *ch, size_t elem_size, size_t capacity)
   if (!x)
     return -ENOMEM;
   memset(x, 0, sizeof *x);
+  x->users = 1; /* the references' one */
+  x->refs = 1;  /* the maker's */
+  x->ch = ch;
   x->cap = capacity;
   x->elem = elem_size;
   x->cell = cell;
@@ -550,12 +578,34 @@ int tdl__chan_shared_new(tdl_chan *ch, size_t elem_size, size_t capacity)
 int tdl__chan_shared_free(tdl_chan *ch)
 {
   tdl__chan_shared *x = ch->shared;
-  if (LOAD(&x->users))
+  if (LOAD(&x->users) != 1 || LOAD(&x->refs) != 1)
     return -EBUSY;
   free(x->cells);
   free(x);
   ch->shared = NULL;
   return 0;
+}
+
+int tdl__chan_shared_retain(tdl_chan *ch)
+{
+  tdl__chan_shared *x = ch->shared;
+  uint32_t n = LOAD(&x->refs);
+  do {
+    if (n == UINT32_MAX)
+      return -EOVERFLOW;
+  } while (!__atomic_compare_exchange_n(&x->refs, &n, n + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  return 0;
+}
+
+void tdl__chan_shared_release(tdl_chan *ch)
+{
+  tdl__chan_shared *x = ch->shared;
+  if (ADD(&x->refs, -1) > 0)
+    return;
+  /* Nobody may start a call now; those inside wake, find it closed and
+   * leave, the last of them freeing it (users_drop). */
+  (void)tdl__chan_shared_close(ch);
+  users_drop(x);
 }
 
 bool tdl__chan_shared_ready(tdl_chan *ch, int op)

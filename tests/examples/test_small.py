@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Runs one of the small examples (examples/hello, echo, fetch, capture,
-treewalk) the way its comment says it is used, and checks what it prints and
-exits with.
+treewalk, chat) the way its comment says it is used, and checks what it
+prints and exits with.
 
-  test_small.py hello|echo|fetch|capture|treewalk BINARY
+  test_small.py hello|echo|fetch|capture|treewalk|chat BINARY
 """
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 WAIT = 60  # seconds any run may take before the test calls it hung
 
@@ -186,8 +188,78 @@ def treewalk(binary):
         shutil.rmtree(top, ignore_errors=True)
 
 
+
+def chat(binary):
+    """Clients on both loops; every line reaches every other client; one that
+    stops reading is dropped while the others go on; SIGTERM exits 0."""
+    srv = subprocess.Popen([binary, "127.0.0.1:0", "2", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        first = srv.stdout.readline()
+        expect(first.startswith("chat: listening on 127.0.0.1:"), f"chat prints its address, not {first!r}")
+        port = int(first.split(",")[0].rsplit(":", 1)[1])
+
+        def connect(rcvbuf=None):
+            c = socket.socket()
+            if rcvbuf:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            c.settimeout(WAIT)
+            c.connect(("127.0.0.1", port))
+            return c, c.makefile("rb")
+
+        clients = [connect() for _ in range(4)]
+        loops = set()
+        for _, f in clients:
+            hello = f.readline().decode()
+            expect(hello.startswith("* you are client ") and " on loop " in hello, f"a greeting, not {hello!r}")
+            loops.add(hello.split()[-1])
+        expect(loops == {"0", "1"}, f"clients land on both loops, not only {loops}")
+        # every line to every other client, none back to its writer
+        for i, (c, _) in enumerate(clients):
+            c.sendall(f"line from {i}\n".encode())
+            for j, (_, f) in enumerate(clients):
+                if j != i:
+                    got = f.readline().decode()
+                    expect(got == f"line from {i}\n", f"client {j} got {got!r} for client {i}'s line")
+        # one more client that never reads: once the kernel's buffers are full
+        # its writer's deadline passes and it is dropped (reset); meanwhile, and
+        # after, the others get every one of client 0's lines in turn.  The idle
+        # client is not read from: reading would make room and keep it alive.
+        idle, idle_f = connect(rcvbuf=4096)
+        expect(idle_f.readline().startswith(b"* you are client"), "the idle client is greeted")
+        big = "x" * 1000
+        talker = clients[0][0]
+        dropped, k, until = False, 0, time.monotonic() + WAIT
+        while not dropped and time.monotonic() < until:
+            talker.sendall(f"{k} {big}\n".encode())
+            for j in (1, 2, 3):
+                got = clients[j][1].readline().decode()
+                expect(got == f"{k} {big}\n", f"client {j} got {got[:40]!r} for line {k}")
+            k += 1
+            # the kernel's view of the idle socket (TCP_INFO's first byte):
+            # no longer ESTABLISHED (1) once the server reset or closed it
+            dropped = idle.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != 1
+        expect(dropped, f"the client that stopped reading is dropped ({k} lines later)")
+        # the others still talk
+        clients[2][0].sendall(b"still here\n")
+        for j in (0, 1, 3):
+            got = clients[j][1].readline()
+            expect(got == b"still here\n", f"client {j} got {got!r} after the drop")
+        srv.send_signal(signal.SIGTERM)
+        rc = srv.wait(timeout=WAIT)
+        expect(rc == 0, f"SIGTERM ends chat with exit 0, not {rc}: {srv.stderr.read()}")
+        for j, (_, f) in enumerate(clients):
+            expect(f.read() == b"", f"client {j} is closed at the end")
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    p = run([binary, "127.0.0.1:0", "0"])
+    expect(p.returncode == 2 and "usage" in p.stderr, "chat with 0 loops is refused", p)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "echo", "fetch", "capture", "treewalk"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("hello", "echo", "fetch", "capture", "treewalk", "chat"):
         sys.exit(__doc__)
     globals()[sys.argv[1]](os.path.abspath(sys.argv[2]))
     print(f"{sys.argv[1]}: ok")

@@ -360,6 +360,147 @@ static void free_in_use_is_refused(void **state)
   }
 }
 
+
+/* ---- references: the last release frees, also while a call is inside ---- */
+
+/* Each loop holds a reference: loop 0 sends, closes and releases; loop 1
+ * receives (a plain receive, or a select) until the close, then releases.  Whichever goes last frees; the test's own
+ * reference went before either began. */
+static void *refs_main(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  long v;
+  if (me == 0) {
+    for (long i = 1; i <= S.n; i++)
+      if (tdl_chan_send(S.a, &i, TDL_FOREVER) < 0)
+        S.bad[0]++;
+    S.results[0] = tdl_chan_close(S.a) | tdl_chan_release(S.a);
+  } else {
+    int e;
+    for (;;) {
+      if (S.count[1] % 2) {
+        tdl_select_op op = {.kind = TDL_SELECT_RECV, .ch = S.a, .val = &v};
+        e = tdl_select(&op, 1, TDL_FOREVER);
+        e = e < 0 ? e : op.result;
+      } else {
+        e = tdl_chan_recv(S.a, &v, TDL_FOREVER);
+      }
+      if (e < 0)
+        break;
+      S.sum[1] += v;
+      S.count[1]++;
+    }
+    S.results[1] = e;
+    S.results[2] = tdl_chan_release(S.a);
+  }
+  if (__atomic_add_fetch(&S.done, 1, __ATOMIC_SEQ_CST) == 2)
+    tdl_group_stop(tdl_group_self());
+  return NULL;
+}
+
+/* A receiver on loop 1 waits holding no reference of its own; the last
+ * reference goes from loop 0 (or from loop 1 itself) while it is parked:
+ * the release closes the channel, the receiver wakes with -EPIPE, and the
+ * channel is freed as it leaves. */
+static void *orphan_receiver(void *arg)
+{
+  (void)arg;
+  long v;
+  S.results[3] = tdl_chan_recv(S.a, &v, TDL_FOREVER);
+  return NULL;
+}
+
+static void *last_releaser(void *arg)
+{
+  (void)arg;
+  /* orphan_receiver ran first on this loop and is parked now */
+  long go = 1;
+  if (S.n == 0)
+    S.results[4] = tdl_chan_release(S.a);
+  else
+    S.results[4] = tdl_chan_send(S.b, &go, TDL_FOREVER);
+  return NULL;
+}
+
+static void *orphan_main(void *arg)
+{
+  (void)arg;
+  int me = tdl_group_index();
+  if (me == 1) {
+    tdl_fiber_options detached = {.detached = true};
+    tdl_fiber_t r;
+    if (tdl_fiber_spawn(&r, tdl_fiber_loop(), orphan_receiver, NULL, NULL) < 0 ||
+        tdl_fiber_spawn(NULL, tdl_fiber_loop(), last_releaser, NULL, &detached) < 0)
+      S.bad[1]++;
+    else if (tdl_fiber_join(r, NULL, TDL_FOREVER) < 0)
+      S.bad[1]++;
+  } else {
+    long go;
+    if (S.n && (tdl_chan_recv(S.b, &go, TDL_FOREVER) < 0 || tdl_chan_release(S.a) < 0))
+      S.bad[0]++;
+  }
+  if (__atomic_add_fetch(&S.done, 1, __ATOMIC_SEQ_CST) == 2)
+    tdl_group_stop(tdl_group_self());
+  return NULL;
+}
+
+static void references(void **state)
+{
+  (void)state;
+  /* misuse */
+  tdl_chan *local;
+  assert_int_equal(tdl_chan_retain(NULL), -EINVAL);
+  assert_int_equal(tdl_chan_release(NULL), -EINVAL);
+  assert_int_equal(tdl_chan_new(&local, sizeof(long), 1), 0);
+  assert_int_equal(tdl_chan_retain(local), -EINVAL); /* its owner frees it */
+  assert_int_equal(tdl_chan_release(local), -EINVAL);
+  assert_int_equal(tdl_chan_free(local), 0);
+  assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), 4), 0);
+  assert_int_equal(tdl_chan_retain(S.a), 0);
+  assert_int_equal(tdl_chan_free(S.a), -EBUSY); /* another reference is held */
+  assert_int_equal(tdl_chan_release(S.a), 0);
+  long v = 3;
+  assert_int_equal(tdl_chan_try_send(S.a, &v), 0); /* still open, still a channel */
+  assert_int_equal(tdl_chan_release(S.a), 0);      /* the last: freed, a value inside */
+
+  /* releases racing sends, receives and selects on two loops */
+  for (size_t cap = 0; cap <= 64; cap += 64) {
+    memset(&S, 0, sizeof S);
+    S.n = rounds(cap ? 50000 : 5000);
+    assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+    assert_int_equal(tdl_chan_retain(S.a), 0);
+    assert_int_equal(tdl_chan_retain(S.a), 0);
+    tdl_group *g = run_group(2, refs_main);
+    assert_int_equal(tdl_chan_release(S.a), 0); /* from this thread, while they run */
+    finish(g);
+    assert_int_equal(S.bad[0], 0);
+    assert_int_equal(S.results[0], 0);
+    assert_int_equal(S.results[2], 0);
+    /* received all, then -EPIPE */
+    assert_int_equal(S.results[1], -EPIPE);
+    assert_int_equal(S.count[1], S.n);
+    assert_int_equal(S.sum[1], S.n * (S.n + 1) / 2);
+  }
+
+  /* the last release while a fiber without a reference is parked on it,
+   * from its own loop (n 0) and from another (n 1) */
+  for (long n = 0; n < 2; n++) {
+    for (size_t cap = 0; cap <= 4; cap += 4) {
+      memset(&S, 0, sizeof S);
+      S.n = n;
+      assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+      assert_int_equal(tdl_chan_new_shared(&S.b, sizeof(long), 1), 0);
+      finish(run_group(2, orphan_main));
+      assert_int_equal(S.bad[0], 0);
+      assert_int_equal(S.bad[1], 0);
+      assert_int_equal(S.results[3], -EPIPE);
+      assert_int_equal(S.results[4], 0);
+      assert_int_equal(tdl_chan_free(S.b), 0);
+    }
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -370,6 +511,7 @@ int main(void)
       cmocka_unit_test(select_across_loops),
       cmocka_unit_test(one_loop_and_misuse),
       cmocka_unit_test(free_in_use_is_refused),
+      cmocka_unit_test(references),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

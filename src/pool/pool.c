@@ -13,10 +13,11 @@
  * "on its way" counts idle threads (woken or not: a woken one stays idle
  * until it runs), threads started that have not looked for work yet
  * (`starting`), the spinning one, and those between finishing a call and
- * taking the next (`finishing`).  Counting only idle threads that had not
- * been woken, as this file once did, started a thread per tick for the same
- * work while the threads started at the last tick had not run yet: on two
- * busy CPUs, 33 blocked calls got 53 threads.
+ * taking the next (`finishing`).  Counting only the idle threads not yet
+ * woken is not enough: while the threads started at one tick have not run
+ * yet (on busy CPUs, that can take several ticks), their work still looks
+ * uncovered, and each tick would start more for it (33 blocked calls got 53
+ * threads that way).
  * Submitting wakes an idle thread, or starts one while fewer than SPARE
  * exist (the CPUs, at least 4).  Beyond that, threads are started by a
  * monitor thread, and only for work that waits: every TICK while work is

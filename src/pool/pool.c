@@ -60,9 +60,13 @@ enum { DEFAULT_MAX = 64, MIN_SPARE = 4 };
 
 #define RUNNING(l) __atomic_load_n(&(l)->running, __ATOMIC_RELAXED)
 
-/* A worker's record: on the dead list once it has exited, to be joined. */
+/* A worker's record: on the live list while its thread runs (so that a
+ * forked child, where the thread does not exist, can free it: a record only
+ * the thread pointed to would be lost there), then on the dead list once it
+ * has exited, to be joined. */
 typedef struct worker {
   pthread_t t;
+  tdl__list live;
   struct worker *next;
 } worker;
 
@@ -86,6 +90,7 @@ static struct {
   unsigned queued;     /* work queued in all lanes (read unlocked by the spinner) */
   bool monitor_running, monitor_sleeping, monitor_stop;
   pthread_t monitor_thread;
+  tdl__list live;      /* records of the threads that run */
   worker *dead;        /* exited threads, not joined yet */
   bool closed;         /* tdl_pool_shutdown was called: no work is taken in */
   bool joining;        /* a shutdown is joining threads, outside the lock */
@@ -140,7 +145,10 @@ static void after_fork_child(void)
   pthread_mutex_init(&P.lock, &ma);
   pthread_mutexattr_destroy(&ma);
   init_conds();
-  /* The parent's exited threads do not exist here: nothing to join. */
+  /* The parent's threads do not exist here: nothing to join, and their
+   * records are only memory. */
+  for (tdl__list *n; (n = tdl__list_pop(&P.live)) != NULL;)
+    free(TDL__CONTAINER_OF(n, worker, live));
   while (P.dead) {
     worker *d = P.dead;
     P.dead = d->next;
@@ -220,6 +228,7 @@ static _Thread_local bool on_pool_thread;
  * monitor is told to join it. */
 static void bury(worker *me)
 {
+  tdl__list_remove(&me->live);
   me->next = P.dead;
   P.dead = me;
   P.threads--;
@@ -311,10 +320,12 @@ static void *worker_main(void *arg)
 /* Under the lock: one more worker.  false if it could not be made. */
 static bool start_thread(void)
 {
-  worker *me = malloc(sizeof *me);
+  worker *me = calloc(1, sizeof *me);
   if (!me)
     return false;
+  tdl__list_push(&P.live, &me->live); /* before the thread can bury it */
   if (tdl__thread_start_joinable(&me->t, worker_main, me) < 0) {
+    tdl__list_remove(&me->live);
     free(me);
     return false;
   }

@@ -1,29 +1,61 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Installs the built library into a scratch prefix and builds a consumer
-# against it: with find_package(treadle) (treadle::treadle, static, and
-# treadle::treadle_shared) and with pkg-config; then reads the installed man
-# pages the way a user would.
+# Installs the built library into a scratch prefix and builds consumers
+# against it every way the README's "Using an installed copy" names:
+# find_package(treadle) (treadle::treadle, static; treadle::treadle_shared;
+# treadle::treadle_hook), pkg-config (treadle-static, treadle, treadle-hook)
+# and -ltreadle-hook -ltreadle by hand.  Every program is run with no
+# LD_LIBRARY_PATH, as a user runs it: the static ones must need no
+# libtreadle.so, the shared ones find theirs through the rpath the README
+# says to add (or that CMake adds).  Then reads the installed man pages the
+# way a user would.
 set -eu
+unset LD_LIBRARY_PATH LD_PRELOAD
 build=${1:-build/test}
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
+cc="cc -std=c11 -Wall -Wextra -Wpedantic -Werror"
+
+# needs PROGRAM LIB: PROGRAM's NEEDED entries name LIB (a soname prefix).
+needs() { readelf -d "$1" | grep 'NEEDED' | grep -q "\[$2"; }
+fail() { echo "consumer: $*" >&2; exit 1; }
+
+# ---- CMake ----
 cmake -S tests/consumer -B "$prefix/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/cm" >/dev/null
+needs "$prefix/cm/consumer" libtreadle && fail "treadle::treadle should be the static library"
 "$prefix/cm/consumer"
-# The static treadle::treadle needs no libtreadle.so at run time; the shared
-# one finds it through the rpath CMake set.
-if ldd "$prefix/cm/consumer" | grep -q libtreadle; then
-  echo "consumer: treadle::treadle should be the static library" >&2
-  exit 1
-fi
+needs "$prefix/cm/consumer-shared" libtreadle.so || fail "treadle::treadle_shared does not need libtreadle.so"
 "$prefix/cm/consumer-shared"
-libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
-PKG_CONFIG_PATH="$libdir" cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/consumer/main.c \
-  -o "$prefix/pc-consumer" $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs --static treadle)
-LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/pc-consumer"
-echo "consumer: find_package (static and shared) and pkg-config work"
+needs "$prefix/cm/consumer-hook" libtreadle-hook.so || fail "treadle::treadle_hook does not need libtreadle-hook.so"
+"$prefix/cm/consumer-hook"
+echo "consumer: find_package: treadle::treadle (static), treadle::treadle_shared, treadle::treadle_hook run"
+
+# ---- pkg-config ----
+pcdir=$(ls -d "$prefix"/lib*/pkgconfig "$prefix"/lib/*/pkgconfig 2>/dev/null | head -1)
+export PKG_CONFIG_PATH="$pcdir"
+libdir=$(pkg-config --variable=libdir treadle)
+rpath="-Wl,-rpath,$libdir"
+# Static: no libtreadle.so needed, whichever form of the command.
+$cc tests/consumer/main.c -o "$prefix/pc-static" $(pkg-config --cflags --libs --static treadle-static)
+needs "$prefix/pc-static" libtreadle && fail "pkg-config --static treadle-static linked libtreadle.so"
+"$prefix/pc-static"
+$cc tests/consumer/main.c -o "$prefix/pc-static2" $(pkg-config --cflags --libs treadle-static)
+needs "$prefix/pc-static2" libtreadle && fail "pkg-config treadle-static linked libtreadle.so"
+"$prefix/pc-static2"
+# Shared: the README's command, with the rpath it says a prefix outside the
+# loader's path needs.
+$cc tests/consumer/main.c -o "$prefix/pc-shared" $(pkg-config --cflags --libs treadle) "$rpath"
+needs "$prefix/pc-shared" libtreadle.so.1 || fail "pkg-config treadle did not link libtreadle.so.1"
+"$prefix/pc-shared"
+# The hook: through pkg-config, and by hand.
+$cc tests/consumer/hooked.c -o "$prefix/pc-hook" $(pkg-config --cflags --libs treadle-hook) "$rpath"
+needs "$prefix/pc-hook" libtreadle-hook.so.1 || fail "pkg-config treadle-hook did not link libtreadle-hook.so.1"
+"$prefix/pc-hook"
+$cc tests/consumer/hooked.c -o "$prefix/hand-hook" -I"$prefix/include" -L"$libdir" -ltreadle-hook -ltreadle "$rpath"
+"$prefix/hand-hook"
+echo "consumer: pkg-config treadle-static (static), treadle, treadle-hook and -ltreadle-hook -ltreadle run"
 
 # man tdl_read finds its page; tdl_write is on the same page, through a .so
 # link; every header has its section 7 page.

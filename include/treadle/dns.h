@@ -96,7 +96,8 @@ extern "C" {
  *   -ETIMEDOUT (the deadline passed);
  *   the lookup errors of the table above (-ENXIO, -EAGAIN, -EIO, -ENOENT,
  *   -ENOMEM...); and the pool's: -ENOMEM, -EAGAIN (no thread could be
- *   started).  On error, out is left as it was.
+ *   started), -ESHUTDOWN (after tdl_pool_shutdown).  On error, out is left
+ *   as it was.
  * Cost: the cheap path (see above) parses, with no system call except
  *   if_nametoindex() for a named scope, and works in fibers or not; a
  *   lookup costs one allocation, a pool round trip and getaddrinfo() (a

@@ -66,7 +66,8 @@
  * bytes than asked, as read(2) may (a direct read that found only part of
  * the range cached returns that part); 0 is the end of the file.  Also
  * -EPERM: called outside a fiber; -EFAULT: a NULL buffer, path or stat
- * with a non-zero length; -EAGAIN: the pool could start no thread.
+ * with a non-zero length; -EAGAIN: the pool could start no thread;
+ * -ESHUTDOWN: a call that needed a pool thread after tdl_pool_shutdown.
  */
 #ifndef TREADLE_FS_H
 #define TREADLE_FS_H

@@ -9,11 +9,11 @@
  * for it, but not the 8 MiB of a default stack each. */
 #define STACK (256 * 1024)
 
-int tdl__thread_start(void *(*fn)(void *arg), void *arg)
+static int start(pthread_t *t, bool detached, void *(*fn)(void *arg), void *arg)
 {
   pthread_attr_t a;
   pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setdetachstate(&a, detached ? PTHREAD_CREATE_DETACHED : PTHREAD_CREATE_JOINABLE);
   pthread_attr_setstacksize(&a, STACK);
   /* Signals blocked from its first instruction (the new thread inherits the
    * mask): a loop's signal watcher reads them from its own thread, and a
@@ -21,9 +21,19 @@ int tdl__thread_start(void *(*fn)(void *arg), void *arg)
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(&t, &a, fn, arg));
+  int e = TDL__FAULT_ERR(EAGAIN, pthread_create(t, &a, fn, arg));
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&a);
   return e == 0 ? 0 : -EAGAIN;
+}
+
+int tdl__thread_start(void *(*fn)(void *arg), void *arg)
+{
+  pthread_t t;
+  return start(&t, true, fn, arg);
+}
+
+int tdl__thread_start_joinable(pthread_t *t, void *(*fn)(void *arg), void *arg)
+{
+  return start(t, false, fn, arg);
 }

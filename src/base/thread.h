@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The helper threads treadle starts for itself (the loop watchdog's, the
- * pool's), which run until they decide to exit and which nobody joins.
+ * The helper threads treadle starts for itself: the loop watchdog's, which
+ * runs until it decides to exit and which nobody joins, and the pool's,
+ * which tdl_pool_shutdown joins so that a program can end with none left.
  */
 #ifndef TDL_BASE_THREAD_H
 #define TDL_BASE_THREAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
 
 #include "base/base.h"
 
@@ -12,5 +16,9 @@
  * joins it), with every signal blocked and a 256 KiB stack.  Returns 0, or
  * -EAGAIN when it could not be made. */
 int tdl__thread_start(void *(*fn)(void *arg), void *arg);
+
+/* The same, joinable: *t is the thread, which the caller must join (or
+ * detach) once fn has returned, or its stack stays mapped. */
+int tdl__thread_start_joinable(pthread_t *t, void *(*fn)(void *arg), void *arg);
 
 #endif /* TDL_BASE_THREAD_H */

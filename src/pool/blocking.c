@@ -50,6 +50,11 @@ int tdl_pool_call(tdl_lane lane, void *(*fn)(void *arg), void *arg, void (*drop)
    * not started; either way it comes home and is freed there. */
   if ((e = tdl__call_wait(&w->call, "blocking", deadline)) < 0)
     return e;
+  if (w->err < 0) { /* skipped by a shutdown: fn never ran, and arg goes to drop */
+    e = w->err;
+    free(w);
+    return refuse(e, drop, arg);
+  }
   if (result)
     *result = w->result;
   free(w);
@@ -79,10 +84,13 @@ int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **r
       tdl__call_unsent(&w.call);
       return e < 0 ? e : -ECANCELED;
     }
-    /* A thread has it, and it may write into the caller's memory: wait. */
+    /* A thread has it, and it may write into the caller's memory, or a
+     * shutdown took it and is sending it home: wait. */
     while (!w.call.arrived)
       tdl__park_uncancellable(f, "blocking (started)");
   }
+  if (w.err < 0)
+    return w.err; /* skipped by a shutdown */
   if (result)
     *result = w.result;
   return 0;

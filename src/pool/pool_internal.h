@@ -20,13 +20,16 @@ struct tdl__work {
   tdl__work *next;           /* in its lane's queue (under the pool's lock) */
   void *(*fn)(void *arg);
   void *result;
+  int err;                   /* 0, or -ESHUTDOWN: skipped by tdl_pool_shutdown (fn never ran) */
   unsigned lane;
   tdl_time_t queued_at;      /* when submitted (the monitor reads it, under the pool's lock) */
 };
 
 /* Queue w in its lane; a thread runs w->fn (unless abandoned) and then
- * sends w home (tdl__call_return).  Returns 0, or -EAGAIN when no thread
- * exists and none could be started (w is not queued). */
+ * sends w home (tdl__call_return), or a shutdown skips it and sends it home
+ * with w->err set.  Returns 0, or -EAGAIN when no thread exists and none
+ * could be started, -ESHUTDOWN when the pool is shut down (w is not
+ * queued). */
 int tdl__pool_submit(tdl__work *w);
 
 /* Take w back if no thread has taken it yet: true when it was still
@@ -40,7 +43,7 @@ bool tdl__pool_withdraw(tdl__work *w);
  * a deadline or a cancel that comes first withdraws it if it has not started
  * (-ETIMEDOUT, -ECANCELED; fn never runs), and otherwise waits for it.  For
  * work that writes into the caller's memory (file reads).  Errors as
- * tdl_pool_call's.
+ * tdl_pool_call's (-ESHUTDOWN included).
  */
 int tdl__blocking_run(tdl_lane lane, void *(*fn)(void *arg), void *arg, void **result, tdl_time_t deadline);
 

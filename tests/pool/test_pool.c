@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -388,6 +389,213 @@ static void blocked_calls_get_more_threads(void **state)
   assert_true(st.threads >= TOGETHER);
 }
 
+/* ---- the elastic rule: N calls in flight start at most N threads ---- */
+
+enum { IN_FLIGHT = 33 };
+static int in_flight_results;
+
+static void *gated_call(void *arg)
+{
+  (void)arg;
+  if (tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, NULL, NULL, tdl_after(LONG)) == 0)
+    in_flight_results++;
+  return NULL;
+}
+
+/* Polls (outside any fiber) until the pool runs `running` calls of the user
+ * lane, running L meanwhile so that every fiber has handed its call over. */
+static void wait_running(unsigned running)
+{
+  tdl_pool_stats st;
+  for (;;) {
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+    tdl_pool_stats_get(&st);
+    if (st.running[TDL_LANE_USER] == running)
+      return;
+    usleep(1000);
+  }
+}
+
+static void calls_in_flight_start_no_more_threads_than_calls(void **state)
+{
+  (void)state;
+  /* From an empty pool, so that its count of threads is this test's. */
+  assert_int_equal(tdl_pool_shutdown(tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.threads, 0);
+  assert_int_equal(st.max_threads, 64); /* the documented default */
+  uint64_t before = st.started_threads;
+  gate_open = in_flight_results = 0;
+  for (int i = 0; i < IN_FLIGHT; i++)
+    go(gated_call, NULL);
+  /* Every call runs at once (none can finish before the gate opens): each
+   * got a thread, and no thread was started for nothing. */
+  wait_running(IN_FLIGHT);
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.queued[TDL_LANE_USER], 0);
+  assert_true(st.threads <= IN_FLIGHT);
+  assert_true(st.started_threads - before <= IN_FLIGHT);
+  open_gate();
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(in_flight_results, IN_FLIGHT);
+}
+
+/* ---- shutdown ---- */
+
+static void *one_call_ok(void *arg)
+{
+  void *r = NULL;
+  *(int *)arg = tdl_pool_call(TDL_LANE_USER, twice_elsewhere, (void *)3, NULL, &r, tdl_after(LONG));
+  if ((intptr_t)r != 6)
+    *(int *)arg = -1000;
+  return NULL;
+}
+
+static void shutdown_with_idle_threads_twice_and_again(void **state)
+{
+  (void)state;
+  loop_thread = pthread_self();
+  int e = 1;
+  go(one_call_ok, &e);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(e, 0);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_true(st.threads >= 1); /* idle, for idle_exit */
+  assert_int_equal(tdl_pool_shutdown(tdl_after(LONG)), 0);
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.threads, 0);
+  assert_int_equal(st.idle, 0);
+  /* Twice: nothing left to do, and a past deadline does not matter. */
+  assert_int_equal(tdl_pool_shutdown(0), 0);
+  assert_int_equal(tdl_pool_shutdown(TDL_FOREVER), 0);
+  /* configure opens it again. */
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){0}), 0);
+  e = 1;
+  go(one_call_ok, &e);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(e, 0);
+}
+
+static int shut_results[3];
+
+static void *running_call(void *arg)
+{
+  (void)arg;
+  shut_results[0] = tdl_pool_call(TDL_LANE_USER, wait_gate, NULL, count_drop, NULL, tdl_after(LONG));
+  return NULL;
+}
+
+static void *queued_call(void *arg)
+{
+  shut_results[(intptr_t)arg] = tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(LONG));
+  return NULL;
+}
+
+static int after_result, file_result;
+
+static void *call_after_shutdown(void *arg)
+{
+  (void)arg;
+  after_result = tdl_pool_call(TDL_LANE_USER, never_runs, NULL, count_drop, NULL, tdl_after(LONG));
+  struct stat sb;
+  file_result = tdl_fs_stat("/", &sb, tdl_after(LONG)); /* a path call: always on the pool */
+  return NULL;
+}
+
+static void shutdown_with_queued_and_running_work(void **state)
+{
+  (void)state;
+  gate_open = slow_finished = dropped = never_ran_flag = 0;
+  memset(shut_results, 1, sizeof shut_results);
+  /* One thread: the first call runs (held at the gate), two wait. */
+  assert_int_equal(tdl_pool_configure(&(tdl_pool_options){.max_threads = 1}), 0);
+  go(running_call, NULL);
+  wait_running(1);
+  go(queued_call, (void *)1);
+  go(queued_call, (void *)2);
+  tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  tdl_pool_stats st;
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.queued[TDL_LANE_USER], 2);
+  /* The running call cannot end before the gate opens: the deadline
+   * passes; the queued ones are skipped meanwhile. */
+  assert_int_equal(tdl_pool_shutdown(tdl_after(20 * TDL_MSEC)), -ETIMEDOUT);
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.queued[TDL_LANE_USER], 0);
+  assert_int_equal(st.running[TDL_LANE_USER], 1);
+  assert_true(st.threads >= 1);
+  /* Their callers hear -ESHUTDOWN and their arguments are dropped; fn
+   * never ran. */
+  while (shut_results[1] == 0x01010101 || shut_results[2] == 0x01010101)
+    tdl_loop_run(L, TDL_LOOP_ONCE);
+  assert_int_equal(shut_results[1], -ESHUTDOWN);
+  assert_int_equal(shut_results[2], -ESHUTDOWN);
+  assert_int_equal(dropped, 2);
+  assert_int_equal(__atomic_load_n(&never_ran_flag, __ATOMIC_ACQUIRE), 0);
+  /* Closed: new work is refused (and its argument dropped), also the
+   * file calls that need a pool thread. */
+  go(call_after_shutdown, NULL);
+  tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(after_result, -ESHUTDOWN);
+  assert_int_equal(file_result, -ESHUTDOWN);
+  assert_int_equal(dropped, 3);
+  /* The running call ends; a second shutdown waits for it and joins. */
+  open_gate();
+  assert_int_equal(tdl_pool_shutdown(tdl_after(LONG)), 0);
+  tdl_pool_stats_get(&st);
+  assert_int_equal(st.threads, 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(shut_results[0], 0);
+  assert_int_equal(dropped, 3);
+}
+
+static int in_fiber_result;
+
+static void *shutdown_in_fiber(void *arg)
+{
+  (void)arg;
+  in_fiber_result = tdl_pool_shutdown(tdl_after(LONG));
+  return NULL;
+}
+
+static void *shutdown_on_pool_thread(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)tdl_pool_shutdown(tdl_after(LONG));
+}
+
+static void *shutdown_from_pool_work(void *arg)
+{
+  (void)arg;
+  void *r = NULL;
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, shutdown_on_pool_thread, NULL, NULL, &r, tdl_after(LONG)), 0);
+  *(int *)arg = (int)(intptr_t)r;
+  return NULL;
+}
+
+static void shutdown_refused_in_a_loop_and_on_a_pool_thread(void **state)
+{
+  (void)state;
+  in_fiber_result = 1;
+  go(shutdown_in_fiber, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(in_fiber_result, -EPERM);
+  int e = 1;
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(&h, L, shutdown_from_pool_work, &e, NULL), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(e, -EDEADLK);
+  /* Neither closed the pool. */
+  e = 1;
+  go(one_call_ok, &e);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(e, 0);
+}
+
 /* ---- misuse ---- */
 
 static void *misuse_in_fiber(void *arg)
@@ -570,6 +778,10 @@ int main(void)
       cmocka_unit_test_setup_teardown(from_every_loop_of_a_group, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(fork_while_threads_exist, pool_defaults, teardown),
       cmocka_unit_test_setup_teardown(exit_with_work_in_flight, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(calls_in_flight_start_no_more_threads_than_calls, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(shutdown_with_idle_threads_twice_and_again, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(shutdown_with_queued_and_running_work, pool_defaults, teardown),
+      cmocka_unit_test_setup_teardown(shutdown_refused_in_a_loop_and_on_a_pool_thread, pool_defaults, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,17 +158,20 @@ typedef struct tdl_fs_dirent {
  * allocated.  Returns how many it filled in (1 to n), and 0 at the end of
  * the directory.  Errors: -EBADF (fd), -ENOTDIR (fd is not a directory),
  * -EINVAL (n is 0), -EFAULT (entries NULL), -ENOENT (the directory was
- * removed), and the common ones above. */
+ * removed), and the common ones above.  (One call fills in at most 2^20
+ * entries, whatever n says: a count must fit the int it returns.) */
 TDL_API int tdl_fs_readdir(int fd, tdl_fs_dirent *entries, size_t n, tdl_time_t deadline);
 /* fstat(2), on the calling thread, in fibers or not.  Returns 0.  Errors:
  * -EBADF, -EFAULT (st NULL). */
 TDL_API int tdl_fs_fstat(int fd, struct stat *st);
-/* unlink(2), rename(2), mkdir(2) on the pool.  Return 0.  Errors: those of
- * the system calls (-ENOENT, -EEXIST, -EACCES, -EISDIR...), -EFAULT (a NULL
- * path), and the common ones above. */
+/* unlink(2), rename(2), mkdir(2), rmdir(2) on the pool.  Return 0.
+ * Errors: those of the system calls (-ENOENT, -EEXIST, -EACCES, -EISDIR,
+ * -ENOTEMPTY, -ENOTDIR...), -EFAULT (a NULL path), and the common ones
+ * above. */
 TDL_API int tdl_fs_unlink(const char *path, tdl_time_t deadline);
 TDL_API int tdl_fs_rename(const char *from, const char *to, tdl_time_t deadline);
 TDL_API int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline);
+TDL_API int tdl_fs_rmdir(const char *path, tdl_time_t deadline);
 
 /* How the calls are made.  AUTO (the default) is described above; on a
  * loop whose back end is uring (loop.h), a read or write the page cache

@@ -100,7 +100,7 @@ static int nowait_off;          /* no preadv2/pwritev2 at all (ENOSYS: qemu-user
 static _Thread_local tdl_fs_stats stats;
 
 enum op { OP_OPEN, OP_READV, OP_WRITEV, OP_FSYNC, OP_FDATASYNC, OP_STAT, OP_STATX, OP_READDIR, OP_UNLINK, OP_RENAME,
-  OP_MKDIR };
+  OP_MKDIR, OP_RMDIR };
 
 /* One call, described for a pool thread. */
 typedef struct call {
@@ -221,6 +221,7 @@ static void *run(void *arg)
   case OP_UNLINK: r = unlink(c->path); break;
   case OP_RENAME: r = rename(c->path, c->path2); break;
   case OP_MKDIR: r = mkdir(c->path, c->mode); break;
+  case OP_RMDIR: r = rmdir(c->path); break;
   }
   c->ret = sys_result(r);
   return NULL;
@@ -543,6 +544,13 @@ int tdl_fs_mkdir(const char *path, mode_t mode, tdl_time_t deadline)
   if (!path)
     return -EFAULT;
   return (int)by_engine(&(call){.op = OP_MKDIR, .path = path, .mode = mode}, deadline);
+}
+
+int tdl_fs_rmdir(const char *path, tdl_time_t deadline)
+{
+  if (!path)
+    return -EFAULT;
+  return (int)by_engine(&(call){.op = OP_RMDIR, .path = path}, deadline);
 }
 
 int tdl_fs_fstat(int fd, struct stat *st)

@@ -105,8 +105,13 @@ static void *round_trip_fiber(void *arg)
   assert_int_equal(tdl_fs_rename(at("sub/a"), at("sub/b"), d), 0);
   assert_int_equal(tdl_fs_stat(at("sub/a"), &st, d), -ENOENT);
   assert_int_equal(tdl_fs_stat(at("sub/b"), &st, d), 0);
+  assert_int_equal(tdl_fs_rmdir(at("sub"), d), -ENOTEMPTY);
+  assert_int_equal(tdl_fs_rmdir(at("sub/b"), d), -ENOTDIR);
   assert_int_equal(tdl_fs_unlink(at("sub/b"), d), 0);
   assert_int_equal(tdl_fs_unlink(at("sub/b"), d), -ENOENT);
+  assert_int_equal(tdl_fs_unlink(at("sub"), d), -EISDIR);
+  assert_int_equal(tdl_fs_rmdir(at("sub"), d), 0);
+  assert_int_equal(tdl_fs_rmdir(at("sub"), d), -ENOENT);
   return NULL;
 }
 
@@ -133,6 +138,7 @@ static void *errors_fiber(void *arg)
   assert_int_equal(tdl_fs_unlink(NULL, d), -EFAULT);
   assert_int_equal(tdl_fs_rename(NULL, "x", d), -EFAULT);
   assert_int_equal(tdl_fs_mkdir(NULL, 0755, d), -EFAULT);
+  assert_int_equal(tdl_fs_rmdir(NULL, d), -EFAULT);
   assert_int_equal(tdl_fs_mkdir(dir, 0755, d), -EEXIST);
 
   /* A directory opened for reading: reads say EISDIR. */

@@ -27,3 +27,12 @@ int tdl__thread_start(void *(*fn)(void *arg), void *arg)
   pthread_attr_destroy(&a);
   return e == 0 ? 0 : -EAGAIN;
 }
+
+unsigned tdl__cpus(cpu_set_t *set)
+{
+  CPU_ZERO(set);
+  if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
+    return (unsigned)CPU_COUNT(set);
+  CPU_ZERO(set);
+  return 1;
+}

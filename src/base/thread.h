@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The helper threads treadle starts for itself (the loop watchdog's, the
- * pool's), which run until they decide to exit and which nobody joins.
+ * pool's), which run until they decide to exit and which nobody joins; and
+ * the CPUs the process may run on, which "one per CPU" means everywhere.
  */
 #ifndef TDL_BASE_THREAD_H
 #define TDL_BASE_THREAD_H
+
+#include <sched.h>
 
 #include "base/base.h"
 
@@ -12,5 +15,10 @@
  * joins it), with every signal blocked and a 256 KiB stack.  Returns 0, or
  * -EAGAIN when it could not be made. */
 int tdl__thread_start(void *(*fn)(void *arg), void *arg);
+
+/* The CPUs of the calling thread's affinity mask (sched_getaffinity) into
+ * *set, and how many there are: at least 1 (then *set may be empty) when
+ * the mask cannot be read. */
+unsigned tdl__cpus(cpu_set_t *set);
 
 #endif /* TDL_BASE_THREAD_H */

@@ -184,7 +184,10 @@ class Page:
 class Header:
     def __init__(self, path):
         self.path = path
-        self.include = "<" + path[len("include/"):] + ">"
+        # What a program includes for it: the sub-headers stop the build
+        # unless they come through <treadle.h>; hook.h, which no other
+        # header includes, is included by its own name.
+        self.include = "<" + path[len("include/"):] + ">" if os.path.basename(path) == "hook.h" else "<treadle.h>"
         base = os.path.basename(path)[:-2]
         self.man7 = "treadle" if base == "treadle" else "treadle-" + base
         self.intro = []       # the opening comment
@@ -443,7 +446,7 @@ def type_text(doc, text, header):
 
 
 def synopsis(page, types):
-    out = [".nf", ".B #include " + esc(page.header.include if "hook.h" in page.header.path else "<treadle.h>"), ".PP"]
+    out = [".nf", ".B #include " + esc(page.header.include), ".PP"]
     shown = set()
     for p in page.protos:
         for l in clean_proto(p):

@@ -31,10 +31,11 @@ static void *session(void *arg)
     return NULL;
   }
   for (;;) {
-    /* The next line, with its "\n"; -EPIPE at EOF, -ETIMEDOUT when idle,
-     * -EMSGSIZE for a line longer than MAX_LINE. */
+    /* The next line, with its "\n"; 0 when the client closed, -EPIPE when
+     * it closed inside a line, -ETIMEDOUT when idle, -EMSGSIZE for a line
+     * longer than MAX_LINE. */
     ssize_t n = tdl_reader_until(&in, "\n", 1, tdl_after(IDLE));
-    if (n < 0)
+    if (n <= 0)
       break;
     if (tdl_writer_put(&out, tdl_reader_data(&in), (size_t)n) < 0)
       break;

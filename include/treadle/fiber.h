@@ -25,6 +25,11 @@
  * process.h's tdl_process_wait and tdl_process_run, which outside a fiber
  * block the calling thread, as documented there.)
  *
+ * Time: in a fiber, tdl_now() is its loop's cached time (loop.h), read once
+ * per turn of the loop, between the runs of its fibers: it does not move
+ * while a fiber runs, so timing work that never parks takes
+ * tdl_loop_update_time(tdl_fiber_loop()) before each tdl_now().
+ *
  * Handles: a tdl_fiber_t names a fiber until it has been joined, or has
  * finished after being detached; then the handle is stale and every call
  * given it returns -ESRCH (handles are never reused for another fiber).

@@ -167,9 +167,10 @@ TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl
  *   static void *loop_main(void *arg) {          // a group's main, on every loop
  *     return (void *)(intptr_t)tdl_acceptor_serve(arg, (unsigned)tdl_group_index());
  *   }
- *   tdl_acceptor_new(&a, &(tdl_acceptor_options){.listen = "*:8080", .loops = n,
+ *   tdl_acceptor_new(&a, &(tdl_acceptor_options){.listen = "*:8080", // a slot per CPU
  *                    .mode = TDL_ACCEPTOR_DISTRIBUTE, .handler = handle});
- *   tdl_group_new(&g, &(tdl_group_options){.loops = n, .main = loop_main, .arg = a, ...});
+ *   tdl_group_new(&g, &(tdl_group_options){.loops = tdl_acceptor_size(a),
+ *                 .main = loop_main, .arg = a, ...});
  *
  * Two ways to spread them:
  *   TDL_ACCEPTOR_REUSEPORT    a listener per slot, bound with SO_REUSEPORT;
@@ -197,7 +198,9 @@ typedef void (*tdl_acceptor_fn)(int fd, void *arg);
 
 typedef struct tdl_acceptor_options {
   const char *listen;    /* an address as tdl_net_listen_str reads it ("*:8080") */
-  unsigned loops;        /* slots: 1..TDL_GROUP_MAX */
+  unsigned loops;        /* slots: up to TDL_GROUP_MAX; 0 means one per CPU
+                            in the affinity mask, as for a group
+                            (tdl_acceptor_size says how many) */
   tdl_acceptor_mode mode;
   int backlog;           /* per listener; <= 0: SOMAXCONN */
   tdl_acceptor_fn handler;
@@ -228,12 +231,17 @@ typedef struct tdl_acceptor_options {
 /*
  * Make an acceptor and its listener(s), in any thread.  With reuseport and
  * port 0 the first listener picks the port and the others share it.
- * Errors: -EINVAL (NULL out, opts, listen or handler; loops 0 or above
+ * Errors: -EINVAL (NULL out, opts, listen or handler; loops above
  * TDL_GROUP_MAX; an unknown mode; listen not an address:
  * tdl_addr_parse_error says why); tdl_net_listen's (-EADDRINUSE...);
  * -ENOMEM.  Nothing is left open on failure.
  */
 TDL_API int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *opts);
+
+/* The number of slots (tdl_acceptor_options.loops, or the CPUs it stood
+ * for when 0): the loops a group serving every slot needs.  0 for NULL.
+ * THREAD-SAFE. */
+TDL_API unsigned tdl_acceptor_size(const tdl_acceptor *a);
 
 /* The address the listeners are bound to (with the port the kernel picked
  * for port 0) into *out.  Returns 0, or -EINVAL for a NULL argument.

@@ -109,6 +109,19 @@
  *     call) is looked at (fstat, F_GETFL) on its first hooked call.
  *   Errors.  A wait that is cancelled (tdl_fiber_cancel) fails with
  *     ECANCELED; an fd closed under a waiting fiber with EBADF.
+ *   Cancellation is sticky, as fiber.h promises: once a fiber is
+ *     cancelled, each of its intercepted calls that could wait fails with
+ *     ECANCELED before it does anything, even one that would not have had
+ *     to wait (data already there, a send that fits), so that nothing more
+ *     reaches the peer: read, write, the recv and send families, accept,
+ *     connect, and poll, ppoll, select and pselect with a timeout other
+ *     than zero (even with an fd ready).  Sleeps end at once with EINTR, as
+ *     on a signal; a host-name lookup fails with errno ECANCELED (above).
+ *     What cannot wait still works: close, dup, fcntl, ioctl, setsockopt,
+ *     the calls that make fds, poll and select with a zero timeout, a call
+ *     with MSG_DONTWAIT, and any call on an fd the user made non-blocking
+ *     (code that sets O_NONBLOCK waits in poll or select, which is refused)
+ *     or that the hook does not wait for (files, terminals).
  *   fork.  In the child, the fiber that forked is not hooked (treadle.h:
  *     it makes no blocking call, and the loop it ran on is the parent's),
  *     and close() there is close(2): tdl_close would take the parent's
@@ -116,6 +129,27 @@
  *     An fd the hook made non-blocking underneath is still non-blocking in
  *     a program the child execs (O_NONBLOCK is the file's): give a child
  *     fds the parent's fibers did not block on, or clear the flag first.
+ *
+ * CANCELLING A FIBER INSIDE A LIBRARY:
+ *   The library sees the ECANCELED of its system call and reports a
+ *   failure of its own:
+ *   - libcurl (easy API) keeps its sockets non-blocking and waits in poll:
+ *     curl_easy_perform returns CURLE_BAD_FUNCTION_ARGUMENT (43, "A libcurl
+ *     function was given a bad argument"), its answer to a poll that fails.
+ *   - hiredis (synchronous API): the command returns NULL, with c->err
+ *     REDIS_ERR_IO and c->errstr strerror(ECANCELED); it did not reach the
+ *     server.  Free the context.
+ *   Neither names the cause, so give each call the library's own timeout,
+ *   taken from the fiber's deadline, and keep tdl_fiber_cancel for what
+ *   must end whatever the library is doing (a shutdown):
+ *     long ms = (long)((deadline - tdl_now()) / TDL_MSEC); // not TDL_FOREVER
+ *     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L); // 0 would be none
+ *       (CURLE_OPERATION_TIMEDOUT, 28, when it passes)
+ *     redisConnectWithTimeout(host, port, tv); redisSetTimeout(c, tv);
+ *       (tv from the same difference; SO_RCVTIMEO and SO_SNDTIMEO, which
+ *       the hook keeps: REDIS_ERR_IO with c->errstr strerror(EAGAIN) when
+ *       one passes)
+ *   tests/hook/test_hook_curl.c and test_hook_hiredis.c check all four.
  *
  * WHAT IS NOT:
  *   Regular files, directories and block devices pass through untouched
@@ -154,7 +188,8 @@
  *
  * Cost: outside a fiber, one thread-local read and, on fds the hook knows, a
  * table look-up.  Inside, the first call on an fd costs fstat and two
- * fcntl; later ones add a look-up to the system call.  A poll that waits
+ * fcntl; later ones add a look-up and a look at the fiber's cancel flag
+ * to the system call.  A poll that waits
  * costs a look-up per fd and one park.
  */
 #ifndef TREADLE_HOOK_H

@@ -125,6 +125,11 @@ TDL_API tdl_time_t tdl_loop_timeout(tdl_loop *loop);
 /* Now: the cached time of the loop this thread is running (inside one of its
  * callbacks or fibers), else a fresh reading of the clock (no system call:
  * the vDSO).
+ * Inside a loop it stands still while a callback or fiber runs: a fiber
+ * timing work that does not park (a loop of tdl_chan_try_send) may read
+ * the same value before and after.  To measure
+ * such work, call tdl_loop_update_time(tdl_fiber_loop()) before each
+ * reading, or read CLOCK_MONOTONIC with clock_gettime.
  * Usable anywhere, with or without a loop. */
 TDL_API tdl_time_t tdl_now(void);
 
@@ -134,7 +139,8 @@ TDL_API tdl_time_t tdl_after(tdl_time_t delay);
 
 /* Refresh loop's cached time from the clock, so that tdl_now(), tdl_after()
  * and the timers armed next in its callbacks and fibers count from the real
- * time: after a long computation in a callback.  Cost: one clock reading. */
+ * time: after a long computation in a callback or a fiber, or to time work
+ * that does not park.  Cost: one clock reading. */
 TDL_API void tdl_loop_update_time(tdl_loop *loop);
 
 /* ------------------------------------------------------------------------ */

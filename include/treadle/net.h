@@ -17,6 +17,14 @@
  *    tdl_close() (fiber.h), which also wakes fibers still waiting on them.
  *  - No SIGPIPE: writes to a peer that has gone return -EPIPE (or
  *    -ECONNRESET); the process is never signalled.
+ *  - The end of a stream (the peer closed it: read() returned 0) between
+ *    two messages is an ordinary end, not an error: the calls that return a
+ *    length return 0 (tdl_net_recv_until, tdl_reader_fill, _read, _need,
+ *    _until); the ones that return 0 for success return -EPIPE with
+ *    *got == 0 (tdl_net_recv_exactly, tdl_reader_read_exactly).  An end
+ *    inside a message (some of it came, not all) is -EPIPE everywhere:
+ *    recv() never reports EPIPE, so when receiving -EPIPE always means
+ *    "ended early".  A reset is -ECONNRESET.
  *
  * The calls that do not block (address helpers, tdl_net_listen, tdl_net_udp_bind,
  * the appends of a tdl_writer, options, shutdown) work anywhere, in fibers or
@@ -321,10 +329,12 @@ TDL_API int tdl_net_recv_exactly(int fd, void *buf, size_t n, size_t *got, tdl_t
  * follows stays in the socket for the next call.  The price is two system
  * calls per arrival, and fd must be a stream socket.  For many small
  * messages, use a tdl_reader (below), which buffers instead.
- * Returns the message's length including the delimiter (> 0).  *got (may be
- * NULL) always receives the number of bytes stored and consumed.
+ * Returns the message's length including the delimiter (> 0), or 0 when the
+ * stream ended before a byte of it came.  *got (may be NULL) always
+ * receives the number of bytes stored and consumed.
  * Errors: -EMSGSIZE (cap bytes consumed and stored, no delimiter);
- * -EPIPE (EOF before the delimiter; *got bytes were stored); -EINVAL (delim
+ * -EPIPE (EOF after some bytes, before the delimiter; *got bytes were
+ * stored); -EINVAL (delim
  * NULL or delim_len 0, buf NULL with cap > 0); -ENOTSOCK; -ECONNRESET,
  * -ETIMEDOUT, -ECANCELED, -EPERM, -EBUSY...
  */
@@ -426,22 +436,27 @@ TDL_API ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline);
 
 /* Fill until at least n bytes are buffered, growing at once to hold them:
  * for a length-prefixed message, parsed in place at tdl_reader_data() next.
- * Returns the number of bytes buffered (>= n).
+ * Returns the number of bytes buffered (>= n), or 0 when the stream ended
+ * with nothing buffered (the peer closed between messages).
  * Errors: -EMSGSIZE (n > max: returned at once, nothing is read); -EPIPE
- * (EOF first; what came is still buffered); the errors of tdl_reader_fill.
+ * (EOF with fewer than n bytes buffered, but some: what came is still
+ * buffered); the errors of tdl_reader_fill.
  * Cost: one read() per arrival; none when n bytes are already buffered. */
 TDL_API ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline);
 
 /* Fill until the buffered bytes contain delim[0..delim_len).  Returns the
- * length of the message: the delimiter ends at tdl_reader_data(r) + that
- * length.  Nothing is consumed: parse it, then tdl_reader_consume() it.
+ * length of the message (> 0): the delimiter ends at tdl_reader_data(r) +
+ * that length.  Nothing is consumed: parse it, then tdl_reader_consume() it.
+ * Returns 0 when the stream ended with nothing buffered: the peer closed
+ * between messages (loop while the result is > 0).
  * Already buffered bytes are searched first without any system call, and no
  * byte is searched twice.
  * Errors: -EMSGSIZE (max bytes are buffered and hold no delimiter: the
  * message is larger than max; the bytes stay buffered, so the caller may
  * consume them to skip it, answer, or close; nothing else is affected);
- * -ENOMEM (could not grow; nothing lost); -EPIPE (EOF before a delimiter;
- * what came is still buffered); -EINVAL (delim NULL or delim_len 0); the
+ * -ENOMEM (could not grow; nothing lost); -EPIPE (EOF with bytes buffered
+ * and no delimiter among them: the last message was cut; they are still
+ * buffered); -EINVAL (delim NULL or delim_len 0); the
  * other errors of tdl_reader_fill. */
 TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl_time_t deadline);
 
@@ -453,7 +468,8 @@ TDL_API ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_
 TDL_API ssize_t tdl_reader_read(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline);
 
 /* Exactly n bytes into dst, buffered bytes first.  As tdl_net_recv_exactly:
- * returns 0, or -EPIPE for an early EOF, other errors as tdl_reader_read;
+ * returns 0, or -EPIPE for an early EOF (*got == 0: the stream ended
+ * before the message began), other errors as tdl_reader_read;
  * *got (may be NULL) always receives the count stored. */
 TDL_API int tdl_reader_read_exactly(tdl_reader *r, void *dst, size_t n, size_t *got, tdl_time_t deadline);
 

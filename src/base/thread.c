@@ -37,3 +37,12 @@ int tdl__thread_start_joinable(pthread_t *t, void *(*fn)(void *arg), void *arg)
 {
   return start(t, false, fn, arg);
 }
+
+unsigned tdl__cpus(cpu_set_t *set)
+{
+  CPU_ZERO(set);
+  if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
+    return (unsigned)CPU_COUNT(set);
+  CPU_ZERO(set);
+  return 1;
+}

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
+#include "base/thread.h"
 #include "fd/fd_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -277,6 +278,8 @@ int tdl_acceptor_stats_get(const tdl_acceptor *a, unsigned index, tdl_acceptor_s
   return 0;
 }
 
+unsigned tdl_acceptor_size(const tdl_acceptor *a) { return a ? a->n : 0; }
+
 int tdl_acceptor_local_addr(const tdl_acceptor *a, tdl_addr *out)
 {
   if (!a || !out)
@@ -363,14 +366,17 @@ int tdl_acceptor_new(tdl_acceptor **out, const tdl_acceptor_options *o)
   if (!out)
     return -EINVAL;
   *out = NULL;
-  if (!o || !o->listen || !o->handler || o->loops == 0 || o->loops > TDL_GROUP_MAX ||
+  if (!o || !o->listen || !o->handler || o->loops > TDL_GROUP_MAX ||
       (o->mode != TDL_ACCEPTOR_REUSEPORT && o->mode != TDL_ACCEPTOR_DISTRIBUTE))
     return -EINVAL;
-  tdl_acceptor *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a + o->loops * sizeof(slot)));
+  cpu_set_t set;
+  unsigned n = o->loops ? o->loops : tdl__cpus(&set); /* as a group's loops = 0 */
+  tdl_acceptor *a = TDL__FAULT_ALLOC(calloc(1, sizeof *a + n * sizeof(slot)));
   if (!a)
     return -ENOMEM;
   a->o = *o;
-  a->n = o->loops;
+  a->o.loops = n;
+  a->n = n;
   pthread_mutex_init(&a->lock, NULL);
   for (unsigned i = 0; i < a->n; i++) {
     a->s[i].a = a;

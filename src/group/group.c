@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/thread.h"
 #include "fiber/fiber_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
@@ -221,10 +222,7 @@ static int nth_cpu(const cpu_set_t *set, unsigned i)
 static tdl_group *make(const tdl_group_options *o, unsigned *err)
 {
   cpu_set_t set;
-  CPU_ZERO(&set);
-  unsigned cpus = 1;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    cpus = (unsigned)CPU_COUNT(&set);
+  unsigned cpus = tdl__cpus(&set);
   unsigned n = o->loops ? o->loops : cpus;
   if (n > TDL_GROUP_MAX || (o->pin && n > cpus)) {
     *err = EINVAL;

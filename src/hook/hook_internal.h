@@ -30,6 +30,7 @@
 #ifndef TDL_HOOK_INTERNAL_H
 #define TDL_HOOK_INTERNAL_H
 
+#include <errno.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -129,6 +130,20 @@ static inline bool tdl__hook_in_fiber(void)
 {
   return tdl_fiber_self() != 0 &&
          (TDL__LIKELY(!tdl__hook_forked) || tdl_fiber_loop() != tdl__hook_forked_loop);
+}
+
+/* A cancelled fiber's calls that could wait are refused before they do
+ * anything, also those that would not have had to wait (data already
+ * there, a send that fits): fiber.h promises that every blocking call after
+ * a cancel fails, and a library that carries on after its read failed must
+ * not get a request to the peer afterwards.  true, with errno ECANCELED,
+ * when the running fiber has been cancelled. */
+static inline bool tdl__hook_refused(void)
+{
+  if (TDL__LIKELY(!tdl_fiber_cancelled()))
+    return false;
+  errno = ECANCELED;
+  return true;
 }
 
 /* ---- statistics (hook.c) ---- */

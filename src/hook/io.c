@@ -4,6 +4,7 @@
  * sendmsg, accept, accept4 and connect: on a socket or pipe the user left
  * blocking, try the call and wait on EAGAIN (in a fiber, parked on fiber
  * I/O; outside one, on an fd made non-blocking underneath, in poll(2)).
+ * A cancelled fiber's call fails with ECANCELED before it is tried.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -85,6 +86,8 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
   tdl__hfd *h_ = fiber_ ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);  \
   if (!h_)                                                                    \
     return call;                                                              \
+  if (fiber_ && tdl__hook_refused())                                          \
+    return -1;                                                                \
   tdl_time_t dl_ = DL_UNSET;                                                  \
   const bool reads_ = fiber_ && (reads);                                      \
   if (reads_ && h_->empty && wait_ready((fd), h_, (dir), &dl_, true) < 0)     \
@@ -119,6 +122,8 @@ TDL__HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_READ(fd, tdl__hook_re
   size_t done_ = 0;                                                           \
   if (!h_)                                                                    \
     return call;                                                              \
+  if (fiber_ && tdl__hook_refused())                                          \
+    return -1;                                                                \
   tdl_time_t dl_ = DL_UNSET;                                                  \
   for (;;) {                                                                  \
     ssize_t r_ = call;                                                        \
@@ -251,6 +256,8 @@ TDL__HOOK int connect(int fd, TDL__CSA_ARG a, socklen_t al)
   tdl__hfd *h = fiber ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);
   if (!h)
     return tdl__hook_real.connect(fd, a, al);
+  if (fiber && tdl__hook_refused())
+    return -1;
   int r = tdl__hook_real.connect(fd, a, al);
   if (r == 0 || errno != EINPROGRESS)
     return r;

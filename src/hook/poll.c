@@ -47,10 +47,12 @@ static unsigned park_dirs(const struct pollfd *p, bool *look)
  * look, then one park on every fd the loop can watch at once (a select of
  * FD clauses: the first ready one wakes the fiber) and a look at the rest at
  * growing intervals (50 us to 5 ms), each wake followed by a poll(2) with no
- * timeout, whose answer is the caller's.  -1 with errno (ECANCELED), or
- * poll's answer. */
+ * timeout, whose answer is the caller's.  -1 with errno (ECANCELED: at
+ * once on a cancelled fiber, without a look), or poll's answer. */
 static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
 {
+  if (tdl__hook_refused())
+    return -1; /* a look with no timeout is not a wait: it does not come here */
   int r = tdl__hook_real.poll(fds, n, 0);
   if (r != 0 || (dl != TDL_FOREVER && tdl_now() >= dl))
     return r;

@@ -166,8 +166,8 @@ static int parse_v4(src *in, tdl_addr *a, const char *h, size_t n)
 }
 
 /* An unbracketed host h[0..n): empty or "*" (the wildcard), "localhost", or
- * an IPv4 literal.  Other names are refused: resolving them takes DNS and
- * /etc/hosts, which come with a pool for blocking work. */
+ * an IPv4 literal.  Other names are refused: a lookup blocks, so names are
+ * dns.h's (tdl_dns_resolve, tdl_dns_dial), on the pool. */
 static int parse_host(src *in, tdl_addr *a, const char *h, size_t n, int *kind)
 {
   if (n == 0 || (n == 1 && h[0] == '*')) {

@@ -64,6 +64,11 @@ ssize_t tdl_reader_fill(tdl_reader *r, tdl_time_t deadline)
   return e < 0 ? e : fill(r, 1, deadline);
 }
 
+/* What need and until return when the stream has ended before the message
+ * was whole: 0 when nothing is buffered (the peer closed between two
+ * messages, an ordinary end), -EPIPE when part of one is (it was cut). */
+static ssize_t at_end(const tdl_reader *r) { return tdl_reader_len(r) ? -EPIPE : 0; }
+
 ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline)
 {
   int e = tdl__may_block(NULL);
@@ -78,10 +83,8 @@ ssize_t tdl_reader_need(tdl_reader *r, size_t n, tdl_time_t deadline)
     if (len >= n)
       return (ssize_t)len;
     ssize_t k = fill(r, n - len, deadline); /* room for all of it: one growth */
-    if (k < 0)
-      return k;
-    if (k == 0)
-      return -EPIPE;
+    if (k <= 0)
+      return k < 0 ? k : at_end(r);
   }
 }
 
@@ -104,10 +107,8 @@ ssize_t tdl_reader_until(tdl_reader *r, const void *delim, size_t delim_len, tdl
       return (ssize_t)((size_t)(hit - data) + delim_len);
     scanned = len;
     ssize_t n = fill(r, 1, deadline);
-    if (n < 0)
-      return n;
-    if (n == 0)
-      return -EPIPE;
+    if (n <= 0)
+      return n < 0 ? n : at_end(r);
   }
 }
 

@@ -161,7 +161,7 @@ ssize_t tdl_net_recv_until(int fd, void *buf, size_t cap, const void *delim, siz
     /* Look without taking... */
     ssize_t n = tdl_recv(fd, b + have, cap - have, MSG_PEEK, deadline);
     if (n <= 0) {
-      e = n < 0 ? n : -EPIPE;
+      e = n < 0 ? n : have ? -EPIPE : 0; /* the end: inside a message, or between two */
       goto out;
     }
     size_t from = have >= delim_len - 1 ? have - (delim_len - 1) : 0;

@@ -51,6 +51,35 @@ static void spawn_and_join(void **state)
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
+/* tdl_now() in a fiber is the loop's cached time (loop.h): it stands still
+ * while the fiber runs without parking, and tdl_loop_update_time moves it. */
+static tdl_time_t clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (tdl_time_t)ts.tv_sec * TDL_SEC + ts.tv_nsec;
+}
+
+static void *now_is_cached(void *arg)
+{
+  (void)arg;
+  tdl_time_t t0 = tdl_now();
+  tdl_time_t real;
+  while ((real = clock_ns()) <= t0) {
+  }
+  assert_true(tdl_now() == t0); /* the clock moved on; the cache did not */
+  tdl_loop_update_time(tdl_fiber_loop());
+  assert_true(tdl_now() >= real);
+  return NULL;
+}
+
+static void now_in_a_fiber(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_fiber_spawn(NULL, L, now_is_cached, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+}
+
 static int detached_ran;
 
 static void *mark_detached(void *arg)
@@ -1295,6 +1324,7 @@ int main(int argc, char **argv)
     return overflow_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(spawn_and_join, setup, teardown),
+      cmocka_unit_test_setup_teardown(now_in_a_fiber, setup, teardown),
       cmocka_unit_test_setup_teardown(later_deadline_after_an_earlier_park, setup, teardown),
       cmocka_unit_test_setup_teardown(earlier_timer_does_not_end_a_later_park, setup, teardown),
       cmocka_unit_test_setup_teardown(park_timer_keeps_nothing_alive, setup, teardown),

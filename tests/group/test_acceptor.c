@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -351,6 +352,67 @@ static void distribute_skips_slots_not_serving(void **state)
   stop_and_free(g, a);
 }
 
+/* ---- loops = 0 ---- */
+
+static void *serve_own_slot(void *arg)
+{
+  return (void *)(intptr_t)tdl_acceptor_serve(arg, (unsigned)tdl_group_index());
+}
+
+/* loops = 0 is one slot per CPU of the affinity mask, as a group's loops =
+ * 0; tdl_acceptor_size says how many, and a group of that size serves them. */
+static void loops_zero_is_one_per_cpu(void **state)
+{
+  (void)state;
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  tdl_acceptor_options o = {.listen = "127.0.0.1:0", .mode = TDL_ACCEPTOR_REUSEPORT, .handler = answer_index};
+  tdl_acceptor *a;
+  assert_int_equal(tdl_acceptor_new(&a, &o), 0);
+  assert_int_equal(tdl_acceptor_size(a), CPU_COUNT(&all));
+  tdl_group *g;
+  assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 0}), 0);
+  assert_int_equal(tdl_group_size(g), tdl_acceptor_size(a));
+  tdl_group_stop(g);
+  assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
+  assert_int_equal(tdl_group_free(g), 0);
+  assert_int_equal(tdl_acceptor_free(a), 0);
+
+  /* A mask of one CPU: one slot, and it serves. */
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &all))
+    cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  o.mode = TDL_ACCEPTOR_DISTRIBUTE;
+  int e = tdl_acceptor_new(&a, &o);
+  assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+  assert_int_equal(e, 0);
+  assert_int_equal(tdl_acceptor_size(a), 1);
+  tdl_acceptor_stats st;
+  assert_int_equal(tdl_acceptor_stats_get(a, 1, &st), -EINVAL);
+  assert_int_equal(
+      tdl_group_new(&g, &(tdl_group_options){.loops = tdl_acceptor_size(a), .main = serve_own_slot, .arg = a}), 0);
+  int fd = dial(port_of(a));
+  assert_true(fd >= 0);
+  char idx;
+  assert_int_equal(read(fd, &idx, 1), 1);
+  assert_int_equal(idx, '0');
+  close(fd);
+  tdl_acceptor_stop(a);
+  do {
+    usleep(1000);
+    assert_int_equal(tdl_acceptor_stats_get(a, 0, &st), 0);
+  } while (st.serving);
+  assert_int_equal(st.accepted, 1);
+  tdl_group_stop(g);
+  assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
+  assert_int_equal(tdl_group_free(g), 0);
+  assert_int_equal(tdl_acceptor_free(a), 0);
+  assert_int_equal(tdl_acceptor_size(NULL), 0);
+}
+
 /* ---- misuse ---- */
 
 static void *serve_twice(void *arg)
@@ -384,8 +446,6 @@ static void bad_input(void **state)
   assert_int_equal(tdl_acceptor_new(&a, NULL), -EINVAL);
   assert_null(a);
   tdl_acceptor_options bad = o;
-  bad.loops = 0;
-  assert_int_equal(tdl_acceptor_new(&a, &bad), -EINVAL);
   bad.loops = TDL_GROUP_MAX + 1;
   assert_int_equal(tdl_acceptor_new(&a, &bad), -EINVAL);
   bad = o;
@@ -456,6 +516,7 @@ int main(void)
       cmocka_unit_test(stop_from_another_thread),
       cmocka_unit_test(group_stop_with_connections_open),
       cmocka_unit_test(distribute_skips_slots_not_serving),
+      cmocka_unit_test(loops_zero_is_one_per_cpu),
       cmocka_unit_test(bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -378,6 +380,118 @@ static void test_short_read_then_wait(void **state)
   }
 }
 
+/* ---- after a cancel, nothing that could wait goes through ---- */
+
+typedef struct cancel_ctx {
+  int s[2];   /* a blocking stream pair: the fiber's end, the peer's */
+  int nb[2];  /* a pair whose first end the user made non-blocking */
+  int lfd;    /* a blocking listener with a connection waiting */
+  struct sockaddr_in at;
+} cancel_ctx;
+
+static void expect_cancelled(ssize_t r)
+{
+  assert_int_equal(r, -1);
+  assert_int_equal(errno, ECANCELED);
+}
+
+static void *cancelled_fiber(void *arg)
+{
+  cancel_ctx *c = arg;
+  char b[8];
+  /* Parked when the cancel comes. */
+  expect_cancelled(read(c->s[0], b, sizeof b));
+  /* Now the peer's byte is there, and a write would fit: still refused. */
+  struct iovec iov = {b, sizeof b};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  expect_cancelled(read(c->s[0], b, sizeof b));
+  expect_cancelled(recv(c->s[0], b, sizeof b, 0));
+  expect_cancelled(recv(c->s[0], b, 1, MSG_WAITALL));
+  expect_cancelled(recvfrom(c->s[0], b, sizeof b, 0, NULL, NULL));
+  expect_cancelled(readv(c->s[0], &iov, 1));
+  expect_cancelled(recvmsg(c->s[0], &m, 0));
+  expect_cancelled(write(c->s[0], "w", 1));
+  expect_cancelled(send(c->s[0], "w", 1, 0));
+  expect_cancelled(sendto(c->s[0], "w", 1, 0, NULL, 0));
+  expect_cancelled(writev(c->s[0], &iov, 1));
+  expect_cancelled(sendmsg(c->s[0], &m, 0));
+  expect_cancelled(accept(c->lfd, NULL, NULL));
+  expect_cancelled(accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC));
+  int s = socket(AF_INET, SOCK_STREAM, 0); /* not a wait: made as ever */
+  assert_true(s >= 0);
+  expect_cancelled(connect(s, (struct sockaddr *)&c->at, sizeof c->at));
+  assert_int_equal(close(s), 0);
+  /* A wait for readiness is refused though the fd is ready; a look is not. */
+  struct pollfd p = {.fd = c->s[0], .events = POLLIN};
+  expect_cancelled(poll(&p, 1, 1000));
+  expect_cancelled(ppoll(&p, 1, NULL, NULL));
+  assert_int_equal(poll(&p, 1, 0), 1);
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(c->s[0], &rd);
+  struct timeval tv = {1, 0};
+  expect_cancelled(select(c->s[0] + 1, &rd, NULL, NULL, &tv));
+  assert_true(FD_ISSET(c->s[0], &rd)); /* an error leaves the set as it was */
+  tv = (struct timeval){0, 0};
+  assert_int_equal(select(c->s[0] + 1, &rd, NULL, NULL, &tv), 1);
+  assert_int_equal(usleep(1000), -1); /* a sleep ends at once, as on a signal */
+  assert_int_equal(errno, EINTR);
+  /* What never waits passes: MSG_DONTWAIT, an fd the user made
+   * non-blocking, close. */
+  assert_int_equal(send(c->s[0], "d", 1, MSG_DONTWAIT), 1);
+  assert_int_equal(write(c->nb[0], "n", 1), 1);
+  assert_int_equal(close(c->nb[0]), 0);
+  return NULL;
+}
+
+static void *cancel_main(void *arg)
+{
+  cancel_ctx *c = arg;
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), cancelled_fiber, c, NULL), 0);
+  tdl_fiber_yield(); /* f parks in its read */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0);
+  assert_int_equal(write(c->s[1], "x", 1), 1);
+  assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0);
+  return NULL;
+}
+
+static void test_cancelled_fiber_refused(void **state)
+{
+  (void)state;
+  cancel_ctx c = {0};
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, c.s), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, c.nb), 0);
+  assert_int_equal(fcntl(c.nb[0], F_SETFL, O_NONBLOCK), 0);
+  c.lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(c.lfd >= 0);
+  c.at = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof c.at;
+  assert_int_equal(bind(c.lfd, (struct sockaddr *)&c.at, sizeof c.at), 0);
+  assert_int_equal(getsockname(c.lfd, (struct sockaddr *)&c.at, &al), 0);
+  assert_int_equal(listen(c.lfd, 8), 0);
+  int waiting = socket(AF_INET, SOCK_STREAM, 0);
+  assert_int_equal(connect(waiting, (struct sockaddr *)&c.at, sizeof c.at), 0);
+  run_main(cancel_main, &c);
+  /* Nothing but the MSG_DONTWAIT byte reached the peer; the byte the
+   * refused reads left is still there; no connection was taken or made. */
+  char b[8];
+  assert_int_equal(recv(c.s[1], b, sizeof b, MSG_DONTWAIT), 1);
+  assert_int_equal(b[0], 'd');
+  assert_int_equal(recv(c.s[0], b, sizeof b, MSG_DONTWAIT), 1);
+  assert_int_equal(b[0], 'x');
+  assert_int_equal(recv(c.nb[1], b, sizeof b, MSG_DONTWAIT), 1);
+  assert_int_equal(b[0], 'n');
+  assert_int_equal(fcntl(c.lfd, F_SETFL, O_NONBLOCK), 0);
+  int a = accept(c.lfd, NULL, NULL);
+  assert_true(a >= 0);
+  assert_int_equal(accept(c.lfd, NULL, NULL), -1);
+  assert_int_equal(errno, EAGAIN);
+  int fds[] = {c.s[0], c.s[1], c.nb[1], c.lfd, waiting, a};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    assert_int_equal(close(fds[i]), 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -388,6 +502,7 @@ int main(void)
       cmocka_unit_test(test_connect),
       cmocka_unit_test(test_close_then_reuse),
       cmocka_unit_test(test_short_read_then_wait),
+      cmocka_unit_test(test_cancelled_fiber_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,11 +6,13 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -209,6 +211,68 @@ static void test_curl_refused(void **state)
   assert_int_equal(in, out);
 }
 
+/* ---- a transfer the server never answers: a cancel, a deadline ---- */
+
+/* A listener that never accepts: the connection completes in its backlog,
+ * the request goes, no answer comes.  Its port. */
+static int g_silent = -1;
+static int silent_port(void)
+{
+  g_silent = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  assert_int_equal(bind(g_silent, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(getsockname(g_silent, (struct sockaddr *)&a, &al), 0);
+  assert_int_equal(listen(g_silent, 8), 0);
+  return ntohs(a.sin_port);
+}
+
+typedef struct stuck {
+  int port;
+  tdl_time_t deadline; /* TDL_FOREVER: no timeout of curl's own */
+  CURLcode rc;
+} stuck;
+
+static void *stuck_fiber(void *arg)
+{
+  stuck *st = arg;
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", st->port);
+  CURL *c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (st->deadline != TDL_FOREVER) { /* hook.h's recipe: curl's timeout from the deadline */
+    long ms = (long)((st->deadline - tdl_now()) / TDL_MSEC);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
+  }
+  st->rc = curl_easy_perform(c);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+static void *cancel_stuck(void *arg)
+{
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), stuck_fiber, arg, NULL), 0);
+  tdl_fiber_yield(); /* whenever the cancel comes, the transfer cannot have ended */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0);
+  assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0);
+  return NULL;
+}
+
+/* What hook.h says a cancel and a deadline look like from inside libcurl. */
+static void test_curl_cancel_and_deadline(void **state)
+{
+  (void)state;
+  stuck st = {.port = silent_port(), .deadline = TDL_FOREVER};
+  assert_int_equal(tdl_fiber_main(cancel_stuck, &st, NULL), 0);
+  assert_int_equal(st.rc, CURLE_BAD_FUNCTION_ARGUMENT); /* its poll failed with ECANCELED */
+  st.deadline = tdl_after(50 * TDL_MSEC);
+  assert_int_equal(tdl_fiber_main(stuck_fiber, &st, NULL), 0);
+  assert_int_equal(st.rc, CURLE_OPERATION_TIMEDOUT);
+  close(g_silent);
+}
+
 static int setup(void **state)
 {
   (void)state;
@@ -234,6 +298,7 @@ int main(int argc, char **argv)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_curl_fibers),
       cmocka_unit_test(test_curl_refused),
+      cmocka_unit_test(test_curl_cancel_and_deadline),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -183,6 +183,81 @@ static void test_hiredis_fibers(void **state)
   assert_true(after.parked > before.parked);
 }
 
+/* ---- a cancel, and a timeout of hiredis's own ---- */
+
+typedef struct cancelled {
+  int connected, set_ok, incr_null, incr_err, blpop_null, blpop_err;
+  char incr_errstr[128], blpop_errstr[128];
+} cancelled;
+
+/* SET, then the fiber is cancelled: its INCR must not reach Redis. */
+static void *incr_after_cancel(void *arg)
+{
+  cancelled *k = arg;
+  redisContext *c = redisConnect("127.0.0.1", g_port);
+  k->connected = c && !c->err;
+  if (!k->connected) {
+    redisFree(c);
+    return NULL;
+  }
+  redisReply *r = redisCommand(c, "SET hook:cancel 0");
+  k->set_ok = r && r->type == REDIS_REPLY_STATUS;
+  freeReplyObject(r);
+  /* hook.h's recipe: hiredis's own timeout, from the fiber's deadline. */
+  struct timeval tv = {0, 50 * 1000};
+  redisSetTimeout(c, tv);
+  r = redisCommand(c, "BLPOP hook:never 0"); /* the server holds it: the timeout ends it */
+  k->blpop_null = r == NULL;
+  k->blpop_err = c->err;
+  snprintf(k->blpop_errstr, sizeof k->blpop_errstr, "%s", c->errstr);
+  freeReplyObject(r);
+  redisFree(c);
+
+  c = redisConnect("127.0.0.1", g_port);
+  k->connected = c && !c->err;
+  if (!k->connected) {
+    redisFree(c);
+    return NULL;
+  }
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), tdl_fiber_self()), 0);
+  r = redisCommand(c, "INCR hook:cancel");
+  k->incr_null = r == NULL;
+  k->incr_err = c->err;
+  snprintf(k->incr_errstr, sizeof k->incr_errstr, "%s", c->errstr);
+  freeReplyObject(r);
+  redisFree(c);
+  return NULL;
+}
+
+/* What hook.h says a cancel and a timeout look like from inside hiredis. */
+static void test_hiredis_cancel_and_timeout(void **state)
+{
+  (void)state;
+  if (g_missing)
+    skip();
+  assert_true(g_redis > 0);
+  cancelled k = {0};
+  assert_int_equal(tdl_fiber_main(incr_after_cancel, &k, NULL), 0);
+  assert_true(k.connected);
+  assert_true(k.set_ok);
+  assert_true(k.blpop_null);
+  assert_int_equal(k.blpop_err, REDIS_ERR_IO);
+  assert_string_equal(k.blpop_errstr, strerror(EAGAIN));
+  assert_true(k.incr_null);
+  assert_int_equal(k.incr_err, REDIS_ERR_IO);
+  assert_string_equal(k.incr_errstr, strerror(ECANCELED));
+  /* Outside a fiber, plain hiredis: the INCR never reached the server. */
+  struct timeval tv = {1, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", g_port, tv);
+  assert_true(c && !c->err);
+  redisReply *r = redisCommand(c, "GET hook:cancel");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  assert_string_equal(r->str, "0");
+  freeReplyObject(r);
+  redisFree(c);
+}
+
 static int setup(void **state)
 {
   (void)state;
@@ -202,6 +277,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hiredis_fibers),
+      cmocka_unit_test(test_hiredis_cancel_and_timeout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

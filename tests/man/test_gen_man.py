@@ -43,6 +43,15 @@ TDL_API int tdl_pair_make2(const tdl_pair_options *opts);
 static inline int tdl_pair_whole(int p) { return p != 0; }
 """
 
+HOOK_H = """/*
+ * Hook: a header no other includes.
+ */
+#include <treadle.h>
+
+/* Whether it is on.  Returns 1. */
+TDL_API int tdl_hook_on(void);
+"""
+
 
 def gen(root, out):
     return subprocess.run([sys.executable, GEN, "--root", root, "--out", out], capture_output=True, text=True)
@@ -68,6 +77,7 @@ def main():
         open(os.path.join(root, "include", "treadle.h"), "w").write(TREADLE_H)
         one = os.path.join(root, "include", "treadle", "one.h")
         open(one, "w").write(ONE_H)
+        open(os.path.join(root, "include", "treadle", "hook.h"), "w").write(HOOK_H)
         out = os.path.join(tmp, "man")
         p = gen(root, out)
         if p.returncode != 0:
@@ -80,8 +90,18 @@ def main():
                 fail(f"tdl_pair_make.3 lacks {want!r}:\n{page}")
         if open(os.path.join(out, "man3", "tdl_pair_make2.3")).read() != ".so man3/tdl_pair_make.3\n":
             fail("tdl_pair_make2.3 is not a .so page")
-        if "PAIRS" not in open(os.path.join(out, "man7", "treadle-one.7")).read():
+        one7 = open(os.path.join(out, "man7", "treadle-one.7")).read()
+        if "PAIRS" not in one7:
             fail("treadle-one.7 lacks the family's heading")
+        # The SYNOPSIS names what a program includes: <treadle.h>, since a
+        # sub-header stops the build without it; hook.h by its own name.
+        for name, text, want in [("man7/treadle-one.7", one7, "<treadle.h>"),
+                                 ("man3/tdl_pair_make.3", page, "<treadle.h>"),
+                                 ("man7/treadle-hook.7", None, "<treadle/hook.h>"),
+                                 ("man3/tdl_hook_on.3", None, "<treadle/hook.h>")]:
+            text = text or open(os.path.join(out, name)).read()
+            if f".B #include {want}" not in text or "<treadle/one.h>" in text:
+                fail(f"{name}'s SYNOPSIS does not include {want}:\n{text}")
 
         # A function without a comment stops the generator, naming it.
         open(one, "w").write(ONE_H + "\nTDL_API int tdl_pair_bare(void);\n")

@@ -111,8 +111,8 @@ static void *pipelined_body(void *arg)
   assert_memory_equal(body, "0123456789", 10);
   assert_int_equal(tdl_reader_fill(&r, soon(LONG_WAIT)), 0);
   assert_int_equal(tdl_reader_read(&r, body, 1, soon(LONG_WAIT)), 0);
-  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), -EPIPE);
-  assert_int_equal(tdl_reader_need(&r, 1, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_reader_need(&r, 1, soon(LONG_WAIT)), 0);
   assert_int_equal(tdl_reader_until(&r, NULL, 1, 0), -EINVAL);
   assert_int_equal(tdl_reader_until(&r, "\n", 0, 0), -EINVAL);
   assert_int_equal(tdl_reader_read(&r, NULL, 1, 0), -EINVAL);
@@ -723,6 +723,66 @@ static void writer_peer_stops_reading_tcp(void **state)
   run_fiber(stalled_tcp_body, NULL);
 }
 
+/* The end of the stream: 0 from until and need when the peer closed
+ * between messages (and at every later call), -EPIPE when it cut one (its
+ * bytes stay buffered), -ECONNRESET when it reset the connection. */
+static void *end_body(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  sock_pair(SOCK_STREAM, sv);
+  tdl_reader r;
+  assert_int_equal(tdl_reader_init(&r, sv[0], NULL, 16, 64), 0);
+  send_str(sv[1], "one\n");
+  assert_int_equal(tdl_net_shutdown(sv[1], SHUT_WR), 0);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 4);
+  tdl_reader_consume(&r, 4);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_reader_need(&r, 1, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_reader_len(&r), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  close_pair(sv);
+
+  /* Mid-line: the cut line stays buffered, and need says the same. */
+  sock_pair(SOCK_STREAM, sv);
+  assert_int_equal(tdl_reader_init(&r, sv[0], NULL, 16, 64), 0);
+  send_str(sv[1], "one\ntw");
+  assert_int_equal(tdl_net_shutdown(sv[1], SHUT_WR), 0);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 4);
+  tdl_reader_consume(&r, 4);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_reader_len(&r), 2);
+  assert_memory_equal(tdl_reader_data(&r), "tw", 2);
+  assert_int_equal(tdl_reader_need(&r, 3, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(tdl_reader_need(&r, 2, soon(LONG_WAIT)), 2);
+  tdl_reader_consume(&r, 2);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  close_pair(sv);
+
+  /* A reset, with part of a line buffered: the reset, not an end. */
+  int c, a;
+  t_tcp_pair(&c, &a);
+  assert_int_equal(fcntl(c, F_SETFL, O_NONBLOCK), 0);
+  assert_int_equal(tdl_reader_init(&r, c, NULL, 16, 64), 0);
+  assert_int_equal(write(a, "par", 3), 3);
+  assert_int_equal(tdl_reader_need(&r, 3, soon(LONG_WAIT)), 3);
+  struct linger now = {.l_onoff = 1, .l_linger = 0}; /* close sends a reset */
+  assert_int_equal(setsockopt(a, SOL_SOCKET, SO_LINGER, &now, sizeof now), 0);
+  assert_int_equal(close(a), 0);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, soon(LONG_WAIT)), -ECONNRESET);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  tdl_close(c);
+  return NULL;
+}
+
+static void reader_end_of_stream(void **state)
+{
+  (void)state;
+  run_fiber(end_body, NULL);
+}
+
 /* A peer that has gone: -EPIPE or -ECONNRESET, never a SIGPIPE (it is at
  * its default, kill, in this binary); the bytes stay. */
 static void *gone_body(void *arg)
@@ -794,6 +854,7 @@ int main(void)
       cmocka_unit_test_setup_teardown(reader_message_over_max, setup, teardown),
       cmocka_unit_test_setup_teardown(reader_need_length_prefixed, setup, teardown),
       cmocka_unit_test_setup_teardown(allocation_failure_loses_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(reader_end_of_stream, setup, teardown),
       cmocka_unit_test_setup_teardown(one_fiber_at_a_time, setup, teardown),
       cmocka_unit_test_setup_teardown(init_errors_and_destroyed, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_formats, setup, teardown),

@@ -664,9 +664,19 @@ static void *recv_until_body(void *arg)
   char rest[4];
   assert_int_equal(tdl_net_recv_exactly(k->c, rest, 4, NULL, soon(LONG_WAIT)), 0);
   assert_memory_equal(rest, "rest", 4);
-  /* EOF before a delimiter. */
-  assert_int_equal(tdl_net_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), -EPIPE);
+  /* The end between messages: 0, nothing stored. */
+  assert_int_equal(tdl_net_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), 0);
   assert_int_equal(got, 0);
+  tdl_close(k->c);
+  tdl_close(k->s);
+
+  /* The end inside a message: -EPIPE, what came is stored. */
+  pair(k->lfd, &k->to, &k->c, &k->s);
+  assert_int_equal(tdl_net_send_all(k->s, "half", 4, NULL, soon(LONG_WAIT)), 0);
+  tdl_net_shutdown(k->s, SHUT_WR);
+  assert_int_equal(tdl_net_recv_until(k->c, buf, sizeof buf, "\r\n", 2, &got, soon(LONG_WAIT)), -EPIPE);
+  assert_int_equal(got, 4);
+  assert_memory_equal(buf, "half", 4);
   tdl_close(k->c);
   tdl_close(k->s);
 

@@ -70,4 +70,8 @@ for name in tdl_read tdl_write tdl_net_listen_str; do
   esac
 done
 MANPAGER=cat man -M "$prefix/share/man" 7 treadle-net >/dev/null
-echo "consumer: man tdl_read, man tdl_write and man 7 treadle-net work from the installed prefix"
+# The cookbook's page, with its recipes; its Markdown twin beside the licence.
+MANPAGER=cat MANWIDTH=80 man -M "$prefix/share/man" 7 treadle-cookbook | grep -q "FAN-OUT ACROSS LOOPS" || {
+  echo "consumer: man 7 treadle-cookbook shows no recipe" >&2; exit 1; }
+[ -f "$prefix/share/doc/treadle/COOKBOOK.md" ] || { echo "consumer: COOKBOOK.md is not installed" >&2; exit 1; }
+echo "consumer: man tdl_read, man tdl_write, man 7 treadle-net and man 7 treadle-cookbook work from the installed prefix"

@@ -171,8 +171,9 @@ static void ready(void)
   if (P.ready)
     return;
   init_conds();
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  P.spare = cpus > MIN_SPARE ? (unsigned)cpus : MIN_SPARE;
+  cpu_set_t set;
+  unsigned cpus = tdl__cpus(&set); /* the CPUs this process may use, not the machine's */
+  P.spare = cpus > MIN_SPARE ? cpus : MIN_SPARE;
   for (unsigned i = 0; i < TDL_LANES; i++)
     P.lanes[i].tail = &P.lanes[i].head;
   if (P.max == 0)

@@ -524,12 +524,13 @@ TDL_API int tdl_chan_release(tdl_chan *ch);
 TDL_API int tdl_chan_destroy(tdl_chan *ch);
 
 /* Send the elem_size bytes at val.  Returns 0, -EPIPE (closed), -ETIMEDOUT,
- * -ECANCELED, -EBADF (channel destroyed while waiting), -EPERM.
+ * -ECANCELED, -EPERM.  (A channel cannot be freed or destroyed while a
+ * fiber waits on it: see tdl_chan_free.)
  * Cost: without waiting, a copy and a few stores; handing off to a parked
  * receiver also queues it (no system call). */
 TDL_API int tdl_chan_send(tdl_chan *ch, const void *val, tdl_time_t deadline);
 /* Receive into val.  Returns 0, -EPIPE (closed and drained), -ETIMEDOUT,
- * -ECANCELED, -EBADF, -EPERM. */
+ * -ECANCELED, -EPERM. */
 TDL_API int tdl_chan_recv(tdl_chan *ch, void *val, tdl_time_t deadline);
 
 /* Non-blocking forms: -EAGAIN when the call would have to wait. */
@@ -588,10 +589,10 @@ typedef struct tdl_select_op {
  * Errors: -EINVAL (ops NULL with n > 0, an unknown kind, FD events 0 or
  * unknown, the same channel and direction twice, the same fd and direction
  * twice, two PARK clauses, or no clause that could ever complete and no
- * deadline: that wait would never end); -ETIMEDOUT; -ECANCELED; -EBADF (a
- * channel was destroyed while waiting); -EBUSY (another fiber waits on an
- * FD clause's fd in that direction); -EPERM (outside a fiber); -ENOMEM
- * (more than 16 clauses and no memory for their wait records).
+ * deadline: that wait would never end); -ETIMEDOUT; -ECANCELED; -EBUSY
+ * (another fiber waits on an FD clause's fd in that direction); -EPERM
+ * (outside a fiber); -ENOMEM (more than 16 clauses and no memory for their
+ * wait records).
  * Cost: O(n) to check; O(n) more to park and unpark; O(n^2) comparisons to
  * reject duplicated clauses; no system call for the FD clauses.
  */

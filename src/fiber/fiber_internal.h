@@ -20,6 +20,7 @@
 #ifndef TDL_FIBER_INTERNAL_H
 #define TDL_FIBER_INTERNAL_H
 
+#include <pthread.h>
 #include <sys/uio.h>
 
 #include "loop/loop_internal.h"
@@ -135,10 +136,20 @@ struct tdl__sched {
   tdl_timer trim;        /* trims the pool while it caches stacks (internal:
                             it does not keep the loop alive) */
   tdl__list on_thread;   /* in tdl__thread_scheds */
+  tdl__list in_process;  /* in tdl__process_scheds */
   tdl__list hooks;       /* tdl__sched_client, run at destruction */
   void *io;              /* fd/io.c's state, opaque here */
   int overflow_ready;
 };
+
+/* Every scheduler of the process, whatever its thread, for what looks at
+ * all fibers from outside their loops: the gdb script (which reads this
+ * list from a live process or a core file: its name and the layout of
+ * tdl__sched and tdl__fiber are the script's interface) and the dump on a
+ * signal.  Changed under tdl__process_scheds_lock, which a forked child
+ * gets back unlocked. */
+extern tdl__list tdl__process_scheds;
+extern pthread_mutex_t tdl__process_scheds_lock;
 
 /* The scheduler of the fiber running on this thread (or of the loop whose
  * fibers are being dispatched); NULL otherwise. */

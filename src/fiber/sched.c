@@ -43,6 +43,30 @@ _Thread_local tdl__sched *tdl__tl_sched __attribute__((tls_model("initial-exec")
 
 _Thread_local tdl__list tdl__thread_scheds;
 
+tdl__list tdl__process_scheds;
+pthread_mutex_t tdl__process_scheds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork in another thread while it held the lock must not leave the
+ * child's copy locked for ever. */
+static void process_scheds_child(void) { pthread_mutex_init(&tdl__process_scheds_lock, NULL); }
+static void process_scheds_once(void) { (void)pthread_atfork(NULL, NULL, process_scheds_child); }
+static pthread_once_t process_scheds_ready = PTHREAD_ONCE_INIT;
+
+static void process_scheds_add(tdl__sched *s)
+{
+  pthread_once(&process_scheds_ready, process_scheds_once);
+  pthread_mutex_lock(&tdl__process_scheds_lock);
+  tdl__list_push(&tdl__process_scheds, &s->in_process);
+  pthread_mutex_unlock(&tdl__process_scheds_lock);
+}
+
+static void process_scheds_remove(tdl__sched *s)
+{
+  pthread_mutex_lock(&tdl__process_scheds_lock);
+  tdl__list_remove(&s->in_process);
+  pthread_mutex_unlock(&tdl__process_scheds_lock);
+}
+
 #if !defined(TDL_ASAN) && !defined(TDL_TSAN) /* sanitizer builds add fields to tdl__ctx */
 _Static_assert(offsetof(tdl__fiber, detached) < 64, "a park's fields share the first cache line");
 #endif
@@ -284,6 +308,7 @@ static int sched_destroy(tdl_loop *loop)
   if (s->live)
     return -EBUSY;
   tdl__list_remove(&s->on_thread);
+  process_scheds_remove(s);
   tdl__list *n;
   while ((n = tdl__list_pop(&s->hooks)) != NULL) {
     tdl__sched_client *h = TDL__CONTAINER_OF(n, tdl__sched_client, link);
@@ -323,6 +348,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
   tdl__list_push(&tdl__thread_scheds, &s->on_thread);
+  process_scheds_add(s);
   loop->sched = s;
   loop->sched_run = sched_run;
   loop->sched_busy = sched_busy;

@@ -367,12 +367,18 @@ static void *watcher_main(void *arg)
       int e = tdl_metrics_group(g, i, &m, tdl_after(10 * TDL_SEC));
       if (e == -ECANCELED)
         return NULL;
+      if (e != 0 && e != -ESHUTDOWN)
+        fprintf(stderr, "watcher: loop %u: %d\n", i, e);
       assert_true(e == 0 || e == -ESHUTDOWN);
       if (e == 0 && i == me)
         assert_int_equal(m.fibers_running, 1); /* its own loop: taken here, in this fiber */
       if (e == 0 && i != me)
         assert_int_equal(m.fibers_running, 0); /* taken in a post, outside that loop's fibers */
     }
+    /* Once the others are gone every call returns at once: let this loop
+     * poll (its port: the readers' snapshots, the stop). */
+    if (tdl_sleep(tdl_after(100 * TDL_USEC)) == -ECANCELED)
+      return NULL;
   }
 }
 
@@ -391,6 +397,8 @@ static void *group_reader(void *arg)
     for (unsigned i = 0; i < LOOPS; i++) {
       LOOP_METRICS(m);
       int e = tdl_metrics_group(g, i, &m, tdl_after(10 * TDL_SEC));
+      if (e != 0 && e != -ESHUTDOWN)
+        fprintf(stderr, "reader: loop %u: %d\n", i, e);
       assert_true(e == 0 || e == -ESHUTDOWN);
       __atomic_add_fetch(e == 0 ? &reader_ok : &reader_gone, 1, __ATOMIC_RELAXED);
     }

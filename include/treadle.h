@@ -5,8 +5,8 @@
  * This header states the rules that every treadle header follows, and
  * includes them all: loop.h (the event loop), fiber.h (fibers), fd.h (fiber
  * I/O), sync.h (channels, select, locks), net.h (sockets), process.h
- * (programs), group.h (several loops), pool.h (blocking work), fs.h (files)
- * and dns.h (host names).  hook.h (libtreadle-hook) is included by none:
+ * (programs), group.h (several loops), pool.h (blocking work), fs.h (files),
+ * dns.h (host names) and metrics.h (snapshots of loops and the process).  hook.h (libtreadle-hook) is included by none:
  * a program needs nothing from it to be hooked.
  *
  * NAMES
@@ -208,5 +208,6 @@ TDL_API const char *tdl_version_string(void);
 #include "treadle/pool.h"
 #include "treadle/fs.h"
 #include "treadle/dns.h"
+#include "treadle/metrics.h"
 
 #endif /* TREADLE_H */

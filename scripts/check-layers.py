@@ -42,7 +42,8 @@ LOWER = {
     "group": {"base", "loop", "fiber", "fd", "sync", "net"},
     "fs": {"base", "loop", "fiber", "fd", "pool"},
     "dns": {"base", "loop", "fiber", "fd", "net", "pool"},
-    "hook": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns"},
+    "metrics": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns"},
+    "hook": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns", "metrics"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

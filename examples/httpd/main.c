@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] ...
+ * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] [--metrics] ...
  *
  * A small HTTP/1.1 server on treadle loops.  See server.h.
  * SIGINT or SIGTERM: stop accepting, let requests in flight finish (within
@@ -38,6 +38,8 @@ static void usage(FILE *f, int code)
              "                          (tdl_fd_readahead)\n"
              "  --no-writebehind        on io_uring loops, a send(2) per answer instead of sending\n"
              "                          behind (tdl_fd_writebehind)\n"
+             "  --metrics               answer GET /-/metrics with treadle's metrics of the process and\n"
+             "                          of every loop, in the Prometheus text format\n"
              "  --root DIR              serve the files under DIR at /static/\n"
              "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
              "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
@@ -105,6 +107,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     }
     if (strcmp(a, "--no-writebehind") == 0) {
       cfg->no_writebehind = true;
+      continue;
+    }
+    if (strcmp(a, "--metrics") == 0) {
+      cfg->metrics = true;
       continue;
     }
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",

@@ -368,6 +368,7 @@ typedef struct reply {
   int status;
   bool hello;        /* the benchmark route */
   bool head_only;    /* HEAD: headers, no body */
+  bool metrics;      /* GET /-/metrics */
   int file;          /* fd of a file to send, or -1 */
   off_t size;        /* the file's size */
   const char *ctype; /* of the file */
@@ -488,6 +489,59 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
   return true;
 }
 
+/* The Prometheus text of the process and of every loop: a group's, each
+ * snapshot taken on its own loop (tdl_metrics_group), or this one. */
+static int metrics_text(char **out, tdl_time_t deadline)
+{
+  tdl_group *g = tdl_group_self();
+  unsigned n = g ? tdl_group_size(g) : 1;
+  tdl_loop_metrics *m = calloc(n, sizeof *m);
+  if (!m)
+    return -ENOMEM;
+  int e = 0;
+  for (unsigned i = 0; i < n && e == 0; i++) {
+    m[i].size = sizeof m[i];
+    e = g ? tdl_metrics_group(g, i, &m[i], deadline) : tdl_metrics_loop(tdl_fiber_loop(), &m[i]);
+  }
+  tdl_process_metrics p = {.size = sizeof p};
+  if (e == 0)
+    e = tdl_metrics_process(&p);
+  size_t cap = 4096 + 4096 * (size_t)n;
+  char *buf = NULL;
+  while (e == 0) {
+    char *more = realloc(buf, cap);
+    if (!more) {
+      e = -ENOMEM;
+      break;
+    }
+    buf = more;
+    e = tdl_metrics_write_prometheus(buf, cap, &p, m, n);
+    if (e != -ENOSPC)
+      break;
+    e = 0;
+    cap *= 2;
+  }
+  free(m);
+  if (e < 0) {
+    free(buf);
+    return e;
+  }
+  *out = buf;
+  return e;
+}
+
+static bool put_metrics(httpd_conn *c, bool keep, int minor, bool head_only)
+{
+  char *text = NULL;
+  int n = metrics_text(&text, tdl_after(c->srv->cfg.write_timeout));
+  if (n < 0)
+    return put_error(c, 503, keep, minor, head_only); /* a loop is stopping */
+  bool ok = put_head(c, 200, "text/plain; version=0.0.4", (uint64_t)n, keep, minor, NULL) &&
+            (head_only || put_bytes(c, text, (size_t)n));
+  free(text);
+  return ok;
+}
+
 static bool put_reply(httpd_conn *c, reply *r, bool keep, int minor)
 {
   httpd_server *s = c->srv;
@@ -502,6 +556,8 @@ static bool put_reply(httpd_conn *c, reply *r, bool keep, int minor)
     return put_head(c, 200, "text/plain", sizeof hello_body - 1, keep, minor, NULL) &&
            (r->head_only || put_bytes(c, hello_body, sizeof hello_body - 1));
   }
+  if (r->metrics)
+    return put_metrics(c, keep, minor, r->head_only);
   if (r->file >= 0) {
     bool ok = put_head(c, 200, r->ctype, (uint64_t)r->size, keep, minor, NULL) &&
               (r->head_only || put_file(c, r->file, r->size));
@@ -708,6 +764,11 @@ static void route(httpd_server *s, const char *buf, const http_request *req, rep
   if (plen == 1 && path[0] == '/') {
     r->hello = true;
     r->status = 200;
+    return;
+  }
+  if (s->cfg.metrics && plen == 10 && memcmp(path, "/-/metrics", 10) == 0) {
+    r->metrics = get || head;
+    r->status = get || head ? 200 : 405;
     return;
   }
   if (plen > 8 && memcmp(path, "/static/", 8) == 0) {

@@ -10,8 +10,8 @@
  *
  * One fiber accepts; each connection gets a fiber that reads a request,
  * answers it and loops (keep-alive, pipelining).  Routes: "/" answers
- * "Hello, World!", "/static/<path>" serves files below cfg.root, anything
- * else is 404.
+ * "Hello, World!", "/static/<path>" serves files below cfg.root,
+ * "/-/metrics" the metrics (cfg.metrics), anything else is 404.
  */
 #ifndef HTTPD_SERVER_H
 #define HTTPD_SERVER_H
@@ -46,6 +46,9 @@ typedef struct httpd_config {
                                receiving ahead (fiber.h, tdl_fd_readahead) */
   bool no_writebehind;      /* on uring loops, a send(2) per answer instead of sending behind
                                (fiber.h, tdl_fd_writebehind) */
+  bool metrics;             /* answer GET /-/metrics with treadle's metrics of the process and of
+                               every loop (a group's, when the server runs in one), in the
+                               Prometheus text format (metrics.h) */
 } httpd_config;
 
 /* Defaults: 8 KiB heads, 1 MiB bodies, 60 s idle, 10 s read and write

@@ -220,7 +220,8 @@ typedef struct tdl_fiber_stats {
                               half of those that stayed unused through the whole second, so
                               the cache follows recent demand and an idle loop keeps none */
 } tdl_fiber_stats;
-/* loop's fiber and stack counts, at this moment.  Cost: O(1). */
+/* loop's fiber and stack counts, at this moment; the same counts as
+ * tdl_metrics_loop's fibers and stacks (metrics.h).  Cost: O(1). */
 TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);
 
 #ifdef __cplusplus

@@ -194,7 +194,8 @@ typedef struct tdl_fs_stats {
   uint64_t ring;        /* reads, writes, opens and stats run as io_uring operations (uring loops) */
 } tdl_fs_stats;
 
-/* The calling thread's counts (its loop's fibers'), since it started. */
+/* The calling thread's counts (its loop's fibers'), since it started; the
+ * same counts as tdl_metrics_loop's fs_* fields (metrics.h). */
 TDL_API void tdl_fs_stats_get(tdl_fs_stats *out);
 
 #ifdef __cplusplus

@@ -277,7 +277,9 @@ typedef struct tdl_acceptor_stats {
   bool serving;      /* tdl_acceptor_serve runs for it */
 } tdl_acceptor_stats;
 
-/* Slot index's counts, at one moment.  THREAD-SAFE.  Errors: -EINVAL. */
+/* Slot index's counts, at one moment; tdl_metrics_loop's acceptor_* fields
+ * (metrics.h) are their sums over the slots a loop serves.  THREAD-SAFE.
+ * Errors: -EINVAL. */
 TDL_API int tdl_acceptor_stats_get(const tdl_acceptor *a, unsigned index, tdl_acceptor_stats *out);
 
 /* Free an acceptor whose slots no longer serve and whose handlers have all

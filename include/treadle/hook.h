@@ -211,7 +211,8 @@ typedef struct tdl_hook_stats {
   uint64_t slept;      /* sleeps and poll naps turned into tdl_sleep */
   uint64_t fds_made_nonblocking; /* fds set O_NONBLOCK underneath */
 } tdl_hook_stats;
-/* Process-wide counts since start (relaxed: approximate under threads). */
+/* Process-wide counts since start (relaxed: approximate under threads); the
+ * same counts as tdl_metrics_process's hook_* fields (metrics.h). */
 TDL_API void tdl_hook_stats_get(tdl_hook_stats *out);
 
 #ifdef __cplusplus

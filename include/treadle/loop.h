@@ -372,7 +372,8 @@ typedef struct tdl_port_stats {
   uint64_t posts; /* accepted by tdl_port_post */
   uint64_t wakes; /* of those, how many wrote the eventfd to wake the loop */
 } tdl_port_stats;
-/* THREAD-SAFE.  The port's counts since it was made, at one moment. */
+/* THREAD-SAFE.  The port's counts since it was made, at one moment; the same
+ * counts as tdl_metrics_loop's port_* fields (metrics.h). */
 TDL_API void tdl_port_stats_get(const tdl_port *port, tdl_port_stats *out);
 
 /* ------------------------------------------------------------------------ */

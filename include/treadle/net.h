@@ -261,7 +261,8 @@ TDL_API int tdl_net_accept(int lfd, tdl_addr *peer, tdl_time_t deadline);
  */
 TDL_API int tdl_net_accept_reserve(bool on);
 
-/* What the accept reserve has done since the process started.  THREAD-SAFE. */
+/* What the accept reserve has done since the process started; the same
+ * counts as tdl_metrics_process's net_* fields (metrics.h).  THREAD-SAFE. */
 typedef struct tdl_net_stats {
   uint64_t accept_exhausted; /* tdl_net_accept calls that found no fd free */
   uint64_t accept_shed;      /* connections accepted and closed at once */

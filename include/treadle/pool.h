@@ -144,7 +144,8 @@ typedef struct tdl_pool_stats {
   uint64_t started_threads;    /* threads started, ever */
 } tdl_pool_stats;
 
-/* The pool's counts at one moment.  THREAD-SAFE. */
+/* The pool's counts at one moment; the same counts as tdl_metrics_process's
+ * pool_* fields (metrics.h).  THREAD-SAFE. */
 TDL_API void tdl_pool_stats_get(tdl_pool_stats *out);
 
 #ifdef __cplusplus

@@ -81,6 +81,7 @@ int tdl__bg_park(tdl__fiber *f, tdl__bg *bg, const char *what, tdl_time_t deadli
   f->abort_wait = abort_park;
   f->abort_ctx = &bg->waiter;
   loop->ops_inflight++; /* a completion will wake a fiber: the loop must ask the ring */
+  TDL__COUNT(loop, io_parks, 1);
   int e = tdl__park(f, what, bg->fd, deadline);
   loop->ops_inflight--;
   f->abort_wait = NULL;

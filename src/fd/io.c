@@ -330,6 +330,7 @@ static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl
     return e;
   f->abort_wait = abort_fd_wait;
   f->abort_ctx = &rec;
+  TDL__COUNT(f->sched->loop, io_parks, 1);
   e = tdl__park(f, what, fd, deadline);
   f->abort_wait = NULL;
   tdl__fd_wait_end(&rec);

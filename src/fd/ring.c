@@ -182,6 +182,7 @@ ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, cons
     tdl__list_push(on_fd, &w.link);
     f->abort_wait = abort_ring_wait;
     f->abort_ctx = &w;
+    TDL__COUNT(loop, io_parks, 1);
     e = tdl__park(f, what, u->fd, deadline);
     f->abort_wait = NULL;
     if (!w.done) {

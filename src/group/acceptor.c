@@ -39,6 +39,7 @@
 #include "base/sys.h"
 #include "base/thread.h"
 #include "fd/fd_internal.h"
+#include "group/group_internal.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -65,6 +66,7 @@ typedef struct slot {
   ticket *tickets;  /* recycled; the slot's loop only */
   unsigned ntickets;
   _Alignas(64) uint64_t finished; /* atomic; one writer: the slot's loop */
+  tdl__list on_loop; /* in loop->acceptor_slots while it serves (that loop's thread only) */
 } slot;
 
 struct tdl_acceptor {
@@ -235,6 +237,7 @@ int tdl_acceptor_serve(tdl_acceptor *a, unsigned index)
   if (!__atomic_compare_exchange_n(&sl->state, &expect, SERVING, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return expect == SERVING ? -EBUSY : -ESHUTDOWN;
   tdl_loop *loop = f->sched->loop;
+  tdl__list_push(&loop->acceptor_slots, &sl->on_loop);
   int e;
   if (sl->lfd >= 0) {
     e = accept_loop(sl, loop);
@@ -247,8 +250,21 @@ int tdl_acceptor_serve(tdl_acceptor *a, unsigned index)
   } else {
     e = inbox_loop(sl, loop);
   }
+  tdl__list_remove(&sl->on_loop);
   STORE(&sl->state, DONE);
   return e;
+}
+
+void tdl__acceptor_loop_counts(tdl_loop *loop, uint64_t *accepted, uint64_t *open)
+{
+  *accepted = *open = 0;
+  TDL__LIST_FOREACH(node, &loop->acceptor_slots) {
+    const slot *sl = TDL__CONTAINER_OF(node, slot, on_loop);
+    uint64_t finished = LOAD(&sl->finished); /* first, as in tdl_acceptor_stats_get */
+    uint64_t assigned = LOAD(&sl->assigned);
+    *accepted += assigned;
+    *open += assigned - finished;
+  }
 }
 
 void tdl_acceptor_stop(tdl_acceptor *a)

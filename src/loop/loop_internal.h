@@ -295,6 +295,25 @@ static inline void tdl__heartbeat_running(tdl__heartbeat *hb, uint64_t id, const
 /* tdl_loop_free: stop the loop's watchdog, if it has one. */
 void tdl__watchdog_close(tdl_loop *loop);
 
+/* ---- counters (metrics/, tdl_loop_metrics) ------------------------------------------ */
+
+/* What a loop counts for its metrics, only on its own thread: plain
+ * increments, read by a snapshot on that thread.  Without TDL_METRICS
+ * nothing increments them (their cost can be measured: the option). */
+typedef struct tdl__loop_counts {
+  uint64_t switches;         /* fiber/sched.c */
+  uint64_t parks, wakeups;   /* fiber/sched.c: parks begun, parks ended */
+  uint64_t io_parks;         /* fd/: of the parks, fiber I/O's */
+  uint64_t ring_submissions; /* backend/uring.c: entries the kernel took, completions reaped */
+  uint64_t ring_completions;
+} tdl__loop_counts;
+
+#ifdef TDL_METRICS
+#define TDL__COUNT(loop, field, n) ((void)((loop)->counts.field += (n)))
+#else
+#define TDL__COUNT(loop, field, n) ((void)(loop))
+#endif
+
 /* ---- the loop ------------------------------------------------------------------ */
 
 struct tdl_loop {
@@ -370,6 +389,11 @@ struct tdl_loop {
    * none (the only cost of the watchdog when off: a test of this pointer per
    * iteration and per fiber switch).  Set and cleared on the loop's thread. */
   tdl__heartbeat *watch;
+
+  tdl__loop_counts counts;
+  /* group/acceptor.c: the acceptor slots served on this loop, linked and
+   * unlinked on its thread; a metrics snapshot sums their counts. */
+  tdl__list acceptor_slots;
 };
 
 static inline struct io_uring *tdl__loop_ring(const tdl_loop *loop) { return loop->ring; }

@@ -76,6 +76,7 @@ typedef struct uring_state {
   unsigned drop_next; /* tests: operations to have the kernel drop unrun (tdl__ring_debug_drop) */
 #endif
   bufs bufs;
+  unsigned counted_head; /* ring.sq.sqe_head when reap last counted submissions */
 } uring_state;
 
 static int setup(struct io_uring *ring)
@@ -253,8 +254,18 @@ static unsigned reap(tdl_loop *loop, uring_state *s)
     /* What did not fit is held by the kernel (NODROP) until an enter
      * flushes it in. */
     if (!io_uring_cq_has_overflow(&s->ring) || io_uring_get_events(&s->ring) < 0)
-      return total;
+      break;
   }
+#ifdef TDL_METRICS
+  /* sqe_head counts the entries handed to the kernel (liburing's running
+   * count, 32 bits): what went since the last reap, counted per reap
+   * rather than per entry. */
+  unsigned head = s->ring.sq.sqe_head;
+  TDL__COUNT(loop, ring_submissions, (unsigned)(head - s->counted_head));
+  s->counted_head = head;
+  TDL__COUNT(loop, ring_completions, total);
+#endif
+  return total;
 }
 
 /* Have the epoll set's fd polled by the ring, unless it is already. */

@@ -119,12 +119,17 @@ static void *walk(void *arg) /* a fiber per directory; owns the path */
 
 static long made_bytes, made_lines;
 
+/* dir/<kind><i> into path[256]. */
+static int entry(char *path, const char *dir, char kind, int i)
+{
+  return snprintf(path, 256, "%s/%c%d", dir, kind, i) < 256 ? 0 : -ENAMETOOLONG;
+}
+
 static int make_tree(const char *dir, int depth)
 {
   char path[256], text[256] = "";
   int e = tdl_fs_mkdir(dir, 0755, deadline);
-  for (int i = 0; e == 0 && i < FILES; i++) {
-    snprintf(path, sizeof path, "%s/f%d.txt", dir, i);
+  for (int i = 0; e == 0 && i < FILES && (e = entry(path, dir, 'f', i)) == 0; i++) {
     int fd = tdl_fs_open(path, O_WRONLY | O_CREAT | O_EXCL, 0644, deadline);
     size_t len = strlen(strcat(text, "a line\n")); /* file i holds i + 1 lines */
     e = fd < 0 ? fd : tdl_fs_write(fd, text, len, deadline) == (ssize_t)len ? 0 : -EIO;
@@ -132,24 +137,21 @@ static int make_tree(const char *dir, int depth)
     if (fd >= 0)
       tdl_close(fd);
   }
-  for (int i = 0; e == 0 && depth < DEPTH && i < FANOUT; i++) {
-    snprintf(path, sizeof path, "%s/d%d", dir, i);
-    e = make_tree(path, depth + 1);
-  }
+  for (int i = 0; e == 0 && depth < DEPTH && i < FANOUT; i++)
+    if ((e = entry(path, dir, 'd', i)) == 0)
+      e = make_tree(path, depth + 1);
   return e;
 }
 
 static void remove_tree(const char *dir, int depth)
 {
   char path[256];
-  for (int i = 0; i < FILES; i++) {
-    snprintf(path, sizeof path, "%s/f%d.txt", dir, i);
-    tdl_fs_unlink(path, deadline);
-  }
-  for (int i = 0; depth < DEPTH && i < FANOUT; i++) {
-    snprintf(path, sizeof path, "%s/d%d", dir, i);
-    remove_tree(path, depth + 1);
-  }
+  for (int i = 0; i < FILES; i++)
+    if (entry(path, dir, 'f', i) == 0)
+      tdl_fs_unlink(path, deadline);
+  for (int i = 0; depth < DEPTH && i < FANOUT; i++)
+    if (entry(path, dir, 'd', i) == 0)
+      remove_tree(path, depth + 1);
   tdl_fs_rmdir(dir, deadline);
 }
 

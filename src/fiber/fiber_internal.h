@@ -128,6 +128,11 @@ struct tdl__sched {
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
   unsigned dispatch_left;/* switches left before the loop polls again */
+  /* Metrics (TDL_METRICS; metrics/ reads them): kept here rather than in
+   * the loop's counts because a switch already writes this line, so an
+   * increment costs no other cache line and no load of s->loop. */
+  uint64_t switches;
+  uint64_t parks, wakeups; /* parks begun, parks ended */
   tdl__fiber *dead;      /* finished and detached: release once off its stack */
   uint64_t next_id;
   tdl__slot *slots;
@@ -150,6 +155,12 @@ struct tdl__sched {
  * gets back unlocked. */
 extern tdl__list tdl__process_scheds;
 extern pthread_mutex_t tdl__process_scheds_lock;
+
+#ifdef TDL_METRICS
+#define TDL__SCHED_COUNT(s, field) ((void)((s)->field++))
+#else
+#define TDL__SCHED_COUNT(s, field) ((void)(s))
+#endif
 
 /* The scheduler of the fiber running on this thread (or of the loop whose
  * fibers are being dispatched); NULL otherwise. */

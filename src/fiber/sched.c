@@ -225,7 +225,7 @@ static void switch_out(tdl__sched *s, tdl__fiber *f)
     f->state = TDL__FIBER_RUNNING;
     return;
   }
-  TDL__COUNT(s->loop, switches, 1);
+  TDL__SCHED_COUNT(s, switches);
   tdl__switch(&f->ctx, enter(s, next), next);
   reap_dead(s);
 }
@@ -252,7 +252,7 @@ static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
   if (f->detached)
     s->dead = f;
   tdl__fiber *next = pick_next(s);
-  TDL__COUNT(s->loop, switches, 1);
+  TDL__SCHED_COUNT(s, switches);
   tdl__switch_exit(&f->ctx, enter(s, next), next);
 }
 
@@ -281,7 +281,7 @@ static void sched_run(tdl_loop *loop)
   do {
     s->dispatch_left = DISPATCH_CHECK;
     tdl__fiber *f = runq_pop(s);
-    TDL__COUNT(s->loop, switches, 1);
+    TDL__SCHED_COUNT(s, switches);
     tdl__switch(&s->loop_ctx, enter(s, f), f);
     reap_dead(s);
   } while (--rounds && !tdl__queue_empty(&s->runq) && tdl__clock_now() < until);
@@ -438,7 +438,7 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   f->wait_fd = fd;
   f->deadline = deadline;
   f->io_budget = IO_BUDGET;
-  TDL__COUNT(s->loop, parks, 1);
+  TDL__SCHED_COUNT(s, parks);
   if (nocancel) {
     f->nocancel = 1;
     switch_out(s, f);
@@ -446,7 +446,7 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   } else {
     switch_out(s, f);
   }
-  TDL__COUNT(s->loop, wakeups, 1);
+  TDL__SCHED_COUNT(s, wakeups);
   if (timed && tdl_timer_active(&f->timer))
     lazy_set(f, true); /* not stopped: see lazy_set */
   return f->wake_result;

@@ -301,8 +301,7 @@ void tdl__watchdog_close(tdl_loop *loop);
  * increments, read by a snapshot on that thread.  Without TDL_METRICS
  * nothing increments them (their cost can be measured: the option). */
 typedef struct tdl__loop_counts {
-  uint64_t switches;         /* fiber/sched.c */
-  uint64_t parks, wakeups;   /* fiber/sched.c: parks begun, parks ended */
+  /* (switches, parks and wake-ups are the scheduler's: fiber/sched.c) */
   uint64_t io_parks;         /* fd/: of the parks, fiber I/O's */
   uint64_t ring_submissions; /* backend/uring.c: entries the kernel took, completions reaped */
   uint64_t ring_completions;

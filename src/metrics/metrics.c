@@ -60,19 +60,19 @@ static void loop_snapshot(tdl_loop *loop, tdl_loop_metrics *m)
   m->counted = 1;
 #endif
   const tdl__loop_counts *c = &loop->counts;
-  m->switches = c->switches;
-  m->parks = c->parks;
-  m->wakeups = c->wakeups;
   m->io_parks = c->io_parks;
   m->ring_submissions = c->ring_submissions;
   m->ring_completions = c->ring_completions;
   tdl__sched *s = loop->sched;
   if (s) {
+    m->switches = s->switches;
+    m->parks = s->parks;
+    m->wakeups = s->wakeups;
     m->fibers_running = s->current != NULL;
     m->fibers_finished = s->live - s->unfinished;
 #ifdef TDL_METRICS
     /* Every park that began and has not ended is a fiber parked now. */
-    m->fibers_parked = c->parks - c->wakeups;
+    m->fibers_parked = s->parks - s->wakeups;
     m->fibers_runnable = s->unfinished - m->fibers_parked - m->fibers_running;
 #else
     by_state b = {0};

@@ -434,6 +434,7 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   f->waits_on = what;
   f->wait_fd = fd;
   f->deadline = deadline;
+  f->parked_at = s->loop->now;
   f->io_budget = IO_BUDGET;
   if (nocancel) {
     f->nocancel = 1;

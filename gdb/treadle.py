@@ -309,6 +309,7 @@ class Snapshot:
                 f = by_range[j]
                 if f.lo - f.guard <= sp < f.lo + f.size:
                     f.thread = th
+                    f.sp = sp  # its registers are the thread's
                     if sp < f.lo or self._fault_in_guard(th, f):
                         f.overflowed = True
                     break
@@ -395,8 +396,6 @@ class Snapshot:
     def _used_from_memory(self, f, page):
         top = f.lo + f.size
         sp = f.sp if f.lo <= f.sp < top else top
-        if f.thread is not None:
-            return None  # its sp is the thread's; scanned below only when parked
         try:
             mem = _read(f.lo, sp - f.lo)
             first = len(mem) - len(mem.lstrip(b"\0"))

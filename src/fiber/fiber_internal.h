@@ -68,6 +68,8 @@ typedef struct tdl__fiber {
   tdl__qnode run;        /* in the run queue while runnable */
   const char *waits_on;
   tdl_time_t deadline;
+  tdl_time_t parked_at;  /* the loop's cached time at the last park (for a
+                            debugger: how long it has waited) */
   int wake_result;
   int wait_fd;
   uint8_t state;

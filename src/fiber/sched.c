@@ -437,6 +437,7 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   f->waits_on = what;
   f->wait_fd = fd;
   f->deadline = deadline;
+  f->parked_at = s->loop->now;
   f->io_budget = IO_BUDGET;
   TDL__SCHED_COUNT(s, parks);
   if (nocancel) {

@@ -96,7 +96,7 @@ tdl__ctx_prepare:
         stp     xzr, xzr, [x0, #32]
         stp     xzr, xzr, [x0, #48]
         stp     xzr, xzr, [x0, #64]
-        adr     x3, tdl__ctx_trampoline
+        adr     x3, tdl__ctx_trampoline_start
         stp     xzr, x3, [x0, #80]      /* x29 = 0 ends fp chains, lr = trampoline */
         stp     xzr, xzr, [x0, #96]
         stp     xzr, xzr, [x0, #112]
@@ -111,7 +111,10 @@ tdl__ctx_prepare:
         .size   tdl__ctx_prepare, .-tdl__ctx_prepare
 
 /* First code a new context runs: x0 = arg of the switch, x19 = entry,
- * sp = top - 16 (16-byte aligned). */
+ * sp = top - 16 (16-byte aligned).  The switch returns to
+ * tdl__ctx_trampoline_start, one instruction in: an unwinder looks a return
+ * address up at address - 1 (or - 4), which must fall inside the trampoline
+ * for a fiber that has not run yet to unwind as the trampoline's. */
         .type   tdl__ctx_trampoline, %function
         .p2align 4
 tdl__ctx_trampoline:
@@ -119,6 +122,8 @@ tdl__ctx_trampoline:
         /* No caller: an undefined return address is how DWARF says "outermost
          * frame", so gdb and _Unwind_Backtrace stop cleanly here. */
         .cfi_undefined x30
+        nop
+tdl__ctx_trampoline_start:
         blr     x19
         /* entry returned, which it must never do: trap right here. */
         brk     #0x3e8

@@ -96,7 +96,7 @@ tdl__ctx_prepare:
          * stack walkers also stop here. */
         movq    $0, -8(%rax)
         movq    $0, -16(%rax)
-        leaq    tdl__ctx_trampoline(%rip), %rcx
+        leaq    tdl__ctx_trampoline_start(%rip), %rcx
         movq    %rcx, -24(%rax)         /* return address */
         movq    $0, -32(%rax)           /* rbp = 0 ends frame-pointer chains */
         movq    $0, -40(%rax)           /* rbx */
@@ -114,7 +114,11 @@ tdl__ctx_prepare:
         .cfi_endproc
         .size   tdl__ctx_prepare, .-tdl__ctx_prepare
 
-/* First code a new context runs: rax = arg of the switch, r12 = entry. */
+/* First code a new context runs: rax = arg of the switch, r12 = entry.
+ * The switch "returns" to tdl__ctx_trampoline_start, one byte in: an
+ * unwinder looks a return address up at address - 1, which must fall inside
+ * the trampoline for a fiber that has not run yet to unwind as the
+ * trampoline's. */
         .type   tdl__ctx_trampoline, @function
         .p2align 4
 tdl__ctx_trampoline:
@@ -122,6 +126,8 @@ tdl__ctx_trampoline:
         /* No caller: an undefined return address is how DWARF says "outermost
          * frame", so gdb and _Unwind_Backtrace stop cleanly here. */
         .cfi_undefined rip
+        nop
+tdl__ctx_trampoline_start:
         movq    %rax, %rdi
         call    *%r12
         /* entry returned, which it must never do: trap right here, where a

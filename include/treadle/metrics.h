@@ -26,12 +26,17 @@
  *   fields are only ever added at the end.
  *
  * COUNTING
- *   The counters a loop keeps for this (switches, parks, wakeups, io_parks,
- *   ring_submissions, ring_completions) are plain increments on the loop's
- *   own data, on its own thread: no atomic, no shared line.  A library built
- *   with -DTDL_METRICS=OFF keeps none of them: they read 0 (and `counted`
- *   says so), and fibers by state are found by walking the loop's fibers.
- *   Every other field reads the subsystem's own count, kept in every build.
+ *   The counters a loop keeps for this are plain increments on its own
+ *   data, on its own thread: no atomic, no shared line.  A fiber hand-off
+ *   increments one (the park); switches are derived from parks, yields,
+ *   finishes and the loop's dispatches, and wake-ups are the parks less
+ *   the fibers parked at the snapshot, because an increment at every
+ *   switch and wake-up cost the switch path far more than it is worth.  A
+ *   library built with -DTDL_METRICS=OFF keeps none of them (switches,
+ *   parks, wakeups, io_parks, ring_submissions, ring_completions read 0 and
+ *   `counted` says so).  Fibers by state are found by walking the loop's
+ *   fibers, in every build.  Every other field reads the subsystem's own
+ *   count, kept in every build.
  *   Counters only grow (until their loop or the process ends); gauges are
  *   values at the moment of the snapshot.
  */
@@ -103,8 +108,8 @@ typedef struct tdl_process_metrics {
  * Fill *out with loop's metrics now (out->size set by the caller).  Call on
  * the loop's thread (a fiber or a callback of it, or between runs).
  * Errors: -EINVAL (loop or out NULL, out->size too small), -EPERM (another
- * thread, in builds with TDL_DEBUG_CHECKS).  Cost: O(1) (a few dozen loads),
- * with TDL_METRICS; O(fibers) without.
+ * thread, in builds with TDL_DEBUG_CHECKS).  Cost: O(fibers): a few dozen
+ * loads and a walk over the loop's fibers, one cache line of each.
  */
 TDL_API int tdl_metrics_loop(tdl_loop *loop, tdl_loop_metrics *out);
 

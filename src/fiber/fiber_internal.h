@@ -130,11 +130,15 @@ struct tdl__sched {
   size_t live;           /* fibers not yet released */
   size_t unfinished;     /* fibers that have not finished */
   unsigned dispatch_left;/* switches left before the loop polls again */
-  /* Metrics (TDL_METRICS; metrics/ reads them): kept here rather than in
-   * the loop's counts because a switch already writes this line, so an
-   * increment costs no other cache line and no load of s->loop. */
-  uint64_t switches;
-  uint64_t parks, wakeups; /* parks begun, parks ended */
+  /* Metrics (TDL_METRICS; metrics/ reads them).  A hand-off between
+   * fibers counts one thing, the park, which costs nothing measurable; an
+   * increment at each switch and at each wake-up as well cost the ring
+   * benchmark 10-30 % (read-modify-writes of one line on both sides of the
+   * stack switch).  So the switches are derived: each park, yield and
+   * finish switches once (but a yield that finds nobody else to run), and
+   * the loop switches into a fiber once per dispatch; and the wake-ups are
+   * the parks less the fibers parked now, found by walking the fibers. */
+  uint64_t parks, dispatches, yields, finishes, unswitched;
   tdl__fiber *dead;      /* finished and detached: release once off its stack */
   uint64_t next_id;
   tdl__slot *slots;

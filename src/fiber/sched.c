@@ -223,9 +223,9 @@ static void switch_out(tdl__sched *s, tdl__fiber *f)
   tdl__fiber *next = pick_next(s);
   if (next == f) { /* f yielded and nobody else wanted to run */
     f->state = TDL__FIBER_RUNNING;
+    TDL__SCHED_COUNT(s, unswitched);
     return;
   }
-  TDL__SCHED_COUNT(s, switches);
   tdl__switch(&f->ctx, enter(s, next), next);
   reap_dead(s);
 }
@@ -252,7 +252,7 @@ static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
   if (f->detached)
     s->dead = f;
   tdl__fiber *next = pick_next(s);
-  TDL__SCHED_COUNT(s, switches);
+  TDL__SCHED_COUNT(s, finishes);
   tdl__switch_exit(&f->ctx, enter(s, next), next);
 }
 
@@ -281,7 +281,7 @@ static void sched_run(tdl_loop *loop)
   do {
     s->dispatch_left = DISPATCH_CHECK;
     tdl__fiber *f = runq_pop(s);
-    TDL__SCHED_COUNT(s, switches);
+    TDL__SCHED_COUNT(s, dispatches);
     tdl__switch(&s->loop_ctx, enter(s, f), f);
     reap_dead(s);
   } while (--rounds && !tdl__queue_empty(&s->runq) && tdl__clock_now() < until);
@@ -447,7 +447,6 @@ static int park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline, bo
   } else {
     switch_out(s, f);
   }
-  TDL__SCHED_COUNT(s, wakeups);
   if (timed && tdl_timer_active(&f->timer))
     lazy_set(f, true); /* not stopped: see lazy_set */
   return f->wake_result;
@@ -556,6 +555,7 @@ int tdl_fiber_yield(void)
   if (!f)
     return -EPERM;
   tdl__runq_push(f->sched, f);
+  TDL__SCHED_COUNT(f->sched, yields);
   switch_out(f->sched, f);
   return 0;
 }

@@ -36,21 +36,19 @@ static void hand_out(void *out, size_t out_size, const void *m, size_t m_size)
 
 /* ---- a loop ---- */
 
-#ifndef TDL_METRICS
-typedef struct by_state {
-  uint64_t runnable, parked;
-} by_state;
-
-static int count_state(const tdl_fiber_info *in, void *ctx)
+/* Fibers parked and runnable now: a walk over the loop's fibers (O(fibers):
+ * counting them at each park and wake-up would cost the switch path). */
+static void by_state(const tdl__sched *s, uint64_t *parked, uint64_t *runnable)
 {
-  by_state *b = ctx;
-  if (strcmp(in->state, "runnable") == 0)
-    b->runnable++;
-  else if (strcmp(in->state, "parked") == 0)
-    b->parked++;
-  return 0;
+  uint64_t p = 0, r = 0;
+  TDL__LIST_FOREACH(n, &s->all) {
+    const tdl__fiber *f = TDL__CONTAINER_OF(n, const tdl__fiber, all);
+    p += f->state == TDL__FIBER_PARKED;
+    r += f->state == TDL__FIBER_RUNNABLE;
+  }
+  *parked = p;
+  *runnable = r;
 }
-#endif
 
 static void loop_snapshot(tdl_loop *loop, tdl_loop_metrics *m)
 {
@@ -65,20 +63,16 @@ static void loop_snapshot(tdl_loop *loop, tdl_loop_metrics *m)
   m->ring_completions = c->ring_completions;
   tdl__sched *s = loop->sched;
   if (s) {
-    m->switches = s->switches;
-    m->parks = s->parks;
-    m->wakeups = s->wakeups;
     m->fibers_running = s->current != NULL;
     m->fibers_finished = s->live - s->unfinished;
+    by_state(s, &m->fibers_parked, &m->fibers_runnable);
 #ifdef TDL_METRICS
-    /* Every park that began and has not ended is a fiber parked now. */
-    m->fibers_parked = s->parks - s->wakeups;
-    m->fibers_runnable = s->unfinished - m->fibers_parked - m->fibers_running;
-#else
-    by_state b = {0};
-    tdl_fiber_foreach(loop, count_state, &b);
-    m->fibers_parked = b.parked;
-    m->fibers_runnable = b.runnable;
+    /* Every park, yield and finish switched once (but a yield with nobody
+     * else to run); the loop switched into a fiber at each dispatch.  Every
+     * park that began and has not ended is a fiber parked now. */
+    m->parks = s->parks;
+    m->switches = s->dispatches + s->parks + s->yields + s->finishes - s->unswitched;
+    m->wakeups = s->parks - m->fibers_parked;
 #endif
     tdl__stack_stats st;
     tdl__stack_pool_stats(&s->pool, &st);

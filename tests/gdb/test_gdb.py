@@ -7,6 +7,7 @@ information.
 
 usage: test_gdb.py GDB_TARGET TREADLE_PY     (exit 77: gdb cannot run here)
 """
+import atexit
 import os
 import platform
 import re
@@ -110,6 +111,7 @@ def main():
         print("SKIP: this gdb has no Python")
         return 77
     tmp = tempfile.mkdtemp(prefix="tdl-gdb-")
+    atexit.register(shutil.rmtree, tmp, True)  # core files are large: never left behind
 
     # -- live, attached -------------------------------------------------------
     p = start("live")

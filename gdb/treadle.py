@@ -197,7 +197,7 @@ class Snapshot:
         self.fibers = []
         self.switching = []  # (thread, from text, to text)
         self.live = not _is_core()
-        # "How long": a live process's clock is this host's CLOCK_MONOTONIC
+        # "How long": a live process's clock is the system's CLOCK_MONOTONIC
         # (tdl_now's); a core file has only each loop's cached time.
         self.clock = time.clock_gettime_ns(time.CLOCK_MONOTONIC) if self.live else None
         head = int(gdb.parse_and_eval("&tdl__process_scheds"))
@@ -591,7 +591,7 @@ loop's cached time (its `now`, as of its last poll), also on a core file."""
         if not snap.loops:
             gdb.write("treadle: no loop has a scheduler (no fiber was ever spawned, or not a treadle program)\n")
             return
-        gdb.write("(times from %s)\n" % ("this host's monotonic clock" if snap.live else
+        gdb.write("(times from %s)\n" % ("the system's monotonic clock" if snap.live else
                                           "each loop's cached time, its last poll: a core file"))
         for th, frm, to in snap.switching:
             gdb.write("thread %d is inside the context switch: from %s to %s\n" % (th.num, frm, to))

@@ -133,7 +133,7 @@ struct tdl__sched {
   /* Metrics (TDL_METRICS; metrics/ reads them).  A hand-off between
    * fibers counts one thing, the park, which costs nothing measurable; an
    * increment at each switch and at each wake-up as well cost the ring
-   * benchmark 10-30 % (read-modify-writes of one line on both sides of the
+   * benchmark measurably (read-modify-writes of one line on both sides of the
    * stack switch).  So the switches are derived: each park, yield and
    * finish switches once (but a yield that finds nobody else to run), and
    * the loop switches into a fiber once per dispatch; and the wake-ups are

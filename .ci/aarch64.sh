@@ -17,7 +17,8 @@
 # children there fails, and emulated children's timing is erratic (process
 # spawning is not architecture-specific code; it is tested natively).
 # Everything else runs (switch, stack, overflow, loop, timer, io, net, chan,
-# sync, ...).  Emulation is 10-50x slower and uneven, so a test gets a second
+# sync, ..., and gdb/treadle.py through qemu's gdb stub with gdb-multiarch),
+# built RelWithDebInfo: -O2, as programs ship, with debug information.  Emulation is 10-50x slower and uneven, so a test gets a second
 # try; one that fails twice fails the job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +34,7 @@ exclude=${TDL_QEMU_EXCLUDE-'^test_spawn[a-z_]*\.'}
 # libc6:arm64 of another revision than the cross sysroot's.  So cmocka's two
 # arm64 packages are downloaded and unpacked into $deps, a private sysroot
 # the toolchain file points pkg-config and the emulated loader at.
-pkgs="cmake make pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+pkgs="cmake make pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch python3"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -71,7 +72,7 @@ fi
 # --- build --------------------------------------------------------------------
 cmake -S . -B "$build" \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake \
-  -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDL_DEBUG_CHECKS=ON -DTDL_BENCH=OFF \
   -DTDL_WERROR="${WERROR:-OFF}" >/dev/null
 cmake --build "$build" -j"$jobs"
 

@@ -168,12 +168,18 @@ def _walk(head):
         node = _word(node)
 
 
-def _is_core():
+def _target_kind():
+    """"native" (a process of this machine), "core", or "remote" (a
+    gdbserver or qemu-user's stub: a live process whose clock and /proc are
+    not this machine's, or not its own)."""
     inf = gdb.selected_inferior()
     conn = getattr(inf, "connection", None)
     if conn is not None:
-        return conn.type == "core"
-    return "core dump" in gdb.execute("info target", to_string=True)
+        return conn.type if conn.type in ("core", "native") else "remote"
+    text = gdb.execute("info target", to_string=True)
+    if "core dump" in text:
+        return "core"
+    return "remote" if "remote" in text.lower() else "native"
 
 
 class Fiber:
@@ -196,10 +202,14 @@ class Snapshot:
         self.loops = []
         self.fibers = []
         self.switching = []  # (thread, from text, to text)
-        self.live = not _is_core()
-        # "How long": a live process's clock is the system's CLOCK_MONOTONIC
-        # (tdl_now's); a core file has only each loop's cached time.
-        self.clock = time.clock_gettime_ns(time.CLOCK_MONOTONIC) if self.live else None
+        kind = _target_kind()
+        self.live = kind != "core"
+        # Only a process of this machine can have its page map read.
+        self.native = kind == "native"
+        # "How long": a native process's clock is this machine's
+        # CLOCK_MONOTONIC (tdl_now's); a core file, or a remote process
+        # (whose machine's clock is not ours), has only each loop's cached time.
+        self.clock = time.clock_gettime_ns(time.CLOCK_MONOTONIC) if self.native else None
         head = int(gdb.parse_and_eval("&tdl__process_scheds"))
         threads = self._threads()
         page = 4096
@@ -361,12 +371,13 @@ class Snapshot:
     # -- stacks ------------------------------------------------------------
     def _stack_use(self, page):
         """High-water mark, as tdl__stack_used counts it: from the lowest
-        resident page to the top.  A live process: its page map (reading the
-        untouched pages would fault them in).  A core file: the lowest page
-        below the saved sp that is not all zero."""
-        live = self.live
+        resident page to the top.  A native live process: its page map
+        (reading the untouched pages would fault them in).  A core file or a
+        remote process: the lowest page below the saved sp that is not all
+        zero (on a remote process this reads, and so may fault in, the
+        untouched pages)."""
         pagemap = None
-        if live:
+        if self.native:
             try:
                 pagemap = open("/proc/%d/pagemap" % gdb.selected_inferior().pid, "rb")
             except OSError:
@@ -386,7 +397,7 @@ class Snapshot:
                             used = f.size - i * page
                             break
                     f.used = used
-                elif not live:
+                else:
                     f.used = self._used_from_memory(f, page)
             except (OSError, struct.error, gdb.error):
                 f.used = None
@@ -591,8 +602,10 @@ loop's cached time (its `now`, as of its last poll), also on a core file."""
         if not snap.loops:
             gdb.write("treadle: no loop has a scheduler (no fiber was ever spawned, or not a treadle program)\n")
             return
-        gdb.write("(times from %s)\n" % ("the system's monotonic clock" if snap.live else
-                                          "each loop's cached time, its last poll: a core file"))
+        gdb.write("(times from %s)\n" % ("the system's monotonic clock" if snap.native else
+                                          "each loop's cached time, its last poll: a core file"
+                                          if not snap.live else
+                                          "each loop's cached time, its last poll: a remote process"))
         for th, frm, to in snap.switching:
             gdb.write("thread %d is inside the context switch: from %s to %s\n" % (th.num, frm, to))
         out = []

@@ -12,6 +12,8 @@
  *                        prints "done ok" and exits 0, or exits 1.
  *   gdb_target many N    N fibers asleep; "ready"; exits on a line on stdin.
  *   gdb_target overflow  a fiber recurses through its stack's guard page.
+ *   gdb_target spin MS   a fiber spins in spin_in_fiber() for MS ms of CPU
+ *                        (tests/gdb/test_perf.py samples it with perf).
  */
 #include <errno.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <treadle.h>
@@ -117,9 +120,19 @@ static tdl_fiber_t spawn(tdl_fiber_fn fn, const char *name)
   return f;
 }
 
+/* Called when every fiber is in place: a debugger that starts the program
+ * itself (qemu-user's gdb stub, which stops it before its first instruction)
+ * breaks here instead of attaching after "ready". */
+__attribute__((noinline)) void gdb_target_ready(void);
+__attribute__((noinline)) void gdb_target_ready(void)
+{
+  __asm__ volatile("" ::: "memory"); /* not folded away */
+}
+
 /* Block this thread (and so its loop) until the driver writes a line. */
 static void wait_for_driver(void)
 {
+  gdb_target_ready();
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
   char line[16];
@@ -216,6 +229,44 @@ static void *overflow_main(void *arg)
   return NULL;
 }
 
+/* Busy on the CPU in a fiber, in a function of our own that perf's samples
+ * must show above fiber_entry and the switch's trampoline. */
+__attribute__((noinline)) uint64_t spin_in_fiber(long ms);
+__attribute__((noinline)) uint64_t spin_in_fiber(long ms)
+{
+  struct timespec t0, t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  uint64_t x = 88172645463325252u;
+  do {
+    for (int i = 0; i < 100000; i++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+  return x;
+}
+
+static void *spinner(void *arg)
+{
+  uint64_t x = spin_in_fiber((long)(intptr_t)arg);
+  __asm__ volatile("" ::: "memory"); /* a call, not a tail jump: its frame stays */
+  return (void *)(uintptr_t)x;
+}
+
+static void *spin_main(void *arg)
+{
+  tdl_fiber_options o = {.name = "spinner"};
+  tdl_fiber_t f;
+  void *x;
+  if (tdl_fiber_spawn(&f, tdl_fiber_loop(), spinner, arg, &o) != 0 ||
+      tdl_fiber_join(f, &x, TDL_FOREVER) != 0)
+    exit(1);
+  printf("spun %lx\n", (unsigned long)(uintptr_t)x);
+  return NULL;
+}
+
 int main(int argc, char **argv)
 {
   /* Let a debugger attach whatever ptrace_scope says (Yama). */
@@ -243,6 +294,10 @@ int main(int argc, char **argv)
     e = tdl_fiber_main(overflow_main, NULL, NULL);
     return 1; /* not reached: the overflow kills the process */
   }
-  fprintf(stderr, "usage: gdb_target live | many N | overflow\n");
+  if (strcmp(mode, "spin") == 0 && argc > 2) {
+    e = tdl_fiber_main(spin_main, (void *)(intptr_t)atol(argv[2]), NULL);
+    return e == 0 ? 0 : 1;
+  }
+  fprintf(stderr, "usage: gdb_target live | many N | overflow | spin MS\n");
   return 2;
 }

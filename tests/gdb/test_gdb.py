@@ -6,6 +6,9 @@ inside the context switch), with 100,000 fibers, and without debug
 information.
 
 usage: test_gdb.py GDB_TARGET TREADLE_PY     (exit 77: gdb cannot run here)
+
+tests/gdb/test_gdb_qemu.py runs the same checks on the AArch64 build under
+qemu-user; the helpers below are shared with it.
 """
 import atexit
 import os
@@ -18,7 +21,9 @@ import subprocess
 import sys
 import tempfile
 
-TARGET, SCRIPT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+TARGET = SCRIPT = None  # set by main(), or by test_gdb_qemu.py
+GDB = ["gdb"]            # the debugger and the commands that come before the script
+PRE = []
 failures = []
 
 
@@ -31,8 +36,8 @@ def check(ok, what, out=""):
 
 
 def gdb(args, commands, timeout=300):
-    cmd = ["gdb", "-nx", "-batch", "-ex", "set python print-stack full", "-ex", "source " + SCRIPT]
-    for c in commands:
+    cmd = GDB + ["-nx", "-batch"]
+    for c in PRE + ["set python print-stack full", "source " + SCRIPT] + commands:
         cmd += ["-ex", c]
     r = subprocess.run(cmd + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout)
@@ -73,19 +78,26 @@ def check_listing(out, where):
     check(len(re.findall(r"^[ *]\s*\d+\s+loop \d+\s+fiber ", out, re.M)) == 9, where + ": nine fibers", out)
 
 
-def check_backtraces(args, where, live):
+def backtrace_commands(nums):
+    """What check_backtraces runs, given fiber_numbers of info fibers (or
+    "{name}" placeholders, for a script that fills them in itself)."""
+    return ["fiber %s" % nums["reader"], "bt", "info locals",
+            "fiber %s" % nums["runnable"], "bt",
+            "fiber %s" % nums["main"], "bt",
+            "fiber none", "fiber apply all -limit 3 bt"]
+
+
+def check_backtraces(args, where, live, thread_bt=True):
     out = gdb(args, ["info fibers"])
     nums = fiber_numbers(out)
     if len(nums) < 8:
         check(False, where + ": info fibers before bt", out)
         return
-    cmds = ["fiber %d" % nums["reader"], "bt", "info locals",
-            "fiber %d" % nums["runnable"], "bt",
-            "fiber %d" % nums["main"], "bt",
-            "fiber none", "fiber apply all -limit 3 bt"]
-    out = gdb(args, cmds)
+    check_backtrace_output(gdb(args, backtrace_commands(nums)), nums, where, thread_bt)
+
+
+def check_backtrace_output(out, nums, where, thread_bt=True):
     check("Traceback" not in out and "Python Exception" not in out, where + ": bt without Python error", out)
-    blocks = out.split("\n#0 ")
     reader = re.search(r'\[fiber %d: fiber \d+ "reader".*?(?=\[fiber |\Z)' % nums["reader"], out, re.S)
     rb = reader.group(0) if reader else ""
     check(re.search(r"in tdl_read |tdl_read \(fd=", rb) is not None and "reader (arg=" in rb,
@@ -95,13 +107,15 @@ def check_backtraces(args, where, live):
     run = re.search(r'\[fiber %d: fiber \d+ "runnable".*?(?=\[fiber |\Z)' % nums["runnable"], out, re.S)
     check(run is not None and "tdl__ctx_trampoline" in run.group(0),
           where + ": a fiber that never ran shows the trampoline", out)
-    check("live_main (" in out, where + ": the running fiber's bt is its thread's", out)
+    if thread_bt:
+        check("live_main (" in out, where + ": the running fiber's bt is its thread's", out)
     check(len(re.findall(r"^Fiber \d+ \(", out, re.M)) == 3 and "more fibers not shown: -limit 3" in out,
           where + ": fiber apply all -limit 3", out)
-    del blocks
 
 
 def main():
+    global TARGET, SCRIPT
+    TARGET, SCRIPT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     if shutil.which("gdb") is None:
         print("SKIP: gdb is not installed (Debian: gdb)")
         return 77
@@ -225,4 +239,5 @@ def main():
     return 0
 
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

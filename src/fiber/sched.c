@@ -193,7 +193,8 @@ static inline tdl__fiber *pick_next(tdl__sched *s)
  * may be reused or unmapped under it), so the name is copied for it. */
 static void publish_running(tdl__sched *s, const tdl__fiber *f)
 {
-  tdl__heartbeat_running(s->loop->watch, f ? f->id : 0, f ? f->name : NULL);
+  uintptr_t lo = f ? (uintptr_t)f->stack.lo : 0;
+  tdl__heartbeat_running(s->loop->watch, f ? f->id : 0, f ? f->name : NULL, lo, f ? lo + f->stack.size : 0);
 }
 
 _Static_assert(sizeof(((tdl__fiber *)0)->name) == TDL__WATCH_NAME, "the watchdog copies whole names");
@@ -351,6 +352,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
   tdl__list_push(&tdl__thread_scheds, &s->on_thread);
+  tdl__dump_sched_made(loop); /* before a dump can find it */
   process_scheds_add(s);
   loop->sched = s;
   loop->sched_run = sched_run;

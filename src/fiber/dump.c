@@ -469,7 +469,7 @@ static int arm(int signo, int fd)
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_ONSTACK;
+    sa.sa_flags = SA_RESTART; /* a write needs little stack: the interrupted one */
     sigfillset(&sa.sa_mask); /* one handler at a time, whatever comes */
     if (sigaction(signo, &sa, &old) < 0)
       return -errno; /* a signal the C library keeps for itself */

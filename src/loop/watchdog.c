@@ -81,8 +81,10 @@ static _Thread_local bool on_watchdog_thread;
  *
  * The signal: the highest real-time signal whose action is the default when
  * the first watchdog starts (programs number theirs up from SIGRTMIN),
- * installed with SA_RESTART (an interrupted system call goes on) and
- * SA_ONSTACK.  It is sent only to a loop found stalled, and only while its
+ * installed with SA_RESTART (an interrupted system call goes on).  It
+ * runs on the interrupted stack (it needs a few hundred bytes), not on the
+ * thread's alternate stack, which comes and goes with the thread's
+ * schedulers (fiber/overflow.c).  It is sent only to a loop found stalled, and only while its
  * action is still treadle's: a program that installs its own handler on it
  * later keeps it, and reports then say that no chain could be taken.
  *
@@ -158,7 +160,7 @@ static void choose_signal(void)
       continue;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sample;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
     if (sigaction(sig, &sa, NULL) == 0) {
       chosen = sig;

@@ -6,6 +6,14 @@
 
 #include "base/frames.h"
 
+/* Not instrumented by ASan: a frame pointer that some code used as a plain
+ * register may point into a redzone of the stack it is checked against,
+ * which is mapped memory, and only a wrong frame at worst. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+__attribute__((no_sanitize("address")))
+#endif
+#endif
 int tdl__frames_walk(uintptr_t pc, uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, int max)
 {
   int n = 0;

@@ -99,7 +99,7 @@ static struct {
   int signo;          /* atomic: 0 until chosen, -1 when none was free */
   bool lost;          /* the program took the signal over */
   int state;          /* atomic */
-  pid_t tid;          /* the thread that must answer */
+  pid_t tid;          /* atomic: the thread that must answer */
   const tdl__heartbeat *hb;
   uintptr_t thread_lo, thread_hi;
   uintptr_t pcs[TDL__FRAMES_MAX];
@@ -114,7 +114,7 @@ static void on_sample(int signo, siginfo_t *si, void *ucv)
 {
   (void)signo;
   (void)si;
-  if ((pid_t)syscall(SYS_gettid) != S.tid)
+  if ((pid_t)syscall(SYS_gettid) != __atomic_load_n(&S.tid, __ATOMIC_RELAXED))
     return; /* raised at another thread (by the program) */
   int armed = SAMPLE_ARMED;
   if (!__atomic_compare_exchange_n(&S.state, &armed, SAMPLE_TAKEN, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
@@ -213,7 +213,7 @@ static void sample(tdl__watch *w)
     sample_text("the program took over the watchdog's signal");
     return;
   }
-  S.tid = w->tid;
+  __atomic_store_n(&S.tid, w->tid, __ATOMIC_RELAXED);
   S.hb = &w->hb;
   S.thread_lo = w->thread_lo;
   S.thread_hi = w->thread_hi;

@@ -21,6 +21,21 @@
 
 #define THRESHOLD (20 * TDL_MSEC)
 
+/* Under ThreadSanitizer a signal's handler runs when the thread next enters
+ * the sanitizer's runtime (at the spin's atomic load), often with registers
+ * inside that runtime, which keeps no frame pointers: there the chain is
+ * taken (and its crossing of threads checked) but not what it names. */
+#ifdef TDL_TSAN
+#define NAMES_CHECKED 0
+#else
+#define NAMES_CHECKED 1
+#endif
+#define assert_names(chain, what)                                                                                     \
+  do {                                                                                                                \
+    if (NAMES_CHECKED)                                                                                                \
+      assert_non_null(strstr((chain), (what)));                                                                       \
+  } while (0)
+
 static int spin_stop;
 static char chain[8192];
 static int reports;
@@ -82,7 +97,7 @@ static void test_chain_of_a_fiber(void **state)
   assert_true(reports >= 1);
   /* Frame #0 is where the fiber was interrupted: in the function. */
   assert_non_null(strstr(chain, "#0 0x"));
-  assert_non_null(strstr(chain, " wd_spins_in_fiber+0x"));
+  assert_names(chain, " wd_spins_in_fiber+0x");
   assert_null(strstr(chain, "no call chain"));
   assert_int_equal(tdl_watchdog_stop(loop), 0);
   t_loop_free(loop);
@@ -107,11 +122,11 @@ static void test_chain_of_a_callback(void **state)
   assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
   assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
   assert_true(reports >= 1);
-  assert_non_null(strstr(chain, " wd_spins_in_callback+0x"));
+  assert_names(chain, " wd_spins_in_callback+0x");
 #ifdef TDL_FRAME_POINTERS
   /* The walk goes on through the loop's own frames, on the thread's stack,
    * out to tdl_loop_run. */
-  assert_non_null(strstr(chain, " tdl_loop_run+0x"));
+  assert_names(chain, " tdl_loop_run+0x");
 #else
   assert_non_null(strstr(chain, "(the rest of the chain needs treadle built with frame pointers)"));
 #endif
@@ -130,7 +145,7 @@ static void *watch_stderr(void *arg)
   for (int i = 0; i < 3000 && !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE); i++) {
     char buf[4096] = {0};
     ssize_t n = pread(err_fd, buf, sizeof buf - 1, 0);
-    if (n > 0 && strstr(buf, "wd_spins_in_fiber+0x"))
+    if (n > 0 && strstr(buf, NAMES_CHECKED ? "wd_spins_in_fiber+0x" : "        "))
       break;
     usleep(10000);
   }
@@ -169,7 +184,7 @@ static void test_default_report_has_the_chain(void **state)
   assert_non_null(fiber);
   const char *nl = strstr(fiber, ", in fiber 1 \"spinner\"\n        #0 0x");
   assert_non_null(nl);
-  assert_non_null(strstr(nl, " wd_spins_in_fiber+0x"));
+  assert_names(nl, " wd_spins_in_fiber+0x");
 }
 
 static void test_outside_a_callback(void **state)

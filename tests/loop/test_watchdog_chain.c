@@ -198,7 +198,7 @@ static void test_outside_a_callback(void **state)
 
 /* ---- a program that takes the signal over (last: it stays taken) ---- */
 
-static int own_ran;
+static volatile sig_atomic_t own_ran;
 static void own_handler(int sig)
 {
   (void)sig;

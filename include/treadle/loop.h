@@ -575,7 +575,8 @@ TDL_API int tdl_watchdog_stop(tdl_loop *loop);
  * #0 and says so).
  *
  * The signal is the highest real-time signal (SIGRTMAX downwards) whose
- * action was still the default when the process's first watchdog started;
+ * action was still the default when the process's first watchdog started,
+ * and which a trial raise() showed delivered (an emulator may keep some);
  * treadle installs its handler on it (SA_RESTART: a system call it
  * interrupts goes on), and sends it only to a loop's thread found stalled.
  * A program that installs its own handler on that signal afterwards keeps

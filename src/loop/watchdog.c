@@ -98,6 +98,7 @@ enum { SAMPLE_IDLE, SAMPLE_ARMED, SAMPLE_TAKEN, SAMPLE_DONE };
 static struct {
   int signo;          /* atomic: 0 until chosen, -1 when none was free */
   bool lost;          /* the program took the signal over */
+  int probing, probed; /* atomic: choose_signal's trial delivery */
   int state;          /* atomic */
   pid_t tid;          /* atomic: the thread that must answer */
   const tdl__heartbeat *hb;
@@ -114,6 +115,10 @@ static void on_sample(int signo, siginfo_t *si, void *ucv)
 {
   (void)signo;
   (void)si;
+  if (__atomic_load_n(&S.probing, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&S.probed, 1, __ATOMIC_RELAXED);
+    return;
+  }
   if ((pid_t)syscall(SYS_gettid) != __atomic_load_n(&S.tid, __ATOMIC_RELAXED))
     return; /* raised at another thread (by the program) */
   int armed = SAMPLE_ARMED;
@@ -148,6 +153,25 @@ static void on_sample(int signo, siginfo_t *si, void *ucv)
   __atomic_store_n(&S.state, SAMPLE_DONE, __ATOMIC_RELEASE);
 }
 
+/* Whether sig, with on_sample installed, reaches this thread: an emulator
+ * may accept a handler for a signal it never delivers (qemu-user keeps the
+ * last two real-time signals for itself).  One trial, to the calling
+ * thread, with sig unblocked meanwhile; raise() delivers it before it
+ * returns. */
+static bool delivered(int sig)
+{
+  sigset_t one, old;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  __atomic_store_n(&S.probed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&S.probing, 1, __ATOMIC_RELAXED);
+  pthread_sigmask(SIG_UNBLOCK, &one, &old);
+  raise(sig);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  __atomic_store_n(&S.probing, 0, __ATOMIC_RELAXED);
+  return __atomic_load_n(&S.probed, __ATOMIC_RELAXED) != 0;
+}
+
 /* Under W.lock, once: choose and install the signal. */
 static void choose_signal(void)
 {
@@ -162,10 +186,13 @@ static void choose_signal(void)
     sa.sa_sigaction = on_sample;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL) == 0) {
+    if (sigaction(sig, &sa, NULL) < 0)
+      continue;
+    if (delivered(sig)) {
       chosen = sig;
       break;
     }
+    sigaction(sig, &cur, NULL);
   }
   __atomic_store_n(&S.signo, chosen, __ATOMIC_RELAXED);
 }

@@ -25,7 +25,7 @@
  * tdl_loop_free, which takes it off before it closes the port, so a port
  * read there can be posted to.  A loop is reachable once it has a port:
  * loops of a group and every loop whose scheduler is made while the dump is
- * armed have one (tdl__dump_sched_made); another loop gets one only if it
+ * armed have one (tdl__dump_armed, sched.c); another loop gets one only if it
  * uses a port or a wakeup itself.
  *
  * fork().  The child has no dump thread, and shares the pipe with the
@@ -65,7 +65,6 @@ static struct {
   struct sigaction old;    /* the signal's action before ours */
   int pipe_r, pipe_w;      /* the handler's bytes; made once per process */
   pid_t pid;               /* the process that armed it: the handler's check */
-  int armed;               /* atomic: tdl__dump_sched_made opens ports */
   int stop;                /* atomic: the dump thread is to exit */
   pthread_t thread;
   bool thread_running;
@@ -358,7 +357,7 @@ static void after_fork_child(void)
   pthread_mutex_init(&D.arm, NULL);
   /* No dump thread here, and the pipe is the parent's. */
   D.thread_running = false;
-  __atomic_store_n(&D.armed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&tdl__dump_armed, 0, __ATOMIC_RELAXED);
   if (D.pipe_r >= 0) {
     tdl__sys_close(D.pipe_r);
     tdl__sys_close(D.pipe_w);
@@ -438,7 +437,7 @@ static void disarm(void)
 {
   if (D.signo)
     sigaction(D.signo, &D.old, NULL);
-  __atomic_store_n(&D.armed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&tdl__dump_armed, 0, __ATOMIC_RELAXED);
   stop_thread();
   pthread_mutex_lock(&D.lock);
   D.fd = -1;
@@ -481,7 +480,7 @@ static int arm(int signo, int fd)
   D.fd = fd;
   D.signo = signo;
   pthread_mutex_unlock(&D.lock);
-  __atomic_store_n(&D.armed, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&tdl__dump_armed, 1, __ATOMIC_RELAXED);
   return 0;
 }
 
@@ -499,12 +498,4 @@ int tdl_fiber_dump_on_signal(int signo, int fd)
     stop_thread(); /* a first arming that failed leaves nothing running */
   pthread_mutex_unlock(&D.arm);
   return e;
-}
-
-void tdl__dump_sched_made(tdl_loop *loop)
-{
-  /* Failing leaves the loop unreachable, which the dump says; the loop
-   * itself works as before. */
-  if (__atomic_load_n(&D.armed, __ATOMIC_RELAXED))
-    (void)tdl__remote_open(loop);
 }

@@ -275,9 +275,8 @@ void tdl__fiber_info_get(const tdl__fiber *f, tdl_fiber_info *in);
 char *tdl__fiber_info_line(char *p, char *end, const tdl_fiber_info *in);
 int tdl__fiber_write_all(int fd, const char *buf, size_t len);
 
-/* dump.c: a scheduler was made for loop (its thread): while a dump on a
- * signal is armed, the loop gets its port now, so that the dump can reach
- * it. */
-void tdl__dump_sched_made(tdl_loop *loop);
+/* Set (atomically) by dump.c while a dump on a signal is armed: a new
+ * scheduler then opens its loop's port at once, for the dump to reach it. */
+extern int tdl__dump_armed;
 
 #endif /* TDL_FIBER_INTERNAL_H */

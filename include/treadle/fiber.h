@@ -226,7 +226,7 @@ TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
  *           #2 0x5581b2c3d1f0 serve+0x40 (/usr/bin/server+0x21f0)
  *       fiber 2 "conn" parked on read fd 7 stack 4096/65536 guarded
  *           ...
- *   loop 0x5581b2d51f00: did not answer within 1000.0 ms: away from its poll for 2310.4 ms, in fiber 4 "crunch"
+ *   loop 0x5581b2d51f00 "net-2": did not answer within 1000.0 ms: away from its poll for 2310.4 ms, in fiber 4 "crunch"
  *   treadle dump: end
  *
  * A frame is named when its module exports the function (a program's own

@@ -118,7 +118,8 @@ static int fiber_frames(const tdl__fiber *f, uintptr_t *pcs)
   if (sp < lo || sp > hi - (TDL__CTX_PC_WORD + 1) * sizeof(uintptr_t))
     return 0;
   const uintptr_t *saved = (const uintptr_t *)sp;
-  return tdl__frames_walk(saved[TDL__CTX_PC_WORD], saved[TDL__CTX_FP_WORD], lo, hi, pcs, TDL__FRAMES_MAX);
+  /* Callers' frames lie above the saved sp. */
+  return tdl__frames_walk(saved[TDL__CTX_PC_WORD], saved[TDL__CTX_FP_WORD], sp, hi, pcs, TDL__FRAMES_MAX);
 }
 
 /* One fiber's line and chain, in one write. */
@@ -233,14 +234,20 @@ static bool all_answered(request **reqs, int n)
 static void write_missing(const request *r, int fd, tdl_time_t now)
 {
   char line[256], *p = line, *end = line + sizeof line - 1;
+  tdl__watch_state ws;
+  bool watched = r->state != HANDED_BACK && tdl__watchdog_peek(r->loop, &ws);
   p = put_loop(p, end, r->loop);
+  if (watched && ws.name[0]) {
+    p = put_str(p, end, " \"");
+    p = put_str(p, end, ws.name);
+    p = put_str(p, end, "\"");
+  }
   if (r->state == HANDED_BACK) {
     p = put_str(p, end, ": freed before it answered");
   } else {
     p = put_str(p, end, ": did not answer within ");
     p = put_ms(p, end, ANSWER_WAIT);
-    tdl__watch_state ws;
-    if (tdl__watchdog_peek(r->loop, &ws) && ws.away_since) {
+    if (watched && ws.away_since) {
       p = put_str(p, end, ": away from its poll for ");
       p = put_ms(p, end, now - ws.away_since);
       if (ws.fiber_id) {

@@ -194,7 +194,7 @@ static void test_stalled_loop(void **state)
     usleep(1000);
   assert_int_equal(kill(getpid(), DUMP_SIGNAL), 0);
   char *s = wait_dumps(fd, 1);
-  assert_non_null(strstr(s, "did not answer within 1000.0 ms: away from its poll for "));
+  assert_non_null(strstr(s, " \"stuck\": did not answer within 1000.0 ms: away from its poll for "));
   assert_non_null(strstr(s, ", in fiber 1 \"spinner\"\n"));
   free(s);
   __atomic_store_n(&spin_stop, 1, __ATOMIC_RELEASE);

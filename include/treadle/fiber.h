@@ -212,6 +212,70 @@ TDL_API int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *in
 /* Write one line per fiber to fd (e.g. 2), async-unsafe but allocation-free. */
 TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
 
+/*
+ * A dump on a signal: from then on, each time signo arrives, every loop's
+ * fibers are written to fd, in the words of tdl_fiber_dump, each fiber that
+ * is not running followed by its call chain, and the program goes on (Go's
+ * SIGQUIT, without the exit):
+ *
+ *   treadle dump (signal 3): 2 loops
+ *   loop 0x5581b2d4e2a0 (epoll): 2 fibers
+ *       fiber 1 "main" parked on join stack 8192/65536 guarded
+ *           #0 0x7f3a4c21a9e1 ?? (/usr/lib/libtreadle.so.1+0x1b9e1)
+ *           #1 0x7f3a4c21b2c7 tdl_fiber_join+0x87 (/usr/lib/libtreadle.so.1+0x1c2c7)
+ *           #2 0x5581b2c3d1f0 serve+0x40 (/usr/bin/server+0x21f0)
+ *       fiber 2 "conn" parked on read fd 7 stack 4096/65536 guarded
+ *           ...
+ *   loop 0x5581b2d51f00 "net-2": did not answer within 1000.0 ms: away from its poll for 2310.4 ms, in fiber 4 "crunch"
+ *   treadle dump: end
+ *
+ * A frame is named when its module exports the function (a program's own
+ * functions need -rdynamic, CMake's ENABLE_EXPORTS, to be seen); always
+ * with its module and the offset in it, which `addr2line -f -e module
+ * offset` turns into a function and a line (static functions too).
+ *
+ * How.  The handler only writes a byte to a pipe.  A thread of treadle's
+ * (started here, every signal blocked) then asks each loop, through its
+ * port, to write its own block from its own thread, between two iterations:
+ * there no fiber runs, and each one's saved context gives its chain.  Blocks
+ * are written whole, one after another.  A loop that does not answer within
+ * a second (stuck in a fiber or a callback, or not in tdl_loop_run) gets one
+ * line saying so, with what its watchdog knows when it is watched
+ * (tdl_watchdog_start); the dump never waits longer.  Signals that arrive
+ * during a dump make one more dump, after it.
+ *
+ * Which loops.  Every loop with fibers that has a port: a group's loops, a
+ * loop that used a port or a wakeup, and every loop whose first fiber is
+ * spawned while the dump is armed (so arm it first thing in main); the
+ * header counts the others.
+ *
+ * Call chains are walked from frame pointers, inside each fiber's own stack
+ * (never outside it, at most 32 frames).  A library built without them
+ * (TDL_FRAME_POINTERS=OFF, the Release default) writes the fibers without
+ * chains, and says once in the header that chains need them; code of the
+ * program built without frame pointers cuts a chain short.
+ *
+ * signo 0 turns it off (fd is then ignored) and gives the signal back its
+ * earlier action; arming again replaces signal and fd.  The signal's earlier
+ * action is replaced while armed: the program's own handler of it does not
+ * run.  A loop that watches the same signal (tdl_signal_start) blocks it
+ * in its thread: block it in every thread, and nothing dumps.  After fork()
+ * the child has it off (the signal is ignored there) until it arms it anew.
+ * fd must stay open while armed; writes that fail are dropped, and a write
+ * that blocks (a full pipe) holds up the loop writing its block.
+ *
+ * THREAD-SAFE; not async-signal-safe.
+ * Errors: -EINVAL (signo not a signal, or one that cannot be used: SIGKILL,
+ * SIGSTOP, the faults SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS and
+ * SIGABRT, SIGPIPE, SIGCHLD, a signal the C library keeps for itself, or
+ * the watchdog's (loop.h)); -EBADF (fd not open for writing); -EAGAIN (the
+ * thread could not be started); -EMFILE/-ENFILE (the pipe).  On an error
+ * nothing changed.
+ * Cost: the first call starts a thread and makes a pipe; a dump allocates
+ * one request per loop (on treadle's thread) and costs each loop one post.
+ */
+TDL_API int tdl_fiber_dump_on_signal(int signo, int fd);
+
 typedef struct tdl_fiber_stats {
   size_t live;             /* fibers not yet released */
   size_t unguarded;        /* of their stacks, how many have no guard page */

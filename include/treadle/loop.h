@@ -522,8 +522,11 @@ typedef void (*tdl_watchdog_cb)(const tdl_watchdog_report *r, void *data);
 
 typedef struct tdl_watchdog_options {
   tdl_time_t threshold;   /* report a loop away from its poll longer than this (ns); 0: TDL_WATCHDOG_THRESHOLD */
-  /* NULL: the default report, one line on stderr written with one write(2):
+  /* NULL: the default report, one line on stderr, then the call chain
+   * (tdl_watchdog_report_chain), written with one write(2):
    *   treadle watchdog: loop 0x55d0c0a8e2a0 "net-1" away from its poll for 312.4 ms, in fiber 3 "worker"
+   *           #0 0x5581b2c3d1f0 checksum+0x20 (/usr/bin/server+0x21f0)
+   *           #1 ...
    * ("in a callback (no fiber)" when no fiber was running). */
   tdl_watchdog_cb cb;
   void *data;             /* passed to cb */
@@ -553,6 +556,35 @@ TDL_API int tdl_watchdog_start(tdl_loop *loop, const tdl_watchdog_options *opts)
  * Errors: -EINVAL (loop NULL); -EDEADLK (called from a watchdog callback);
  * -EPERM (another thread, with TDL_DEBUG_CHECKS). */
 TDL_API int tdl_watchdog_stop(tdl_loop *loop);
+
+/*
+ * The call chain of the code that stalled r's loop (the fiber or the
+ * callback), as text: one line per frame, innermost first, as in a dump on
+ * a signal (fiber.h, tdl_fiber_dump_on_signal):
+ *           #0 0x5581b2c3d1f0 checksum+0x20 (/usr/bin/server+0x21f0)
+ * or one line "(no call chain: why)" when it could not be taken.  Valid
+ * during the callback only; "" for any other r or outside a callback.
+ *
+ * How.  When it finds a loop stalled, the watchdog thread interrupts the
+ * loop's thread with a real-time signal whose handler reads the
+ * interrupted registers and walks the frame pointers from them, within the
+ * stack it runs on (the fiber's, or the thread's own for a callback); it
+ * waits up to 50 ms for that, then names the frames, and calls the
+ * callback.  Frame #0 is where the code was interrupted; the rest needs
+ * frame pointers (a library built with TDL_FRAME_POINTERS=OFF gives frame
+ * #0 and says so).
+ *
+ * The signal is the highest real-time signal (SIGRTMAX downwards) whose
+ * action was still the default when the process's first watchdog started,
+ * and which a trial raise() showed delivered (an emulator may keep some);
+ * treadle installs its handler on it (SA_RESTART: a system call it
+ * interrupts goes on), and sends it only to a loop's thread found stalled.
+ * A program that installs its own handler on that signal afterwards keeps
+ * it: the watchdog then sends it no more, and says so here.  A thread that
+ * blocks the signal gives no chain ("did not answer").  After fork() the
+ * handler stays installed.
+ */
+TDL_API const char *tdl_watchdog_report_chain(const tdl_watchdog_report *r);
 
 /* ------------------------------------------------------------------------ */
 /* Operations: reads and writes the kernel completes (uring back end)       */

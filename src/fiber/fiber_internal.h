@@ -267,4 +267,16 @@ tdl_fiber_t tdl__fiber_handle(const tdl__fiber *f);
  * end): neither joined nor detached, they would keep their stacks. */
 void tdl__sched_release_finished(tdl__sched *s);
 
+/* inspect.c: what tdl_fiber_foreach says of f, and tdl_fiber_dump's line
+ * for it (without stdio, so that it neither allocates nor takes a lock),
+ * appended at p up to end; and a write of all of buf to fd (-1 on an error:
+ * there is nowhere to report it). */
+void tdl__fiber_info_get(const tdl__fiber *f, tdl_fiber_info *in);
+char *tdl__fiber_info_line(char *p, char *end, const tdl_fiber_info *in);
+int tdl__fiber_write_all(int fd, const char *buf, size_t len);
+
+/* Set (atomically) by dump.c while a dump on a signal is armed: a new
+ * scheduler then opens its loop's port at once, for the dump to reach it. */
+extern int tdl__dump_armed;
+
 #endif /* TDL_FIBER_INTERNAL_H */

@@ -16,6 +16,23 @@ static const char *state_name(const tdl__fiber *f)
   }
 }
 
+void tdl__fiber_info_get(const tdl__fiber *f, tdl_fiber_info *in)
+{
+  bool parked = f->state == TDL__FIBER_PARKED;
+  *in = (tdl_fiber_info){
+      .handle = tdl__fiber_handle(f),
+      .id = f->id,
+      .name = f->name,
+      .state = state_name(f),
+      .waits_on = parked ? f->waits_on : "",
+      .fd = parked ? f->wait_fd : -1,
+      .deadline = parked ? f->deadline : TDL_FOREVER,
+      .stack_size = f->stack.size,
+      .stack_used = tdl__stack_used(&f->stack),
+      .guarded = f->stack.guard != 0,
+  };
+}
+
 int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *, void *), void *ctx)
 {
   tdl__sched *s = loop->sched;
@@ -23,20 +40,8 @@ int tdl_fiber_foreach(tdl_loop *loop, int (*fn)(const tdl_fiber_info *, void *),
   if (!s)
     return 0;
   TDL__LIST_FOREACH(node, &s->all) {
-    tdl__fiber *f = TDL__CONTAINER_OF(node, tdl__fiber, all);
-    bool parked = f->state == TDL__FIBER_PARKED;
-    tdl_fiber_info in = {
-        .handle = tdl__fiber_handle(f),
-        .id = f->id,
-        .name = f->name,
-        .state = state_name(f),
-        .waits_on = parked ? f->waits_on : "",
-        .fd = parked ? f->wait_fd : -1,
-        .deadline = parked ? f->deadline : TDL_FOREVER,
-        .stack_size = f->stack.size,
-        .stack_used = tdl__stack_used(&f->stack),
-        .guarded = f->stack.guard != 0,
-    };
+    tdl_fiber_info in;
+    tdl__fiber_info_get(TDL__CONTAINER_OF(node, tdl__fiber, all), &in);
     n++;
     if (fn(&in, ctx))
       break;
@@ -70,10 +75,8 @@ static char *put_num(char *p, char *end, int64_t v)
   return p;
 }
 
-static int dump_one(const tdl_fiber_info *in, void *ctx)
+char *tdl__fiber_info_line(char *p, char *end, const tdl_fiber_info *in)
 {
-  const int *fd = ctx;
-  char line[256], *p = line, *end = line + sizeof line - 1;
   p = put_str(p, end, "fiber ");
   p = put_num(p, end, (int64_t)in->id);
   p = put_str(p, end, " \"");
@@ -96,17 +99,29 @@ static int dump_one(const tdl_fiber_info *in, void *ctx)
   p = put_num(p, end, (int64_t)in->stack_used);
   p = put_str(p, end, "/");
   p = put_num(p, end, (int64_t)in->stack_size);
-  p = put_str(p, end, in->guarded ? " guarded\n" : " unguarded\n");
-  ssize_t left = p - line;
-  const char *q = line;
-  while (left > 0) {
-    ssize_t w = tdl__sys_write(*fd, q, (size_t)left);
+  return put_str(p, end, in->guarded ? " guarded\n" : " unguarded\n");
+}
+
+int tdl__fiber_write_all(int fd, const char *buf, size_t len)
+{
+  while (len > 0) {
+    ssize_t w = tdl__sys_write(fd, buf, len);
+    if (w < 0 && errno == EINTR)
+      continue;
     if (w <= 0)
-      return 1;
-    q += w;
-    left -= w;
+      return -1;
+    buf += w;
+    len -= (size_t)w;
   }
   return 0;
+}
+
+static int dump_one(const tdl_fiber_info *in, void *ctx)
+{
+  const int *fd = ctx;
+  char line[256];
+  char *p = tdl__fiber_info_line(line, line + sizeof line - 1, in);
+  return tdl__fiber_write_all(*fd, line, (size_t)(p - line)) < 0;
 }
 
 int tdl_fiber_dump(tdl_loop *loop, int fd)

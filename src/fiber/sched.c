@@ -45,6 +45,7 @@ _Thread_local tdl__list tdl__thread_scheds;
 
 tdl__list tdl__process_scheds;
 pthread_mutex_t tdl__process_scheds_lock = PTHREAD_MUTEX_INITIALIZER;
+int tdl__dump_armed;
 
 /* A fork in another thread while it held the lock must not leave the
  * child's copy locked for ever. */
@@ -193,7 +194,8 @@ static inline tdl__fiber *pick_next(tdl__sched *s)
  * may be reused or unmapped under it), so the name is copied for it. */
 static void publish_running(tdl__sched *s, const tdl__fiber *f)
 {
-  tdl__heartbeat_running(s->loop->watch, f ? f->id : 0, f ? f->name : NULL);
+  uintptr_t lo = f ? (uintptr_t)f->stack.lo : 0;
+  tdl__heartbeat_running(s->loop->watch, f ? f->id : 0, f ? f->name : NULL, lo, f ? lo + f->stack.size : 0);
 }
 
 _Static_assert(sizeof(((tdl__fiber *)0)->name) == TDL__WATCH_NAME, "the watchdog copies whole names");
@@ -351,6 +353,11 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
   /* Without it an overflow is a plain segfault; fibers still work. */
   s->overflow_ready = tdl__overflow_thread_init() == 0;
   tdl__list_push(&tdl__thread_scheds, &s->on_thread);
+  /* While a dump on a signal is armed, the loop gets its port now (before
+   * the dump can find it), so that the dump can reach it; without one it is
+   * only unreachable, which the dump says. */
+  if (__atomic_load_n(&tdl__dump_armed, __ATOMIC_RELAXED))
+    (void)tdl__remote_open(loop);
   process_scheds_add(s);
   loop->sched = s;
   loop->sched_run = sched_run;

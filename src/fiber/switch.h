@@ -79,6 +79,23 @@ typedef struct tdl__ctx {
  *   back to *from passes.  from == to is not allowed.
  */
 #define TDL__CTX_PREPARE_BYTES 208
+
+/*
+ * Where a suspended context keeps its frame pointer and the return address
+ * into the code that switched away, in words above its saved sp (the
+ * layouts at the top of src/fiber/arch/switch_<arch>.S; gdb/treadle.py's
+ * unwinder reads the same words).  A call chain of a parked fiber starts
+ * there (base/frames.h).
+ */
+#if defined(__x86_64__)
+#define TDL__CTX_FP_WORD 6 /* rbp */
+#define TDL__CTX_PC_WORD 7 /* the return address */
+#elif defined(__aarch64__)
+#define TDL__CTX_FP_WORD 10 /* x29 */
+#define TDL__CTX_PC_WORD 11 /* x30 */
+#else
+#error "no context switch for this architecture"
+#endif
 void *tdl__ctx_prepare(void *stack_lo, size_t size, void (*entry)(void *arg));
 void *tdl__ctx_switch(tdl__ctx *from, tdl__ctx *to, void *arg);
 

@@ -273,11 +273,17 @@ typedef struct tdl__heartbeat {
   uint32_t seq;           /* odd while the two below change: a sequence lock */
   uint64_t fiber_id;      /* the running fiber's id; 0: the loop's own code (a callback) */
   uint64_t fiber_name[TDL__WATCH_NAME / 8]; /* and its name, NUL-padded */
+  /* and its stack [lo, hi), or 0, 0: read only by the loop's own thread, in
+   * the handler that takes the call chain of a stall (watchdog.c), which
+   * trusts them only while seq is even */
+  uintptr_t stack_lo, stack_hi;
 } tdl__heartbeat;
 
 /* From the scheduler, at every switch while the loop is watched: fiber `id`
- * (name: TDL__WATCH_NAME bytes) runs now, or for id 0 the loop's own code. */
-static inline void tdl__heartbeat_running(tdl__heartbeat *hb, uint64_t id, const char *name)
+ * (name: TDL__WATCH_NAME bytes, stack [lo, hi)) runs now, or for id 0 the
+ * loop's own code. */
+static inline void tdl__heartbeat_running(tdl__heartbeat *hb, uint64_t id, const char *name, uintptr_t lo,
+                                          uintptr_t hi)
 {
   uint64_t words[TDL__WATCH_NAME / 8] = {0};
   if (name)
@@ -289,11 +295,29 @@ static inline void tdl__heartbeat_running(tdl__heartbeat *hb, uint64_t id, const
   __atomic_store_n(&hb->fiber_id, id, __ATOMIC_RELEASE);
   for (int i = 0; i < TDL__WATCH_NAME / 8; i++)
     __atomic_store_n(&hb->fiber_name[i], words[i], __ATOMIC_RELEASE);
+  __atomic_store_n(&hb->stack_lo, lo, __ATOMIC_RELEASE);
+  __atomic_store_n(&hb->stack_hi, hi, __ATOMIC_RELEASE);
   __atomic_store_n(&hb->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 /* tdl_loop_free: stop the loop's watchdog, if it has one. */
 void tdl__watchdog_close(tdl_loop *loop);
+
+/* What the watchdog knows of a loop now, for a dump that the loop did not
+ * answer: its name, when it left its poll (0: at its poll, or not running)
+ * and which fiber runs (id 0: a callback). */
+typedef struct tdl__watch_state {
+  char name[TDL__WATCH_NAME];
+  tdl_time_t away_since;
+  uint64_t fiber_id;
+  char fiber[TDL__WATCH_NAME];
+} tdl__watch_state;
+/* From any thread: false when loop is not watched.  loop is compared, never
+ * dereferenced. */
+bool tdl__watchdog_peek(const tdl_loop *loop, tdl__watch_state *out);
+/* The real-time signal the watchdog interrupts a stalled loop's thread with
+ * to take its call chain, or 0 (none chosen yet, or none was free). */
+int tdl__watchdog_signal(void);
 
 /* ---- counters (metrics/, tdl_loop_metrics) ------------------------------------------ */
 
@@ -502,6 +526,12 @@ bool tdl__remote_expected(const tdl_loop *loop);
 int tdl__remote_expect(tdl_loop *loop);
 void tdl__remote_unexpect(tdl_loop *loop);
 void tdl__remote_close(tdl_loop *loop);
+/* The port and its eventfd, made now rather than on first use (loop thread;
+ * -ENOMEM, -EMFILE/-ENFILE), so that other threads can reach the loop. */
+int tdl__remote_open(tdl_loop *loop);
+/* From any thread, while the loop cannot be freed: its port, or NULL when it
+ * has none yet.  No reference is taken. */
+struct tdl_port *tdl__remote_port_peek(tdl_loop *loop);
 
 /* op.c: run the callbacks of completed tdl_op. */
 void tdl__ops_run(tdl_loop *loop);

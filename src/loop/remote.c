@@ -86,10 +86,12 @@ static int notify_open(tdl_loop *loop)
   port->refs = 1; /* the loop's */
   port->fd = fd;
   port->busy = loop->running; /* made from a callback or a fiber: it runs */
-  loop->port = port;
+  /* Published: a dump on a signal reads it from another thread
+   * (tdl__remote_port_peek). */
+  __atomic_store_n(&loop->port, port, __ATOMIC_RELEASE);
   int e = tdl__io_open_internal(loop, &loop->wake_io, fd, on_eventfd);
   if (e < 0) {
-    loop->port = NULL;
+    __atomic_store_n(&loop->port, NULL, __ATOMIC_RELEASE);
     free(port);
     return e;
   }
@@ -195,6 +197,10 @@ int tdl__remote_expect(tdl_loop *loop)
 }
 
 void tdl__remote_unexpect(tdl_loop *loop) { loop->remote_waits--; }
+
+int tdl__remote_open(tdl_loop *loop) { return notify_open(loop); }
+
+tdl_port *tdl__remote_port_peek(tdl_loop *loop) { return __atomic_load_n(&loop->port, __ATOMIC_ACQUIRE); }
 
 /* ---- the senders' side ---- */
 

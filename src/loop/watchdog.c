@@ -19,11 +19,15 @@
  * a callback never runs after its stop returned, and a record stays linked
  * (its list neighbours valid) while its callback runs.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
+#include "base/frames.h"
 #include "base/sys.h"
 #include "base/thread.h"
 #include "loop/loop_internal.h"
@@ -46,6 +50,11 @@ typedef struct tdl__watch {
   tdl_time_t reported;         /* away_since of the stall last reported */
   bool in_report;              /* its callback runs, without the lock */
   char name[TDL__WATCH_NAME];
+  /* The loop's thread, for the call chain of a stall (set at the first
+   * start, on that thread): whom to signal, and its own stack. */
+  pthread_t owner;
+  pid_t tid;
+  uintptr_t thread_lo, thread_hi;
 } tdl__watch;
 
 static struct {
@@ -59,6 +68,231 @@ static struct {
 
 /* Set on the watchdog thread: its callbacks must not wait for themselves. */
 static _Thread_local bool on_watchdog_thread;
+
+/* ---- the call chain of a stall ----
+ *
+ * The stuck code runs on the loop's thread, and only that thread can read
+ * its registers: the watchdog thread sends it a real-time signal, whose
+ * handler walks the frame pointers from the interrupted registers, within
+ * the stack the interrupted sp is on (the running fiber's, published in the
+ * heartbeat, or the thread's own), into S.pcs, and says it is done; the
+ * watchdog thread waits SAMPLE_WAIT for that, then names the frames
+ * (dladdr, which a handler may not call) before the callback runs.
+ *
+ * The signal: the highest real-time signal whose action is the default when
+ * the first watchdog starts (programs number theirs up from SIGRTMIN),
+ * installed with SA_RESTART (an interrupted system call goes on).  It
+ * runs on the interrupted stack (it needs a few hundred bytes), not on the
+ * thread's alternate stack, which comes and goes with the thread's
+ * schedulers (fiber/overflow.c).  It is sent only to a loop found stalled, and only while its
+ * action is still treadle's: a program that installs its own handler on it
+ * later keeps it, and reports then say that no chain could be taken.
+ *
+ * S is the watchdog thread's, under W.lock (one sample at a time), but for
+ * `state`, which the handler takes (ARMED to TAKEN) so that a signal that
+ * comes after the watchdog thread gave up on it (the loop's thread had it
+ * blocked) writes nothing. */
+#define SAMPLE_WAIT (50 * TDL_MSEC)
+enum { SAMPLE_IDLE, SAMPLE_ARMED, SAMPLE_TAKEN, SAMPLE_DONE };
+
+static struct {
+  int signo;          /* atomic: 0 until chosen, -1 when none was free */
+  bool lost;          /* the program took the signal over */
+  int probing, probed; /* atomic: choose_signal's trial delivery */
+  int state;          /* atomic */
+  pid_t tid;          /* atomic: the thread that must answer */
+  const tdl__heartbeat *hb;
+  uintptr_t thread_lo, thread_hi;
+  uintptr_t pcs[TDL__FRAMES_MAX];
+  int n;
+  /* What the callback of the report in progress can ask for
+   * (tdl_watchdog_report_chain): the watchdog thread's alone. */
+  const tdl_watchdog_report *report;
+  char chain[TDL__FRAMES_MAX * 192 + 128];
+} S;
+
+static void on_sample(int signo, siginfo_t *si, void *ucv)
+{
+  (void)signo;
+  (void)si;
+  if (__atomic_load_n(&S.probing, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&S.probed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  if ((pid_t)syscall(SYS_gettid) != __atomic_load_n(&S.tid, __ATOMIC_RELAXED))
+    return; /* raised at another thread (by the program) */
+  int armed = SAMPLE_ARMED;
+  if (!__atomic_compare_exchange_n(&S.state, &armed, SAMPLE_TAKEN, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return;
+  const ucontext_t *uc = ucv;
+#if defined(__x86_64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+            sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc, fp = (uintptr_t)uc->uc_mcontext.regs[29],
+            sp = (uintptr_t)uc->uc_mcontext.sp;
+#endif
+  /* The running fiber's stack, unless the loop is between the stores of a
+   * switch (the handler runs on that same thread: what it reads is whole). */
+  uintptr_t lo = 0, hi = 0;
+  uint32_t seq = __atomic_load_n(&S.hb->seq, __ATOMIC_RELAXED);
+  if (!(seq & 1)) {
+    lo = __atomic_load_n(&S.hb->stack_lo, __ATOMIC_RELAXED);
+    hi = __atomic_load_n(&S.hb->stack_hi, __ATOMIC_RELAXED);
+  }
+  if (!(sp >= lo && sp < hi)) {
+    lo = S.thread_lo;
+    hi = S.thread_hi;
+  }
+  /* Callers' frames lie above sp; below it a thread's stack may not even be
+   * mapped. */
+  if (sp >= lo && sp < hi)
+    S.n = tdl__frames_walk(pc, fp, sp, hi, S.pcs, TDL__FRAMES_MAX);
+  else
+    S.n = tdl__frames_walk(pc, 0, 0, 0, S.pcs, 1);
+  __atomic_store_n(&S.state, SAMPLE_DONE, __ATOMIC_RELEASE);
+}
+
+/* Whether sig, with on_sample installed, reaches this thread: an emulator
+ * may accept a handler for a signal it never delivers (qemu-user keeps the
+ * last two real-time signals for itself).  One trial, to the calling
+ * thread, with sig unblocked meanwhile; raise() delivers it before it
+ * returns. */
+static bool delivered(int sig)
+{
+  sigset_t one, old;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  __atomic_store_n(&S.probed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&S.probing, 1, __ATOMIC_RELAXED);
+  pthread_sigmask(SIG_UNBLOCK, &one, &old);
+  raise(sig);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  __atomic_store_n(&S.probing, 0, __ATOMIC_RELAXED);
+  return __atomic_load_n(&S.probed, __ATOMIC_RELAXED) != 0;
+}
+
+/* Under W.lock, once: choose and install the signal. */
+static void choose_signal(void)
+{
+  if (__atomic_load_n(&S.signo, __ATOMIC_RELAXED))
+    return;
+  int chosen = -1;
+  for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
+    struct sigaction cur, sa;
+    if (sigaction(sig, NULL, &cur) < 0 || (cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
+      continue;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sample;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) < 0)
+      continue;
+    if (delivered(sig)) {
+      chosen = sig;
+      break;
+    }
+    sigaction(sig, &cur, NULL);
+  }
+  __atomic_store_n(&S.signo, chosen, __ATOMIC_RELAXED);
+}
+
+int tdl__watchdog_signal(void)
+{
+  int sig = __atomic_load_n(&S.signo, __ATOMIC_RELAXED);
+  return sig > 0 ? sig : 0;
+}
+
+/* Whether the signal's action is still treadle's. */
+static bool signal_ours(int sig)
+{
+  struct sigaction cur;
+  return sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sample;
+}
+
+static const char *sample_text(const char *why)
+{
+  char *p = S.chain, *end = S.chain + sizeof S.chain - 1;
+  static const char *const pre = "        (no call chain: ";
+  for (const char *q = pre; *q && p < end; q++)
+    *p++ = *q;
+  for (const char *q = why; *q && p < end; q++)
+    *p++ = *q;
+  if (p < end)
+    *p++ = ')';
+  *p++ = '\n';
+  *p = '\0';
+  return S.chain;
+}
+
+/* Under the lock: take w's loop's call chain into S.pcs (S.n frames), or
+ * say in S.chain why not (S.n = -1). */
+static void sample(tdl__watch *w)
+{
+  S.n = -1;
+  int sig = __atomic_load_n(&S.signo, __ATOMIC_RELAXED);
+  if (sig <= 0) {
+    sample_text("no real-time signal was free");
+    return;
+  }
+  if (S.lost || !signal_ours(sig)) {
+    S.lost = true;
+    sample_text("the program took over the watchdog's signal");
+    return;
+  }
+  __atomic_store_n(&S.tid, w->tid, __ATOMIC_RELAXED);
+  S.hb = &w->hb;
+  S.thread_lo = w->thread_lo;
+  S.thread_hi = w->thread_hi;
+  S.n = 0;
+  __atomic_store_n(&S.state, SAMPLE_ARMED, __ATOMIC_RELEASE);
+  if (pthread_kill(w->owner, sig) != 0) {
+    __atomic_store_n(&S.state, SAMPLE_IDLE, __ATOMIC_RELAXED);
+    S.n = -1;
+    sample_text("the loop's thread could not be signalled");
+    return;
+  }
+  tdl_time_t until = tdl__clock_now() + SAMPLE_WAIT;
+  while (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) == SAMPLE_ARMED && tdl__clock_now() < until) {
+    struct timespec ms = {0, TDL_MSEC};
+    nanosleep(&ms, NULL);
+  }
+  int armed = SAMPLE_ARMED;
+  if (__atomic_compare_exchange_n(&S.state, &armed, SAMPLE_IDLE, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    S.n = -1;
+    sample_text("the loop's thread did not answer the watchdog's signal (blocked?)");
+    return;
+  }
+  while (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != SAMPLE_DONE)
+    tdl__cpu_relax(); /* the handler is a few loads from done */
+  __atomic_store_n(&S.state, SAMPLE_IDLE, __ATOMIC_RELAXED);
+}
+
+/* Without the lock, on the watchdog thread: S.pcs named into S.chain. */
+static void name_sample(void)
+{
+  if (S.n < 0)
+    return;
+  char *p = S.chain, *end = S.chain + sizeof S.chain - 1;
+  int n = TDL__HAVE_FRAME_POINTERS ? S.n : (S.n > 1 ? 1 : S.n);
+  for (int i = 0; i < n; i++)
+    p = tdl__frames_line(p, end, i, S.pcs[i]);
+  *p = '\0';
+  if (!TDL__HAVE_FRAME_POINTERS) {
+    /* Only the interrupted pc is sure: the walk goes through treadle's frames. */
+    const char *why = "        (the rest of the chain needs treadle built with frame pointers)\n";
+    while (*why && p < end)
+      *p++ = *why++;
+    *p = '\0';
+  }
+}
+
+const char *tdl_watchdog_report_chain(const tdl_watchdog_report *r)
+{
+  if (!on_watchdog_thread || !r || r != S.report)
+    return "";
+  return S.chain;
+}
 
 /* ---- reading a heartbeat (watchdog thread, under the lock) ---- */
 
@@ -142,7 +376,7 @@ static char *put_ms(char *p, char *end, tdl_time_t ns)
 static void report_to_stderr(const tdl_watchdog_report *r, void *data)
 {
   (void)data;
-  char line[192], *p = line, *end = line + sizeof line - 1;
+  char line[192 + sizeof S.chain], *p = line, *end = line + sizeof line - 1;
   p = put_str(p, end, "treadle watchdog: loop 0x");
   p = put_uint(p, end, (uint64_t)(uintptr_t)r->loop, 16);
   if (r->loop_name[0]) {
@@ -163,9 +397,11 @@ static void report_to_stderr(const tdl_watchdog_report *r, void *data)
   } else {
     p = put_str(p, end, ", in a callback (no fiber)");
   }
-  *p++ = '\n'; /* end keeps a byte for it */
-  /* One write, so that the line is not split by other output; a failure has
-   * nowhere to be reported. */
+  if (p < end)
+    *p++ = '\n';
+  p = put_str(p, end, tdl_watchdog_report_chain(r));
+  /* One write, so that the report is not split by other output; a failure
+   * has nowhere to be reported. */
   ssize_t ignored = tdl__sys_write(STDERR_FILENO, line, (size_t)(p - line));
   (void)ignored;
 }
@@ -179,8 +415,12 @@ static void report(tdl__watch *w, const tdl_watchdog_report *r)
   w->in_report = true;
   tdl_watchdog_cb cb = w->cb ? w->cb : report_to_stderr;
   void *data = w->data;
+  sample(w);
   pthread_mutex_unlock(&W.lock);
+  name_sample();
+  S.report = r;
   cb(r, data);
+  S.report = NULL;
   pthread_mutex_lock(&W.lock);
   w->in_report = false;
   pthread_cond_broadcast(&W.idle);
@@ -280,6 +520,7 @@ static void ready(void)
     return;
   init_conds();
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  choose_signal();
   W.ready = true;
 }
 
@@ -330,6 +571,18 @@ static int watch_new(tdl_loop *loop, const tdl_watchdog_options *opts)
   memset(w, 0, sizeof *w);
   w->loop = loop;
   set_options(w, opts);
+  w->owner = pthread_self();
+  w->tid = (pid_t)syscall(SYS_gettid);
+  pthread_attr_t attr;
+  if (pthread_getattr_np(w->owner, &attr) == 0) {
+    void *lo;
+    size_t size;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      w->thread_lo = (uintptr_t)lo;
+      w->thread_hi = (uintptr_t)lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
   /* Started from inside the loop: this iteration began at loop->now. */
   w->hb.away_since = loop->running ? loop->now : 0;
   loop->watch = &w->hb;
@@ -383,6 +636,27 @@ void tdl__watchdog_close(tdl_loop *loop)
     pthread_cond_signal(&W.tick); /* the thread exits now rather than at its next look */
   pthread_mutex_unlock(&W.lock);
   free(w);
+}
+
+bool tdl__watchdog_peek(const tdl_loop *loop, tdl__watch_state *out)
+{
+  bool found = false;
+  pthread_mutex_lock(&W.lock);
+  TDL__LIST_FOREACH(n, &W.watched) {
+    tdl__watch *w = TDL__CONTAINER_OF(n, tdl__watch, link);
+    if (w->loop != loop)
+      continue;
+    memcpy(out->name, w->name, sizeof out->name);
+    out->away_since = __atomic_load_n(&w->hb.away_since, __ATOMIC_ACQUIRE);
+    if (!read_running(&w->hb, &out->fiber_id, out->fiber)) {
+      out->fiber_id = 0;
+      out->fiber[0] = '\0';
+    }
+    found = true;
+    break;
+  }
+  pthread_mutex_unlock(&W.lock);
+  return found;
 }
 
 int tdl_watchdog_stop(tdl_loop *loop)

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/* The watchdog's call chain of a stall (tdl_watchdog_report_chain): it
+ * names the function a fiber or a callback spins in, the default report
+ * prints it under its line, it is "" outside a callback, and a program that
+ * takes the watchdog's signal over keeps it (the report then says why it
+ * has no chain).  The spinning functions end when the report has been
+ * seen, so no timing is assumed.  Linked with ENABLE_EXPORTS (-rdynamic) so
+ * that dladdr names the test's functions. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#include "loop/loop_internal.h" /* tdl__watchdog_signal */
+
+#define THRESHOLD (20 * TDL_MSEC)
+
+/* Under ThreadSanitizer a signal's handler runs when the thread next enters
+ * the sanitizer's runtime (at the spin's atomic load), often with registers
+ * inside that runtime, which keeps no frame pointers: there the chain is
+ * taken (and its crossing of threads checked) but not what it names. */
+#ifdef TDL_TSAN
+#define NAMES_CHECKED 0
+#else
+#define NAMES_CHECKED 1
+#endif
+#define assert_names(chain, what)                                                                                     \
+  do {                                                                                                                \
+    if (NAMES_CHECKED)                                                                                                \
+      assert_non_null(strstr((chain), (what)));                                                                       \
+  } while (0)
+
+static int spin_stop;
+static char chain[8192];
+static int reports;
+
+static void capture(const tdl_watchdog_report *r, void *data)
+{
+  (void)data;
+  if (__atomic_load_n(&reports, __ATOMIC_ACQUIRE) == 0)
+    snprintf(chain, sizeof chain, "%s", tdl_watchdog_report_chain(r));
+  __atomic_add_fetch(&reports, 1, __ATOMIC_ACQ_REL);
+  __atomic_store_n(&spin_stop, 1, __ATOMIC_RELEASE);
+}
+
+static void reset(void)
+{
+  spin_stop = 0;
+  reports = 0;
+  chain[0] = '\0';
+}
+
+/* Exported and not inlined: the chain must name them. */
+__attribute__((noinline)) void wd_spins_in_fiber(void);
+__attribute__((noinline)) void wd_spins_in_fiber(void)
+{
+  while (!__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE))
+    tdl__cpu_relax();
+}
+
+__attribute__((noinline)) void wd_spins_in_callback(void);
+__attribute__((noinline)) void wd_spins_in_callback(void)
+{
+  while (!__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE))
+    tdl__cpu_relax();
+}
+
+static void *spin_fiber(void *arg)
+{
+  (void)arg;
+  wd_spins_in_fiber();
+  return NULL;
+}
+
+/* Run loop with a fiber that spins until the report came. */
+static void stall_in_fiber(tdl_loop *loop)
+{
+  tdl_fiber_options o = {.name = "spinner", .detached = true};
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, spin_fiber, NULL, &o), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+}
+
+static void test_chain_of_a_fiber(void **state)
+{
+  (void)state;
+  reset();
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = THRESHOLD, .cb = capture};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  stall_in_fiber(loop);
+  assert_true(reports >= 1);
+  /* Frame #0 is where the fiber was interrupted: in the function. */
+  assert_non_null(strstr(chain, "#0 0x"));
+  assert_names(chain, " wd_spins_in_fiber+0x");
+  assert_null(strstr(chain, "no call chain"));
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+}
+
+static void spin_cb(tdl_loop *loop, tdl_timer *t)
+{
+  (void)loop;
+  (void)t;
+  wd_spins_in_callback();
+}
+
+static void test_chain_of_a_callback(void **state)
+{
+  (void)state;
+  reset();
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = THRESHOLD, .cb = capture};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  tdl_timer t;
+  tdl_timer_init(&t, spin_cb, NULL);
+  assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_true(reports >= 1);
+  assert_names(chain, " wd_spins_in_callback+0x");
+#ifdef TDL_FRAME_POINTERS
+  /* The walk goes on through the loop's own frames, on the thread's stack,
+   * out to tdl_loop_run. */
+  assert_names(chain, " tdl_loop_run+0x");
+#else
+  assert_non_null(strstr(chain, "(the rest of the chain needs treadle built with frame pointers)"));
+#endif
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+}
+
+/* ---- the default report, on stderr ---- */
+
+static int err_fd;
+
+/* Ends the spin once the report is in the file. */
+static void *watch_stderr(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 3000 && !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE); i++) {
+    char buf[4096] = {0};
+    ssize_t n = pread(err_fd, buf, sizeof buf - 1, 0);
+    if (n > 0 && strstr(buf, NAMES_CHECKED ? "wd_spins_in_fiber+0x" : "        "))
+      break;
+    usleep(10000);
+  }
+  __atomic_store_n(&spin_stop, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_default_report_has_the_chain(void **state)
+{
+  (void)state;
+  reset();
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  err_fd = fileno(f);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(err_fd, 2), 2);
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = THRESHOLD, .name = "net-1"};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, watch_stderr, NULL), 0);
+  stall_in_fiber(loop);
+  pthread_join(t, NULL);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+  assert_int_equal(dup2(saved, 2), 2);
+  close(saved);
+  char buf[8192] = {0};
+  assert_true(pread(err_fd, buf, sizeof buf - 1, 0) > 0);
+  fclose(f);
+  /* The line, then the chain under it, in one report. */
+  const char *line = strstr(buf, "treadle watchdog: loop 0x");
+  assert_non_null(line);
+  const char *fiber = strstr(line, "\"net-1\" away from its poll for ");
+  assert_non_null(fiber);
+  const char *nl = strstr(fiber, ", in fiber 1 \"spinner\"\n        #0 0x");
+  assert_non_null(nl);
+  assert_names(nl, " wd_spins_in_fiber+0x");
+}
+
+static void test_outside_a_callback(void **state)
+{
+  (void)state;
+  tdl_watchdog_report r;
+  memset(&r, 0, sizeof r);
+  assert_string_equal(tdl_watchdog_report_chain(&r), "");
+  assert_string_equal(tdl_watchdog_report_chain(NULL), "");
+}
+
+/* ---- a program that takes the signal over (last: it stays taken) ---- */
+
+static volatile sig_atomic_t own_ran;
+static void own_handler(int sig)
+{
+  (void)sig;
+  own_ran = 1;
+}
+
+static void test_program_takes_the_signal(void **state)
+{
+  (void)state;
+  reset();
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = THRESHOLD, .cb = capture};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  int sig = tdl__watchdog_signal();
+  assert_true(sig >= SIGRTMIN && sig <= SIGRTMAX);
+  struct sigaction sa = {.sa_handler = own_handler};
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(sig, &sa, NULL), 0);
+  stall_in_fiber(loop);
+  assert_true(reports >= 1);
+  assert_string_equal(chain, "        (no call chain: the program took over the watchdog's signal)\n");
+  /* The program's handler is the one that runs. */
+  own_ran = 0;
+  raise(sig);
+  assert_int_equal(own_ran, 1);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_chain_of_a_fiber),
+      cmocka_unit_test(test_chain_of_a_callback),
+      cmocka_unit_test(test_default_report_has_the_chain),
+      cmocka_unit_test(test_outside_a_callback),
+      cmocka_unit_test(test_program_takes_the_signal),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -2,7 +2,8 @@
 /*
  * memcheck's client requests where valgrind's headers are installed, no-ops
  * elsewhere (musl and cross builds).  Used where the kernel writes memory
- * memcheck cannot see: completions of io_uring reads.
+ * memcheck cannot see: completions of io_uring reads; and for the stacks of
+ * compacted fibers, no-access until restored (fiber/compact.c).
  */
 #ifndef TDL_BASE_MEMCHECK_H
 #define TDL_BASE_MEMCHECK_H
@@ -15,6 +16,8 @@
 #endif
 #ifndef TDL_HAVE_MEMCHECK
 #define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
+#define VALGRIND_MAKE_MEM_UNDEFINED(p, n) ((void)(p), (void)(n))
+#define VALGRIND_MAKE_MEM_NOACCESS(p, n) ((void)(p), (void)(n))
 #endif
 
 #endif

@@ -138,7 +138,7 @@ static void fdwait_end(tdl__fdwait *rec, int ev)
   rec->events = ev;
   if (rec->claim && !tdl__claim_take(rec->claim, rec->clause))
     return; /* another clause of the select won */
-  tdl__wake(rec->f, rec->clause < 0 ? ev : rec->clause);
+  tdl__wake_idle(rec->f, rec->clause < 0 ? ev : rec->clause); /* a plain wait may be compacted */
 }
 
 static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)

@@ -3,9 +3,9 @@
  * Compacting idle fibers (tdl_fiber_compact_idle, fiber.h): a fiber parked
  * longer than the loop's threshold has the used top of its stack copied to
  * a heap block sized to fit, and the stack's pages given back to the kernel
- * (MADV_DONTNEED); the switch back into it copies the frames back to the
- * same addresses first (sched.c, enter), so every pointer into the stack
- * still holds.
+ * (MADV_DONTNEED); whatever wakes it copies the frames back to the same
+ * addresses first (tdl__wake_idle), so every pointer into the stack still
+ * holds.
  *
  * The hazard.  While a fiber is compacted its stack pages read as zeros
  * (MADV_DONTNEED on private anonymous memory) and anything written there is
@@ -18,25 +18,28 @@
  *   on the heap (sched.c, spawn); fibers spawned before the option are
  *   never compacted;
  * - wait records: only parks that say so are compacted
- *   (tdl__park_compactable): tdl_sleep, tdl_fiber_park (no record), and
- *   fiber I/O's plain wait for readiness on a readiness loop (fd/io.c,
- *   wait_fd: its record is in the control block's wait_space).  Not, among
+ *   (tdl__park_idle): tdl_sleep, tdl_fiber_park (no record), and fiber
+ *   I/O's plain wait for readiness (fd/io.c, wait_fd, which parks with
+ *   tdl__park_compactable: its record is in the control block's
+ *   wait_space).  Not, among
  *   others: channel, lock and select waits (their records sit on the stack
  *   in lists that other fibers, or other loops' threads, change and whose
  *   values they write), joins, calls on other threads (tdl_port_call, the
  *   pool: their results are written by another thread), and every ring
  *   operation of a uring loop (the kernel writes into the buffer, which
  *   may be on the stack, while the fiber is parked);
- * - the restore happens on the loop thread, in the switch into the fiber,
- *   before any code runs on its stack: whoever wakes the fiber (a callback,
- *   another fiber, a port message from another thread, which the loop runs
- *   on its own thread) only queues its control block.
+ * - the restore happens on the loop thread, when the fiber is woken and
+ *   before it is runnable (tdl__wake_idle: every waker of those parks: an
+ *   unpark, a deadline, a cancel, fd readiness or a close), so before any
+ *   code runs on its stack; a wake-up from another thread comes through the
+ *   loop's port, and so runs on the loop thread too.
  * A buffer of the fiber's own stack that it handed to someone else before
  * parking (another thread reading it, say) is exactly what must not be:
  * fiber.h says so.
  *
- * Cost without the option: one flag test in the switch into a fiber, and
- * two stores around the compactable parks.  With it: the loop wakes once a
+ * Cost without the option: a flag test where tdl_fiber_unpark, a deadline,
+ * a cancel and fd readiness wake a fiber, and two stores around fiber I/O's
+ * wait for readiness; nothing in the switch.  With it: the loop wakes once a
  * threshold and walks its fibers; a compaction is a malloc, a copy of the
  * frames (under a kilobyte for a fiber parked in tdl_read) and one madvise;
  * a wake-up of a compacted fiber a page fault, a copy and a free.
@@ -104,7 +107,7 @@ static void compact_cb(tdl_loop *loop, tdl_timer *t)
   tdl_time_t before = loop->now - s->compact_after;
   TDL__LIST_FOREACH(n, &s->all) {
     tdl__fiber *f = TDL__CONTAINER_OF(n, tdl__fiber, all);
-    if (f->state == TDL__FIBER_PARKED && f->compactable && f->offstack && !f->compacted && f->parked_at <= before)
+    if (f->state == TDL__FIBER_PARKED && f->offstack && !f->compacted && f->parked_at <= before && tdl__park_idle(f))
       compact_one(s, f);
   }
 }

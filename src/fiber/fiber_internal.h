@@ -259,6 +259,36 @@ static inline bool tdl__wake(tdl__fiber *f, int result)
   return true;
 }
 
+/* Park as tdl__park, and let the loop compact f while it waits (compact.c):
+ * for waits whose every record that others reach is off f's stack, and
+ * into whose stack nothing is written until f runs again. */
+int tdl__park_compactable(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
+
+/* Whether f's park may be compacted: tdl_fiber_park, tdl_sleep, or a
+ * tdl__park_compactable. */
+bool tdl__park_idle(const tdl__fiber *f);
+
+/* Put f's stack back as it was before compaction (compact.c). */
+void tdl__compact_restore(tdl__sched *s, tdl__fiber *f);
+
+/* Stop compacting at s's teardown. */
+void tdl__compact_stop(tdl__sched *s);
+
+/* tdl__wake, for the wakers of the parks that may be compacted
+ * (tdl__park_compactable): it puts f's stack back first (compact.c), on the
+ * loop thread, before f is runnable and anything can touch that stack.
+ * Every path that can end such a park wakes with it (tdl_fiber_unpark, a
+ * deadline or a cancel, fd readiness or close); the switch into a fiber
+ * tests nothing. */
+static inline bool tdl__wake_idle(tdl__fiber *f, int result)
+{
+  if (!tdl__wake(f, result))
+    return false;
+  if (TDL__UNLIKELY(f->compacted))
+    tdl__compact_restore(f->sched, f);
+  return true;
+}
+
 /* Link c into f's cleanups (c->run set by the caller), or take it out again
  * once what it stands for has been given back. */
 static inline void tdl__cleanup_add(tdl__fiber *f, tdl__cleanup *c) { tdl__list_push_front(&f->cleanups, &c->link); }
@@ -270,18 +300,6 @@ static inline void tdl__cleanup_del(tdl__cleanup *c)
 
 /* Run h->destroy(s, h) when s is destroyed. */
 static inline void tdl__sched_client_add(tdl__sched *s, tdl__sched_client *h) { tdl__list_push(&s->hooks, &h->link); }
-
-/* Park as tdl__park, and let the loop compact f while it waits (compact.c):
- * for waits whose every record that others reach is off f's stack, and
- * into whose stack nothing is written until f runs again. */
-int tdl__park_compactable(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
-
-/* Put f's stack back as it was before compaction (compact.c); called by the
- * switch into f, before anything runs on or reads that stack. */
-void tdl__compact_restore(tdl__sched *s, tdl__fiber *f);
-
-/* Stop compacting at s's teardown. */
-void tdl__compact_stop(tdl__sched *s);
 
 /* Called by fiber I/O after an operation that did not block. */
 void tdl__io_budget_spend(tdl__fiber *f);

@@ -208,10 +208,6 @@ static inline tdl__ctx *enter(tdl__sched *s, tdl__fiber *next)
   if (TDL__UNLIKELY(s->loop->watch != NULL))
     publish_running(s, next);
   if (next) {
-    /* Before anything runs on next's stack or reads it (compact.c); a flag
-     * of the line the next store writes, for loops that never compact. */
-    if (TDL__UNLIKELY(next->compacted))
-      tdl__compact_restore(s, next);
     next->state = TDL__FIBER_RUNNING;
     s->current = next;
     tdl__running_stack = &next->info;
@@ -376,7 +372,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
  * waits in undo its wait at once. */
 static void abort_park(tdl__fiber *f, int result)
 {
-  if (tdl__wake(f, result) && f->abort_wait)
+  if (tdl__wake_idle(f, result) && f->abort_wait)
     f->abort_wait(f);
 }
 
@@ -605,6 +601,15 @@ void tdl_fiber_exit(void *result)
 
 /* What a fiber parked in tdl_fiber_park waits on (unpark compares it). */
 static const char park_reason[] = "park";
+static const char sleep_reason[] = "sleep";
+
+/* The parks that may be compacted (compact.c): those of tdl_fiber_park and
+ * tdl_sleep, told by what they wait on (no store on their path), and those
+ * that say so (tdl__park_compactable). */
+bool tdl__park_idle(const tdl__fiber *f)
+{
+  return f->compactable || f->waits_on == park_reason || f->waits_on == sleep_reason;
+}
 
 int tdl_fiber_park(tdl_time_t deadline)
 {
@@ -615,7 +620,7 @@ int tdl_fiber_park(tdl_time_t deadline)
     f->permit = 0;
     return 0;
   }
-  return tdl__park_compactable(f, park_reason, -1, deadline);
+  return tdl__park(f, park_reason, -1, deadline);
 }
 
 int tdl_sleep(tdl_time_t deadline)
@@ -623,7 +628,7 @@ int tdl_sleep(tdl_time_t deadline)
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
-  int e = tdl__park_compactable(f, "sleep", -1, deadline);
+  int e = tdl__park(f, sleep_reason, -1, deadline);
   return e == -ETIMEDOUT ? 0 : e;
 }
 
@@ -635,7 +640,7 @@ int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
     return -ESRCH;
   if (f->state == TDL__FIBER_PARKED) {
     if (f->waits_on == park_reason) {
-      tdl__wake(f, 0);
+      tdl__wake_idle(f, 0);
       return 0;
     }
     /* A select with a PARK clause: it must win the select's claim. */

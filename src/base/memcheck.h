@@ -2,8 +2,7 @@
 /*
  * memcheck's client requests where valgrind's headers are installed, no-ops
  * elsewhere (musl and cross builds).  Used where the kernel writes memory
- * memcheck cannot see: completions of io_uring reads; and for the stacks of
- * compacted fibers, no-access until restored (fiber/compact.c).
+ * memcheck cannot see: completions of io_uring reads.
  */
 #ifndef TDL_BASE_MEMCHECK_H
 #define TDL_BASE_MEMCHECK_H
@@ -16,8 +15,6 @@
 #endif
 #ifndef TDL_HAVE_MEMCHECK
 #define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
-#define VALGRIND_MAKE_MEM_UNDEFINED(p, n) ((void)(p), (void)(n))
-#define VALGRIND_MAKE_MEM_NOACCESS(p, n) ((void)(p), (void)(n))
 #endif
 
 #endif

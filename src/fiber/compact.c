@@ -44,63 +44,25 @@
  * frames (under a kilobyte for a fiber parked in tdl_read) and one madvise;
  * a wake-up of a compacted fiber a page fault, a copy and a free.
  */
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-
-#include "base/memcheck.h"
 #include "fiber/fiber_internal.h"
-
-#ifdef TDL_ASAN
-#include <sanitizer/asan_interface.h>
-#else
-#define ASAN_UNPOISON_MEMORY_REGION(lo, size) ((void)(lo), (void)(size))
-#endif
-
-/* The walk, once a threshold: a fiber is compacted between one and two
- * thresholds after it parked. */
-static void compact_cb(tdl_loop *loop, tdl_timer *t);
 
 static void compact_one(tdl__sched *s, tdl__fiber *f)
 {
   /* The context was saved inside tdl__ctx_switch, which its caller called:
    * nothing lives below the saved stack pointer (a red zone is a leaf
    * function's, and no frame on a parked stack is a leaf), so the copy
-   * starts there. */
-  char *lo = f->stack.lo, *from = f->ctx.sp;
-  size_t len = (size_t)(f->frames_top - from);
-  void *copy = TDL__FAULT_ALLOC(malloc(len));
-  if (!copy)
-    return; /* an economy, never a need: the fiber stays as it is */
-  /* ASan poisons the redzones of live frames; the copy takes them as they
-   * are (the restored frames are then checked less, not wrongly). */
-  ASAN_UNPOISON_MEMORY_REGION(from, len);
-  memcpy(copy, from, len);
-  /* The whole stack, not only the frames: pages that deeper calls touched
-   * before this park are given back too.  The guard below lo is left as it
-   * is. */
-  if (madvise(lo, f->stack.size, MADV_DONTNEED) != 0) {
-    free(copy);
+   * starts there.  A failure is no error: compacting is an economy, and the
+   * fiber stays as it is. */
+  char *from = f->ctx.sp;
+  if (tdl__stack_stash(&f->stack, from, f->frames_top, &f->compact_copy) < 0)
     return;
-  }
-  (void)VALGRIND_MAKE_MEM_NOACCESS(lo, f->stack.size);
-  f->compact_copy = copy;
   f->compact_from = from;
   f->compacted = 1;
   s->compacted++;
 }
 
-void tdl__compact_restore(tdl__sched *s, tdl__fiber *f)
-{
-  size_t len = (size_t)(f->frames_top - f->compact_from);
-  (void)VALGRIND_MAKE_MEM_UNDEFINED(f->compact_from, len);
-  memcpy(f->compact_from, f->compact_copy, len); /* the page faults come back zeroed */
-  free(f->compact_copy);
-  f->compact_copy = NULL;
-  f->compacted = 0;
-  s->compacted--;
-}
-
+/* The walk, once a threshold: a fiber is compacted between one and two
+ * thresholds after it parked. */
 static void compact_cb(tdl_loop *loop, tdl_timer *t)
 {
   tdl__sched *s = t->data;
@@ -112,7 +74,7 @@ static void compact_cb(tdl_loop *loop, tdl_timer *t)
   }
 }
 
-void tdl__compact_stop(tdl__sched *s)
+static void compact_stop(tdl__sched *s)
 {
   if (tdl_timer_active(&s->compact)) {
     tdl_timer_stop(s->loop, &s->compact);
@@ -129,7 +91,7 @@ int tdl_fiber_compact_idle(tdl_loop *loop, tdl_time_t threshold)
   int e = tdl__sched_get(loop, &s);
   if (e < 0)
     return e;
-  tdl__compact_stop(s);
+  compact_stop(s);
   s->compact_after = 0;
   if (threshold == 0)
     return 0; /* the compacted ones are restored as they wake */

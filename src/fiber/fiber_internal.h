@@ -271,9 +271,6 @@ bool tdl__park_idle(const tdl__fiber *f);
 /* Put f's stack back as it was before compaction (compact.c). */
 void tdl__compact_restore(tdl__sched *s, tdl__fiber *f);
 
-/* Stop compacting at s's teardown. */
-void tdl__compact_stop(tdl__sched *s);
-
 /* tdl__wake, for the wakers of the parks that may be compacted
  * (tdl__park_compactable): it puts f's stack back first (compact.c), on the
  * loop thread, before f is runnable and anything can touch that stack.

@@ -321,7 +321,10 @@ static int sched_destroy(tdl_loop *loop)
     h->destroy(s, h);
   }
   trim_stop(s);
-  tdl__compact_stop(s);
+  if (tdl_timer_active(&s->compact)) { /* compact.c's walk */
+    tdl_timer_stop(loop, &s->compact);
+    loop->timers_internal--;
+  }
   tdl__stack_pool_destroy(&s->pool);
   if (s->overflow_ready)
     tdl__overflow_thread_cleanup();
@@ -367,6 +370,16 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
 }
 
 /* ---- park and wake ---- */
+
+/* Here, not in compact.c, which stands on the scheduler: tdl__wake_idle
+ * calls it. */
+void tdl__compact_restore(tdl__sched *s, tdl__fiber *f)
+{
+  tdl__stack_unstash(f->compact_from, f->frames_top, f->compact_copy);
+  f->compact_copy = NULL;
+  f->compacted = 0;
+  s->compacted--;
+}
 
 /* End f's park early (deadline, cancel) with result, and let whatever it
  * waits in undo its wait at once. */

@@ -373,7 +373,7 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
 
 /* Here, not in compact.c, which stands on the scheduler: tdl__wake_idle
  * calls it. */
-void tdl__compact_restore(tdl__sched *s, tdl__fiber *f)
+__attribute__((noinline, cold)) void tdl__compact_restore(tdl__sched *s, tdl__fiber *f)
 {
   tdl__stack_unstash(f->compact_from, f->frames_top, f->compact_copy);
   f->compact_copy = NULL;

@@ -268,7 +268,8 @@ int tdl__park_compactable(tdl__fiber *f, const char *what, int fd, tdl_time_t de
  * tdl__park_compactable. */
 bool tdl__park_idle(const tdl__fiber *f);
 
-/* Put f's stack back as it was before compaction (compact.c). */
+/* Put f's stack back as it was before compaction (in sched.c, which
+ * tdl__wake_idle's callers stand on; compact.c compacts). */
 void tdl__compact_restore(tdl__sched *s, tdl__fiber *f);
 
 /* tdl__wake, for the wakers of the parks that may be compacted

@@ -194,11 +194,7 @@ static tdl__stack_bucket *find_bucket(tdl__stack_pool *p, size_t size, int creat
 
 static tdl__stack_node *node_of(const tdl__stack *s) {
   uintptr_t top = (uintptr_t)s->lo + s->size;
-  tdl__stack_node *n = (tdl__stack_node *)((top - sizeof(tdl__stack_node)) & ~(uintptr_t)15);
-  /* The last owner may have left memcheck told that nothing lives there (a
-   * compacted fiber's stack: fiber/compact.c): it is the cache's now. */
-  (void)VALGRIND_MAKE_MEM_UNDEFINED(n, sizeof *n);
-  return n;
+  return (tdl__stack_node *)((top - sizeof(tdl__stack_node)) & ~(uintptr_t)15);
 }
 
 static void push_stranded(tdl__stack_node **list, const tdl__stack *s) {
@@ -355,7 +351,9 @@ int tdl__stack_stash(const tdl__stack *s, char *from, char *top, void **copy) {
     free(c);
     return -ENOMEM;
   }
-  (void)VALGRIND_MAKE_MEM_NOACCESS(s->lo, s->size);
+  /* Up to the frames' top only: above it (the cache's node, when the stack
+   * is put back) nothing lives while the fiber does. */
+  (void)VALGRIND_MAKE_MEM_NOACCESS(s->lo, (size_t)(top - (char *)s->lo));
   *copy = c;
   return 0;
 }

@@ -160,8 +160,8 @@ size_t tdl__stack_used(const tdl__stack *s);
 /* Stash [from, top) of s (the frames of a parked fiber, from its saved
  * stack pointer up) in a heap copy sized to fit, into *copy, and give every
  * page of s back to the kernel (MADV_DONTNEED: they read as zeros until
- * written); the guard is left as it is.  Memcheck is told that s holds
- * nothing now.  Returns 0, or -ENOMEM (nothing changed).
+ * written); the guard is left as it is.  Memcheck is told that nothing
+ * lives below top now.  Returns 0, or -ENOMEM (nothing changed).
  * Cost: a malloc, a copy of top - from bytes, one madvise. */
 int tdl__stack_stash(const tdl__stack *s, char *from, char *top, void **copy);
 

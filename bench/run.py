@@ -77,6 +77,7 @@ SIZES = {
     "spawns": (2_000, 300),
     "big_spawns": (100, 10),
     "fibers": (100_000, 20_000),
+    "idle_readers": (9_000, 2_000),  # a pipe each: the fd limit (20,000 here and in CI) bounds them
     "xhops": (10_000_000, 2_000_000),
     "trips": (1_000_000, 20_000),
     "kv_requests": (300_000, 20_000),
@@ -229,6 +230,15 @@ EXPERIMENTS.append(experiment(
 EXPERIMENTS.append(experiment(
     "idle", "F={fibers}", "idle", "--fibers {fibers}",
     ["treadle"] + FIBER_PEERS, ["bytes_per_fiber"], cost("fibers", 3 * US, 0.3)))
+# Compacting idle fibers (tdl_fiber_compact_idle): each park with and without
+# it; wake_ns is a timing (the wake-up of a compacted fiber against a resident
+# one), bytes_per_fiber is not.
+for _park, _n in [("park", "fibers"), ("read", "idle_readers"), ("chan", "fibers")]:
+    for _ms in (0, 10):
+        EXPERIMENTS.append(experiment(
+            "idle", "%s F={%s}%s" % (_park, _n, " compact %d ms" % _ms if _ms else ""), "idle",
+            "--fibers {%s} --park %s --compact-ms %d" % (_n, _park, _ms),
+            ["treadle"], ["bytes_per_fiber", "copy_bytes", "wake_ns"], cost(_n, 15 * US, 0.1 + _ms * 0.004)))
 for _p, _d in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
     EXPERIMENTS.append(experiment(
         "pipes-fiber", f"P={_p} D={_d}", "pipes",
@@ -361,7 +371,11 @@ GROUP_NOTES = {
             "blocked - VmRSS before) * 1024 / F. treadle: one touched 4 KiB stack page per fiber holds "
             "its control block, its frames and its wait record, plus its slot in the handle table; Go: "
             "a 2 KiB minimum stack plus the goroutine struct; tokio tasks have no stack at all (a "
-            "future's state only), so theirs is not a figure for stackful threads.",
+            "future's state only), so theirs is not a figure for stackful threads. The rows park, read and "
+            "chan are treadle alone, parked in tdl_fiber_park, in tdl_read on a pipe of its own, or on a channel "
+            "receive, with tdl_fiber_compact_idle (compact 10 ms: measured once every fiber is compacted) and "
+            "without: copy_bytes is a compacted fiber's heap copy of its stack (a channel receive is never "
+            "compacted), wake_ns the time to wake all F and run each once, per fiber.",
     "pipes-fiber": "One fiber (goroutine, task) per pipe looping { write 1 byte; read 1 byte, trying "
                    "the read first and parking only on EAGAIN; sleep D }: the same work as the "
                    "callback styles, written as blocking code. treadle-callback-vs-fiber is treadle's "

@@ -87,6 +87,12 @@ class Layout:
             off = _eval_int("(unsigned long)&((tdl__fiber *)0)->%s" % name)
             size = _eval_int("sizeof(((tdl__fiber *)0)->%s)" % name)
             self.fields[name] = (off, size)
+        # A loop that compacts idle fibers (tdl_fiber_compact_idle) holds a
+        # compacted fiber's frames in a heap copy: its stack reads as zeros.
+        for name in ["compacted", "compact_copy", "compact_from", "frames_top"]:
+            off = _eval_int("(unsigned long)&((tdl__fiber *)0)->%s" % name)
+            size = _eval_int("sizeof(((tdl__fiber *)0)->%s)" % name)
+            self.fields[name] = (off, size)
         self.all_off = self.fields["all.next"][0]
         self.ctx_off = _eval_int("(unsigned long)&((tdl__fiber *)0)->ctx")
         self.span = max(o + s for o, s in self.fields.values())
@@ -185,6 +191,7 @@ def _target_kind():
 class Fiber:
     __slots__ = ("num", "loop_num", "sched", "addr", "id", "name", "state", "waits_on", "fd",
                  "deadline", "parked_at", "sp", "lo", "size", "guard", "fn", "thread", "used",
+                 "compacted", "copy", "copy_len",
                  "overflowed", "cancelled")
 
 
@@ -255,6 +262,9 @@ class Snapshot:
                 f.guard = L.get(raw, "stack.guard")
                 f.fn = L.get(raw, "fn")
                 f.cancelled = L.get(raw, "cancelled")
+                f.compacted = L.get(raw, "compacted") != 0
+                f.copy = L.get(raw, "compact_copy")
+                f.copy_len = L.get(raw, "frames_top") - L.get(raw, "compact_from") if f.compacted else 0
                 f.thread = None
                 f.used = None
                 f.overflowed = False
@@ -445,6 +455,8 @@ def describe(f):
             s += " for %s" % _secs(f.sched.now - f.parked_at)
     used = "?" if f.used is None else str(f.used)
     s += " stack %s/%d %s" % (used, f.size, "guarded" if f.guard else "unguarded")
+    if f.compacted:
+        s += " compacted (%d bytes at 0x%x)" % (f.copy_len, f.copy)
     if f.overflowed:
         s += " OVERFLOWED into its guard"
     if f.cancelled:
@@ -544,6 +556,14 @@ def _select(f, quiet=False):
         return
     if f.sp == 0:
         raise gdb.GdbError("treadle: fiber %d has no saved context" % f.num)
+    if f.compacted:
+        # Its frames, saved context included, are in a heap copy until it
+        # wakes; its stack reads as zeros.  The unwinder reads the process's
+        # memory at the stack's addresses, and the script writes nothing into
+        # a process (nor can it into a core file).
+        raise gdb.GdbError("treadle: fiber %d is compacted: its frames are in a heap copy of %d bytes at 0x%x "
+                           "(they belong at 0x%x) until it wakes; no backtrace"
+                           % (f.num, f.copy_len, f.copy, f.sp))
     try:
         words = _read(f.sp, arch["frame"])
     except gdb.MemoryError:

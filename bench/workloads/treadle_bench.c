@@ -57,6 +57,9 @@ static const bench_opt spawn_opts[] = {
 static const bench_opt idle_opts[] = {
     COUNT("fibers", "100000", "fibers F, each blocked on a channel"),
     {"stack", "N", 0, LONG_MAX, "stack size in bytes (default 0: treadle's default)"},
+    {"park", "chan|read|park", 0, 0, "where each waits: a channel receive, tdl_read on a pipe of its own, "
+                                     "tdl_fiber_park (default chan)"},
+    {"compact-ms", "T", 0, 1000000, "compact fibers idle for T ms, and measure once all are (default 0: off)"},
     {0},
 };
 static const bench_opt chan_opts[] = {

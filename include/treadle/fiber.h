@@ -288,6 +288,59 @@ typedef struct tdl_fiber_stats {
  * tdl_metrics_loop's fibers and stacks (metrics.h).  Cost: O(1). */
 TDL_API void tdl_fiber_stats_get(tdl_loop *loop, tdl_fiber_stats *out);
 
+/* ---- compacting idle fibers ---- */
+
+/*
+ * Make loop compact its idle fibers: a fiber parked for longer than
+ * threshold has the used top of its stack copied to a heap block sized to
+ * fit, and its stack's pages given back to the kernel; when it wakes, the
+ * copy is put back at the same addresses before it runs, so pointers into
+ * its stack (a buffer passed to tdl_read) stay valid.  An idle fiber parked
+ * in tdl_read then costs its control block and that copy instead of a 4 KiB
+ * page (docs/PERFORMANCE.md, idle, has the figures).  threshold 0 turns
+ * compacting off (the default): fibers already compacted are restored as
+ * they wake.  Callable from anywhere on the loop's thread.
+ *
+ * Which fibers: only those spawned on loop while the option is on (their
+ * control block is then on the heap, not on their stack), and only while
+ * parked in
+ *   - tdl_sleep and tdl_fiber_park;
+ *   - fiber I/O that waits for readiness (tdl_read, tdl_write, tdl_recv,
+ *     tdl_send, tdl_fd_wait and the other calls of fd.h and net.h that wait
+ *     for an fd, on an epoll or poll loop; on a uring loop, only where an
+ *     operation fell back to a readiness wait).
+ * Never while parked in a ring operation of a uring loop (the kernel may
+ * write into a buffer on the stack meanwhile), in a channel, lock, select,
+ * condition, join, or a call on another thread (tdl_port_call, the pool,
+ * fs.h): others write into records or values on the fiber's stack there.
+ * A fiber is compacted between one and two thresholds after it parked.
+ *
+ * While compacted, the fiber's stack memory reads as zeros and writes to it
+ * are lost: a fiber must not have lent a buffer on its own stack to another
+ * thread, a callback or another fiber that uses it while the fiber waits in
+ * one of the calls above (treadle's own calls never do).  Its frames are not
+ * on its stack then: a debugger shows no backtrace of it (the gdb script
+ * lists it as "compacted").
+ *
+ * Cost: without the option, none that can be measured (a flag test where
+ * tdl_fiber_unpark, a deadline, a cancel or fd readiness wakes a fiber).
+ * With it: the loop wakes once a threshold and walks its fibers; a
+ * compaction costs a malloc, a copy of the frames and an madvise; the
+ * wake-up of a compacted fiber a page fault, a copy and a free (bench/run.py
+ * idle: wake_ns, compacted against not).  Fibers spawned while it is on have
+ * their control block on the heap (one allocation more per spawn); those
+ * that wait where they are not compacted (a channel receive) then cost more
+ * than without the option: the block, and the stack's page as before.
+ * Errors: -EINVAL for a threshold below 1 ms (TDL_MSEC) other than 0;
+ * -ENOMEM; a tdl_timer_start error.
+ */
+TDL_API int tdl_fiber_compact_idle(tdl_loop *loop, tdl_time_t threshold);
+
+/* Whether f is compacted now: the bytes of its stack held in its heap copy
+ * (> 0), or 0 when its stack is in place.  Callable from anywhere on the
+ * loop's thread.  Errors: -ESRCH (stale, or not a fiber of loop). */
+TDL_API int tdl_fiber_compacted(tdl_loop *loop, tdl_fiber_t f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -138,7 +138,7 @@ static void fdwait_end(tdl__fdwait *rec, int ev)
   rec->events = ev;
   if (rec->claim && !tdl__claim_take(rec->claim, rec->clause))
     return; /* another clause of the select won */
-  tdl__wake(rec->f, rec->clause < 0 ? ev : rec->clause);
+  tdl__wake_idle(rec->f, rec->clause < 0 ? ev : rec->clause); /* a plain wait may be compacted */
 }
 
 static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
@@ -321,19 +321,26 @@ void tdl__fd_wait_end(tdl__fdwait *rec)
  * cancelled may use the fd before this fiber runs again. */
 static void abort_fd_wait(tdl__fiber *f) { tdl__fd_wait_end(f->abort_ctx); }
 
-/* Wait for events on fd. */
+_Static_assert(sizeof(tdl__fdwait) <= sizeof(((tdl__fiber *)0)->wait_space), "a plain wait's record fits the control block");
+
+/* Wait for events on fd.  The record is the control block's, not on the
+ * stack: the loop reads and writes it while the fiber is parked, and so it
+ * stays readable while the fiber is compacted (fiber/compact.c); so the park
+ * may be compacted.  (Nothing writes into the fiber's buffers before it runs
+ * again: it reads once woken.) */
 static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
 {
-  tdl__fdwait rec = {.clause = -1};
-  int e = tdl__fd_wait_begin(f, fd, events, &rec);
+  tdl__fdwait *rec = (tdl__fdwait *)(void *)f->wait_space;
+  *rec = (tdl__fdwait){.clause = -1};
+  int e = tdl__fd_wait_begin(f, fd, events, rec);
   if (e < 0)
     return e;
   f->abort_wait = abort_fd_wait;
-  f->abort_ctx = &rec;
+  f->abort_ctx = rec;
   TDL__COUNT(f->sched->loop, io_parks, 1);
-  e = tdl__park(f, what, fd, deadline);
+  e = tdl__park_compactable(f, what, fd, deadline);
   f->abort_wait = NULL;
-  tdl__fd_wait_end(&rec);
+  tdl__fd_wait_end(rec);
   return e;
 }
 

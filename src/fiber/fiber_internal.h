@@ -58,7 +58,9 @@ static inline int tdl__claim_close(tdl__claim *c)
 typedef struct tdl__sched tdl__sched;
 
 /* A fiber's control block.  It lives at the top of the fiber's own stack, so
- * an idle fiber costs the one page that holds it and its first frames. */
+ * an idle fiber costs the one page that holds it and its first frames; on a
+ * loop that compacts idle fibers (compact.c) it lives on the heap instead,
+ * so that it stays readable while the stack's pages are given back. */
 typedef struct tdl__fiber {
   /* Hot: what a park, a wake and a switch touch, in the first cache line
    * (the control block is 64-byte aligned; with many fibers each hand-off
@@ -79,7 +81,13 @@ typedef struct tdl__fiber {
   uint8_t nocancel;      /* in tdl__park_uncancellable(): cancel only marks */
   uint8_t detached;
   uint8_t timer_lazy;    /* `timer` is armed but serves no park (sched.c) */
+  uint8_t compacted;     /* its stack's top is in compact_copy (compact.c) */
   /* Cold. */
+  uint8_t offstack;      /* this block is on the heap, not on the stack */
+  uint8_t compactable;   /* the park it is in may be compacted (compact.c) */
+  void *compact_copy;    /* while compacted: [compact_from, frames_top) */
+  char *compact_from;
+  char *frames_top;      /* offstack: where its first frame begins */
   tdl__list all;         /* in the scheduler's list of unreleased fibers */
   tdl_fiber_fn fn;
   void *arg;
@@ -98,6 +106,10 @@ typedef struct tdl__fiber {
   tdl_timer timer;
   tdl__stack stack;
   tdl__stack_info info;
+  /* Room for the one wait record that fiber I/O hangs on an fd's state for a
+   * plain wait (fd/io.c): here, and not on the stack, it stays readable by
+   * the loop while the fiber is compacted. */
+  void *wait_space[4];
   void *fls[TDL_FLS_KEYS];
   char name[24];
 } tdl__fiber;
@@ -150,6 +162,9 @@ struct tdl__sched {
   tdl__list in_process;  /* in tdl__process_scheds */
   tdl__list hooks;       /* tdl__sched_client, run at destruction */
   void *io;              /* fd/io.c's state, opaque here */
+  tdl_time_t compact_after; /* tdl_fiber_compact_idle's threshold; 0: off */
+  tdl_timer compact;     /* its walk, once a threshold (internal) */
+  size_t compacted;      /* fibers compacted now */
   int overflow_ready;
 };
 
@@ -241,6 +256,34 @@ static inline bool tdl__wake(tdl__fiber *f, int result)
     return false;
   f->wake_result = result;
   tdl__runq_push(f->sched, f);
+  return true;
+}
+
+/* Park as tdl__park, and let the loop compact f while it waits (compact.c):
+ * for waits whose every record that others reach is off f's stack, and
+ * into whose stack nothing is written until f runs again. */
+int tdl__park_compactable(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline);
+
+/* Whether f's park may be compacted: tdl_fiber_park, tdl_sleep, or a
+ * tdl__park_compactable. */
+bool tdl__park_idle(const tdl__fiber *f);
+
+/* Put f's stack back as it was before compaction (in sched.c, which
+ * tdl__wake_idle's callers stand on; compact.c compacts). */
+void tdl__compact_restore(tdl__sched *s, tdl__fiber *f);
+
+/* tdl__wake, for the wakers of the parks that may be compacted
+ * (tdl__park_compactable): it puts f's stack back first (compact.c), on the
+ * loop thread, before f is runnable and anything can touch that stack.
+ * Every path that can end such a park wakes with it (tdl_fiber_unpark, a
+ * deadline or a cancel, fd readiness or close); the switch into a fiber
+ * tests nothing. */
+static inline bool tdl__wake_idle(tdl__fiber *f, int result)
+{
+  if (!tdl__wake(f, result))
+    return false;
+  if (TDL__UNLIKELY(f->compacted))
+    tdl__compact_restore(f->sched, f);
   return true;
 }
 

@@ -161,8 +161,11 @@ static void release(tdl__sched *s, tdl__fiber *f)
   s->free_slot = f->slot;
   s->live--;
   tdl__ctx_destroy(&f->ctx);
-  tdl__stack st = f->stack; /* f lives on that stack */
+  tdl__stack st = f->stack; /* f lives on that stack, unless offstack */
+  bool heap = f->offstack;
   tdl__stack_put(&s->pool, &st);
+  if (heap)
+    free(f);
   /* Armed once per quiet spell: afterwards a test of one word. */
   if (TDL__UNLIKELY(!tdl_timer_active(&s->trim)))
     trim_arm(s);
@@ -320,6 +323,10 @@ static int sched_destroy(tdl_loop *loop)
     h->destroy(s, h);
   }
   trim_stop(s);
+  if (tdl_timer_active(&s->compact)) { /* compact.c's walk */
+    tdl_timer_stop(loop, &s->compact);
+    loop->timers_internal--;
+  }
   tdl__stack_pool_destroy(&s->pool);
   if (s->overflow_ready)
     tdl__overflow_thread_cleanup();
@@ -371,11 +378,21 @@ int tdl__sched_get(tdl_loop *loop, tdl__sched **out)
 
 /* ---- park and wake ---- */
 
+/* Here, not in compact.c, which stands on the scheduler: tdl__wake_idle
+ * calls it. */
+__attribute__((noinline, cold)) void tdl__compact_restore(tdl__sched *s, tdl__fiber *f)
+{
+  tdl__stack_unstash(f->compact_from, f->frames_top, f->compact_copy);
+  f->compact_copy = NULL;
+  f->compacted = 0;
+  s->compacted--;
+}
+
 /* End f's park early (deadline, cancel) with result, and let whatever it
  * waits in undo its wait at once. */
 static void abort_park(tdl__fiber *f, int result)
 {
-  if (tdl__wake(f, result) && f->abort_wait)
+  if (tdl__wake_idle(f, result) && f->abort_wait)
     f->abort_wait(f);
 }
 
@@ -466,6 +483,16 @@ int tdl__park(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
   return park(f, what, fd, deadline, false);
 }
 
+int tdl__park_compactable(tdl__fiber *f, const char *what, int fd, tdl_time_t deadline)
+{
+  if (f->cancelled)
+    return -ECANCELED;
+  f->compactable = 1;
+  int e = park(f, what, fd, deadline, false);
+  f->compactable = 0;
+  return e;
+}
+
 int tdl__park_nocancel(tdl__fiber *f, const char *what, tdl_time_t deadline)
 {
   return park(f, what, -1, deadline, true);
@@ -513,9 +540,27 @@ int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg
    * would land in the same few cache sets and evict each other (ring --via
    * wake, 503 fibers: 21.3 ns per hop without, 17.6 ns with). */
   uintptr_t top = (uintptr_t)st.lo + st.size - (uintptr_t)(s->next_id % CACHE_COLOURS) * 64;
-  tdl__fiber *f = (tdl__fiber *)((top - sizeof(tdl__fiber)) & ~(uintptr_t)63);
-  tdl__stack_claim(&st, (char *)f - TDL__CTX_PREPARE_BYTES);
-  memset(f, 0, sizeof *f);
+  tdl__fiber *f;
+  if (TDL__UNLIKELY(s->compact_after)) {
+    /* Compactable: the block goes on the heap, the frames start at top. */
+    f = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *f + 63) & ~(size_t)63));
+    if (!f) {
+      tdl__stack_put(&s->pool, &st);
+      s->slots[slot].next_free = s->free_slot;
+      s->free_slot = slot;
+      return -ENOMEM;
+    }
+    memset(f, 0, sizeof *f);
+    f->offstack = 1;
+    top &= ~(uintptr_t)63;
+    f->frames_top = (char *)top;
+    tdl__stack_claim(&st, (char *)top - TDL__CTX_PREPARE_BYTES);
+  } else {
+    f = (tdl__fiber *)((top - sizeof(tdl__fiber)) & ~(uintptr_t)63);
+    tdl__stack_claim(&st, (char *)f - TDL__CTX_PREPARE_BYTES);
+    memset(f, 0, sizeof *f);
+    top = (uintptr_t)f;
+  }
   f->sched = s;
   f->fn = fn;
   f->arg = arg;
@@ -533,7 +578,7 @@ int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg
   }
   tdl__stack_info_init(&f->info, &st, f->id, f->name[0] ? f->name : NULL);
   tdl_timer_init(&f->timer, deadline_cb, f);
-  tdl__ctx_init(&f->ctx, st.lo, (size_t)((uintptr_t)f - (uintptr_t)st.lo), fiber_entry);
+  tdl__ctx_init(&f->ctx, st.lo, (size_t)(top - (uintptr_t)st.lo), fiber_entry);
   s->slots[slot].f = f;
   tdl__list_push(&s->all, &f->all);
   s->live++;
@@ -576,6 +621,15 @@ void tdl_fiber_exit(void *result)
 
 /* What a fiber parked in tdl_fiber_park waits on (unpark compares it). */
 static const char park_reason[] = "park";
+static const char sleep_reason[] = "sleep";
+
+/* The parks that may be compacted (compact.c): those of tdl_fiber_park and
+ * tdl_sleep, told by what they wait on (no store on their path), and those
+ * that say so (tdl__park_compactable). */
+bool tdl__park_idle(const tdl__fiber *f)
+{
+  return f->compactable || f->waits_on == park_reason || f->waits_on == sleep_reason;
+}
 
 int tdl_fiber_park(tdl_time_t deadline)
 {
@@ -594,7 +648,7 @@ int tdl_sleep(tdl_time_t deadline)
   tdl__fiber *f = tdl__self();
   if (!f)
     return -EPERM;
-  int e = tdl__park(f, "sleep", -1, deadline);
+  int e = tdl__park(f, sleep_reason, -1, deadline);
   return e == -ETIMEDOUT ? 0 : e;
 }
 
@@ -606,7 +660,7 @@ int tdl_fiber_unpark(tdl_loop *loop, tdl_fiber_t h)
     return -ESRCH;
   if (f->state == TDL__FIBER_PARKED) {
     if (f->waits_on == park_reason) {
-      tdl__wake(f, 0);
+      tdl__wake_idle(f, 0);
       return 0;
     }
     /* A select with a PARK clause: it must win the select's claim. */

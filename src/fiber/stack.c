@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #define VALGRIND_STACK_REGISTER(lo, hi) 0u
 #define VALGRIND_STACK_DEREGISTER(id) ((void)(id))
 #define VALGRIND_MAKE_MEM_UNDEFINED(lo, size) ((void)(lo), (void)(size))
+#define VALGRIND_MAKE_MEM_NOACCESS(lo, size) ((void)(lo), (void)(size))
 #define RUNNING_ON_VALGRIND 0
 #endif
 #define VALGRIND_MAX_MAPPINGS 30000
@@ -331,4 +334,33 @@ void tdl__stack_pool_stats(const tdl__stack_pool *p, tdl__stack_stats *out) {
   out->trimmed = p->trimmed;
   out->guarded_mapped = atomic_load_explicit(&guarded_mapped, memory_order_relaxed);
   out->guard_budget = get_guard_budget();
+}
+
+int tdl__stack_stash(const tdl__stack *s, char *from, char *top, void **copy) {
+  size_t len = (size_t)(top - from);
+  void *c = TDL__FAULT_ALLOC(malloc(len));
+  if (!c)
+    return -ENOMEM;
+  /* ASan poisons the redzones of live frames; the copy takes them as they
+   * are (the restored frames are then checked less, not wrongly). */
+  ASAN_UNPOISON_MEMORY_REGION(from, len);
+  memcpy(c, from, len);
+  /* The whole stack, not only the frames: pages that deeper calls touched
+   * before are given back too. */
+  if (madvise(s->lo, s->size, MADV_DONTNEED) != 0) {
+    free(c);
+    return -ENOMEM;
+  }
+  /* Up to the frames' top only: above it (the cache's node, when the stack
+   * is put back) nothing lives while the fiber does. */
+  (void)VALGRIND_MAKE_MEM_NOACCESS(s->lo, (size_t)(top - (char *)s->lo));
+  *copy = c;
+  return 0;
+}
+
+void tdl__stack_unstash(char *from, char *top, void *copy) {
+  size_t len = (size_t)(top - from);
+  (void)VALGRIND_MAKE_MEM_UNDEFINED(from, len);
+  memcpy(from, copy, len); /* the pages fault back in, zeroed */
+  free(copy);
 }

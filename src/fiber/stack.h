@@ -157,6 +157,18 @@ size_t tdl__stack_pool_trim(tdl__stack_pool *p);
  * out are not counted.  Cost: one mincore() per 1 MiB of stack. */
 size_t tdl__stack_used(const tdl__stack *s);
 
+/* Stash [from, top) of s (the frames of a parked fiber, from its saved
+ * stack pointer up) in a heap copy sized to fit, into *copy, and give every
+ * page of s back to the kernel (MADV_DONTNEED: they read as zeros until
+ * written); the guard is left as it is.  Memcheck is told that nothing
+ * lives below top now.  Returns 0, or -ENOMEM (nothing changed).
+ * Cost: a malloc, a copy of top - from bytes, one madvise. */
+int tdl__stack_stash(const tdl__stack *s, char *from, char *top, void **copy);
+
+/* Put a stash back where it was, at the same addresses, and free the copy.
+ * Cost: a page fault per page written, the copy, a free. */
+void tdl__stack_unstash(char *from, char *top, void *copy);
+
 /* Counters for this pool and the process-wide guard budget. */
 void tdl__stack_pool_stats(const tdl__stack_pool *p, tdl__stack_stats *out);
 

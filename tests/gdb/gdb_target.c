@@ -14,6 +14,10 @@
  *   gdb_target overflow  a fiber recurses through its stack's guard page.
  *   gdb_target spin MS   a fiber spins in spin_in_fiber() for MS ms of CPU
  *                        (tests/gdb/test_perf.py samples it with perf).
+ *   gdb_target compact   a fiber "idle" parked and compacted
+ *                        (tdl_fiber_compact_idle); "ready"; on a line on
+ *                        stdin wakes it, checks its stack came back, and
+ *                        prints "done ok".
  */
 #include <errno.h>
 #include <signal.h>
@@ -267,6 +271,36 @@ static void *spin_main(void *arg)
   return NULL;
 }
 
+static void *idle_fiber(void *arg)
+{
+  (void)arg;
+  volatile unsigned mark[8];
+  for (unsigned i = 0; i < 8; i++)
+    mark[i] = 0xc0de0000u + i;
+  tdl_fiber_park(TDL_FOREVER);
+  for (unsigned i = 0; i < 8; i++)
+    check(mark[i] == 0xc0de0000u + i, "compacted stack restored");
+  return NULL;
+}
+
+static void *compact_main(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = tdl_fiber_loop();
+  check(tdl_fiber_compact_idle(loop, TDL_MSEC) == 0, "compact_idle");
+  tdl_fiber_options o = {.name = "idle"};
+  tdl_fiber_t f;
+  if (tdl_fiber_spawn(&f, loop, idle_fiber, NULL, &o) != 0)
+    exit(1);
+  for (int i = 0; i < 10000 && tdl_fiber_compacted(loop, f) <= 0; i++)
+    tdl_sleep(tdl_after(TDL_MSEC));
+  check(tdl_fiber_compacted(loop, f) > 0, "compacted");
+  wait_for_driver();
+  tdl_fiber_unpark(loop, f);
+  tdl_fiber_join(f, NULL, TDL_FOREVER);
+  return NULL;
+}
+
 int main(int argc, char **argv)
 {
   /* Let a debugger attach whatever ptrace_scope says (Yama). */
@@ -298,6 +332,13 @@ int main(int argc, char **argv)
     e = tdl_fiber_main(spin_main, (void *)(intptr_t)atol(argv[2]), NULL);
     return e == 0 ? 0 : 1;
   }
-  fprintf(stderr, "usage: gdb_target live | many N | overflow | spin MS\n");
+  if (strcmp(mode, "compact") == 0) {
+    e = tdl_fiber_main(compact_main, NULL, NULL);
+    if (e != 0 || failures)
+      return 1;
+    printf("done ok\n");
+    return 0;
+  }
+  fprintf(stderr, "usage: gdb_target live | many N | overflow | spin MS | compact\n");
   return 2;
 }

@@ -214,6 +214,22 @@ def main():
         p.stdin.flush()
         p.communicate(timeout=120)
 
+    # -- a compacted fiber: listed as such; `fiber N` says why there is no bt --
+    p = start("compact")
+    try:
+        out = gdb(["-p", str(p.pid)], ["info fibers"])
+        check(re.search(r'"idle" parked on park .*compacted \(\d+ bytes at 0x[0-9a-f]+\)', out) is not None,
+              "compacted: listed as compacted", out)
+        num = fiber_numbers(out).get("idle")
+        out = gdb(["-p", str(p.pid)], ["info fibers", "fiber %d" % (num or 0)])
+        check("Traceback" not in out and "is compacted: its frames are in a heap copy" in out,
+              "compacted: fiber N says where its frames are", out)
+    finally:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        rest = p.communicate(timeout=120)[0]
+    check(p.returncode == 0 and "done ok" in rest, "compacted: the fiber wakes intact after gdb", rest)
+
     # -- without debug information ---------------------------------------------
     stripped = os.path.join(tmp, "gdb_target.nodebug")
     subprocess.run(["objcopy", "--strip-debug", TARGET, stripped], check=True)

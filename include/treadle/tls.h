@@ -227,6 +227,22 @@ TDL_API int tdl_tls_send_all(tdl_tls *s, const void *buf, size_t len, size_t *se
  */
 TDL_API int tdl_tls_shutdown(tdl_tls *s, tdl_time_t deadline);
 
+/* ---- Buffered reading and writing ---- */
+
+/*
+ * Set up a tdl_reader (tdl_writer) over s, as tdl_reader_init
+ * (tdl_writer_init) over its fd: mem, size and max mean the same, and every
+ * call of net.h's reader (writer) then works on s's decrypted bytes, with
+ * s's errors (-EPIPE for a truncated stream; a fill's 0 is the clean end).
+ * The stream is carried by a transport set for its fd
+ * (tdl_net_transport_set), which tdl_tls_free clears: destroy the reader
+ * and writer with tdl_reader_destroy (tdl_writer_destroy) before freeing s.
+ * Errors: those of tdl_reader_init (tdl_writer_init), -EINVAL (s NULL),
+ * -ENOMEM.
+ */
+TDL_API int tdl_tls_reader_init(tdl_reader *r, tdl_tls *s, void *mem, size_t size, size_t max);
+TDL_API int tdl_tls_writer_init(tdl_writer *w, tdl_tls *s, void *mem, size_t size, size_t max);
+
 /* ---- What was agreed, and what went wrong ---- */
 
 /* What TLS said about the last failure on s, in words a user can act on

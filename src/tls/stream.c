@@ -34,6 +34,7 @@ struct tdl_tls {
   bool shut;     /* ours went */
   bool resumed;
   unsigned ktls;
+  bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
   /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
   unsigned parked;
   char *name; /* a client's server name, the key of its session */
@@ -172,6 +173,8 @@ int tdl_tls_free(tdl_tls *s)
     return 0;
   if (s->parked)
     return -EBUSY;
+  if (s->carried)
+    tdl_net_transport_set(s->fd, NULL, NULL);
   SSL_free(s->ssl);
   tdl__tls_config_unref(s->cfg);
   free(s->name);
@@ -494,4 +497,44 @@ size_t tdl_tls_pending(const tdl_tls *s)
 int tdl_tls_fd(const tdl_tls *s)
 {
   return s ? s->fd : -EINVAL;
+}
+
+/* ---- the reader and writer of net.h, carried through the stream ---- */
+
+static ssize_t carry_read(void *ctx, void *buf, size_t len, tdl_time_t deadline)
+{
+  return tdl_tls_read(ctx, buf, len, deadline);
+}
+
+static ssize_t carry_write(void *ctx, const void *buf, size_t len, tdl_time_t deadline)
+{
+  return tdl_tls_write(ctx, buf, len, deadline);
+}
+
+static const tdl_net_transport carrier = {carry_read, carry_write};
+
+static int carry(tdl_tls *s)
+{
+  if (!s)
+    return -EINVAL;
+  int rc = tdl_net_transport_set(s->fd, &carrier, s);
+  if (rc == 0)
+    s->carried = true;
+  return rc;
+}
+
+int tdl_tls_reader_init(tdl_reader *r, tdl_tls *s, void *mem, size_t size, size_t max)
+{
+  int rc = carry(s);
+  if (rc < 0)
+    return rc;
+  return tdl_reader_init(r, s->fd, mem, size, max);
+}
+
+int tdl_tls_writer_init(tdl_writer *w, tdl_tls *s, void *mem, size_t size, size_t max)
+{
+  int rc = carry(s);
+  if (rc < 0)
+    return rc;
+  return tdl_writer_init(w, s->fd, mem, size, max);
 }

@@ -783,6 +783,87 @@ static void resumption(void **state)
   tdl_tls_config_free(ccfg);
 }
 
+/* ---- net.h's reader and writer over a stream ---- */
+
+typedef struct lines {
+  tdl_tls_config *cfg;
+  int fd;
+  const char *name;
+  int served;
+  ssize_t last;
+  char got[64];
+  int done;
+} lines;
+
+/* A line echo server on the buffered reader and writer. */
+static void *run_line_server(void *arg)
+{
+  lines *l = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, l->cfg, l->fd, NULL), 0);
+  tdl_reader r;
+  tdl_writer w;
+  assert_int_equal(tdl_tls_reader_init(&r, s, NULL, 16, 4096), 0);
+  assert_int_equal(tdl_tls_writer_init(&w, s, NULL, 16, 4096), 0);
+  ssize_t n;
+  while ((n = tdl_reader_until(&r, "\n", 1, tdl_after(10 * TDL_SEC))) > 0) {
+    assert_int_equal(tdl_writer_put(&w, tdl_reader_data(&r), (size_t)n), 0);
+    tdl_reader_consume(&r, (size_t)n);
+    l->served++;
+    if (tdl_reader_len(&r) == 0)
+      assert_int_equal(tdl_writer_flush(&w, tdl_after(10 * TDL_SEC)), 0);
+  }
+  l->last = n;
+  assert_int_equal(tdl_tls_shutdown(s, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  assert_int_equal(tdl_writer_destroy(&w), 0);
+  assert_int_equal(tdl_tls_free(s), 0);
+  tdl_close(l->fd);
+  l->done = 1;
+  return NULL;
+}
+
+static void *run_line_client(void *arg)
+{
+  lines *l = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, l->cfg, l->fd, l->name), 0);
+  /* Three lines in one write: pipelined, more than one record's worth
+   * read by the server's reader in pieces of 16 bytes. */
+  static const char three[] = "one\ntwo, a longer line than sixteen bytes\nthree\n";
+  assert_int_equal(tdl_tls_send_all(s, three, sizeof three - 1, NULL, tdl_after(10 * TDL_SEC)), 0);
+  tdl_reader r;
+  assert_int_equal(tdl_tls_reader_init(&r, s, NULL, 64, 64), 0);
+  assert_int_equal(tdl_reader_need(&r, sizeof three - 1, tdl_after(10 * TDL_SEC)), sizeof three - 1);
+  assert_memory_equal(tdl_reader_data(&r), three, sizeof three - 1);
+  tdl_reader_consume(&r, sizeof three - 1);
+  assert_int_equal(tdl_tls_shutdown(s, tdl_after(10 * TDL_SEC)), 0);
+  /* The server's clean end: 0. */
+  assert_int_equal(tdl_reader_fill(&r, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  assert_int_equal(tdl_tls_free(s), 0);
+  tdl_close(l->fd);
+  l->done = 1;
+  return NULL;
+}
+
+static void reader_writer_over_tls(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  lines server = {.cfg = server_cfg("server.pem"), .fd = sv[0]};
+  lines client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost"};
+  go(run_line_server, &server);
+  go(run_line_client, &client);
+  assert_true(t_run_until(L, &client.done, 100000));
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_int_equal(server.served, 3);
+  assert_int_equal(server.last, 0); /* the client's close_notify */
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
 /* ---- misuse ---- */
 
 static void *run_bad_args(void *arg)
@@ -847,6 +928,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(reload_keeps_old_on_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(reload_swaps, setup, teardown),
     cmocka_unit_test_setup_teardown(resumption, setup, teardown),
+    cmocka_unit_test_setup_teardown(reader_writer_over_tls, setup, teardown),
     cmocka_unit_test_setup_teardown(misuse, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

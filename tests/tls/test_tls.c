@@ -4,6 +4,7 @@
  * socketpairs and loopback TCP, with the certificates tests/tls/make-certs.sh
  * makes at run time.  Each run on each back end.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -910,9 +911,26 @@ static void misuse(void **state)
 
 int main(void)
 {
+  /* Run with libtreadle-hook preloaded (ctest's test_tls_hooked): make sure
+   * it is, so that the run cannot pass without it. */
+  if (getenv("TDL_TEST_HOOKED")) {
+    /* Through memcpy: ISO C has no cast from an object pointer to a
+     * function pointer. */
+    void *sym = dlsym(RTLD_DEFAULT, "tdl_hook_active");
+    int (*active)(void) = NULL;
+    if (sym)
+      memcpy(&active, &sym, sizeof active);
+    if (!active || active() != 1) {
+      fprintf(stderr, "test_tls: TDL_TEST_HOOKED, but libtreadle-hook is not active\n");
+      return 1;
+    }
+  }
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(config_errors),
+    /* First: OpenSSL seeds its generator and takes its locks for the first
+     * time inside these fibers (with the hook preloaded, the test that
+     * these never park or deadlock there). */
     cmocka_unit_test_setup_teardown(handshake_and_echo, setup, teardown),
+    cmocka_unit_test(config_errors),
     cmocka_unit_test_setup_teardown(ktls_or_fallback, setup, teardown),
     cmocka_unit_test_setup_teardown(bad_certificates, setup, teardown),
     cmocka_unit_test_setup_teardown(plaintext_to_server, setup, teardown),

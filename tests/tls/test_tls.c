@@ -107,6 +107,13 @@ static void config_errors(void **state)
   assert_int_equal(tdl_tls_config_new(&cfg, &o), -EINVAL);
   assert_non_null(strstr(err, "server.key"));
 
+  /* A key path that cannot be read as a file (a directory): named. */
+  o.cert_file = P("server.pem");
+  o.key_file = dir;
+  assert_true(tdl_tls_config_new(&cfg, &o) < 0);
+  assert_null(cfg);
+  assert_non_null(strstr(err, dir));
+
   /* Unreadable: root reads every file, so only where the test is not root. */
   if (geteuid() != 0) {
     char copy[160];

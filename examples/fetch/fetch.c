@@ -33,8 +33,10 @@
 
 static const char HTTPS[] = "https://";
 
+#ifdef FETCH_TLS
 /* The TLS client configuration, shared by every job (NULL: no https). */
 static struct tdl_tls_config *tls_cfg;
+#endif
 
 typedef struct job {
   const char *where;   /* "HOST:PORT", after any https:// */

@@ -69,7 +69,7 @@ def fail(what, p=None):
 
 
 def main():
-    nm, lib = sys.argv[1], sys.argv[2:]
+    nm, lib = sys.argv[1], [x for x in sys.argv[2:] if x]  # (an empty one: a library not built)
     # The real headers' pages, as the build makes them: without tls.h's where
     # libtreadle-tls is not built (and so not given).
     without = [] if any("treadle-tls" in x for x in lib) else ["--without", "treadle/tls.h"]

@@ -304,6 +304,13 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     rc = tdl_fd_blocked(s->fd, wait);
     if (rc < 0)
       return rc;
+    /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
+     * the socket empty, and would hold it while the fiber waits, which for
+     * an idle connection is forever: give it back (nothing is in it).  The
+     * price is a malloc and a free per wait, which a wait (a trip through
+     * the loop) dwarfs. */
+    if (wait == TDL_READ)
+      SSL_free_buffers(s->ssl);
     s->parked++;
     rc = tdl_fd_wait(s->fd, wait, deadline);
     s->parked--;

@@ -30,9 +30,10 @@
  * expired, self-signed, unknown CA, wrong host name), -EPIPE from a read (the
  * peer's end came without close_notify: what was read may be cut short;
  * distinct from 0, the clean end).  tdl_tls_error() says in words what TLS
- * said.  After a failed or abandoned handshake, or an -EPROTO or
- * -EKEYREJECTED, the stream is dead: every call fails with the same error;
- * free it and close the fd.  A read or write that timed out or was
+ * said.  After a handshake that failed or was cut (by its deadline, a
+ * cancel, the peer), or an -EPROTO or -EKEYREJECTED, the stream is dead:
+ * every call fails with the same error; free it and close the fd.  (-EPERM
+ * and -EBUSY refuse the call and change nothing.)  A read or write that timed out or was
  * cancelled loses nothing and may be made again.
  *
  * Kernel TLS.  Where OpenSSL and the kernel offer it (the `tls` module:

@@ -342,8 +342,11 @@ static int handshake(tdl_tls *s, tdl_time_t deadline)
     snprintf(s->error, sizeof s->error, "peer closed during the handshake");
     rc = -EPIPE;
   }
-  /* A handshake cut anywhere cannot be taken up again. */
-  s->dead = rc;
+  /* A handshake cut by its deadline, a cancel or the peer is not taken up
+   * again; one refused a wait (-EPERM outside a fiber, -EBUSY while another
+   * fiber waits in it) has lost nothing and may be called again. */
+  if (rc != -EPERM && rc != -EBUSY)
+    s->dead = rc;
   return rc;
 }
 

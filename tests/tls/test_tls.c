@@ -872,6 +872,60 @@ static void reader_writer_over_tls(void **state)
   tdl_tls_config_free(client.cfg);
 }
 
+/* ---- two fibers in one handshake ---- */
+
+typedef struct two {
+  tdl_tls *s;
+  int first, second;
+  int done;
+} two;
+
+static void *run_first(void *arg)
+{
+  two *t = arg;
+  t->first = tdl_tls_handshake(t->s, tdl_after(10 * TDL_SEC));
+  t->done++;
+  return NULL;
+}
+
+static void *run_second(void *arg)
+{
+  two *t = arg;
+  /* The first is parked reading the client's hello: this one is refused,
+   * and the stream is not hurt by it. */
+  t->second = tdl_tls_handshake(t->s, tdl_after(10 * TDL_SEC));
+  t->done++;
+  return NULL;
+}
+
+static void second_fiber_in_handshake(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  two t = {0};
+  assert_int_equal(tdl_tls_new(&t.s, scfg, sv[0], NULL), 0);
+  go(run_first, &t);
+  go(run_second, &t);
+  for (int i = 0; i < 10 && t.done < 1; i++)
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(t.second, -EBUSY);
+  assert_int_equal(tdl_tls_free(t.s), -EBUSY); /* the first is parked in it */
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = NOTHING};
+  go(run_peer, &client);
+  assert_true(t_run_until(L, &client.done, 100000));
+  while (t.done < 2)
+    tdl_loop_run(L, TDL_LOOP_ONCE);
+  assert_int_equal(t.first, 0);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(tdl_tls_free(t.s), 0);
+  tdl_close(sv[0]);
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(client.cfg);
+}
+
 /* ---- misuse ---- */
 
 static void *run_bad_args(void *arg)
@@ -898,12 +952,12 @@ static void misuse(void **state)
   /* Outside a fiber: a call that would park is refused. */
   char b[4];
   assert_int_equal(tdl_tls_handshake(s, TDL_FOREVER), -EPERM);
-  assert_int_equal(tdl_tls_read(s, b, sizeof b, TDL_FOREVER), -EPERM); /* the dead handshake's error */
+  assert_int_equal(tdl_tls_read(s, b, sizeof b, TDL_FOREVER), -EPERM); /* refused again, not dead */
   assert_int_equal(tdl_tls_version(s), 0);
   assert_int_equal(tdl_tls_alpn(s, b, sizeof b), 0);
   assert_string_equal(b, "");
   assert_int_equal(tdl_tls_alpn(s, NULL, 4), -EINVAL);
-  assert_int_equal(tdl_tls_shutdown(s, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_tls_shutdown(s, TDL_FOREVER), 0); /* no handshake yet: nothing to end */
   go(run_bad_args, s);
   for (int i = 0; i < 5; i++)
     tdl_loop_run(L, TDL_LOOP_NOWAIT);
@@ -954,6 +1008,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(reload_swaps, setup, teardown),
     cmocka_unit_test_setup_teardown(resumption, setup, teardown),
     cmocka_unit_test_setup_teardown(reader_writer_over_tls, setup, teardown),
+    cmocka_unit_test_setup_teardown(second_fiber_in_handshake, setup, teardown),
     cmocka_unit_test_setup_teardown(misuse, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

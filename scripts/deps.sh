@@ -4,13 +4,15 @@
 #   scripts/deps.sh test|bench|aarch64|musl|abi
 set -eu
 case "${1:-test}" in
-  test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db liburing-dev libcurl4-openssl-dev python3-prometheus-client gdb libssl-dev openssl curl" ;;
+  test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db liburing-dev libcurl4-openssl-dev python3-prometheus-client gdb" ;;
   bench)   pkgs="cmake make gcc pkg-config python3 python3-matplotlib libev-dev libuv1-dev libevent-dev redis-server redis-tools libhiredis-dev liburing-dev" ;;
   aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
   musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
   abi)     pkgs="cmake make gcc pkg-config liburing-dev abigail-tools" ;;
   *) echo "usage: $0 test|bench|aarch64|musl|abi" >&2; exit 2 ;;
 esac
+# libtreadle-tls and its tests: OpenSSL 3, the openssl command, curl.
+[ "${1:-test}" = test ] && pkgs="$pkgs libssl-dev openssl curl"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

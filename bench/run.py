@@ -96,6 +96,8 @@ SIZES = {
     "http_seconds": (8, 1),
     "close_seconds": (8, 2),
     "http_warmup": (1, 0),
+    # TLS: idle connections held open, for the RSS each costs.
+    "idle_conns": (2_000, 200),
     "balance_seconds": (2, 1),
 }
 # The HTTP groups' connection counts (--conns): full run, --quick run.
@@ -174,6 +176,11 @@ for _k in dict.fromkeys(HTTP_ONE + HTTP_TWO + HTTP_CLOSE):
     # go-1-http, go-2-http: the table's names (go-1 and go-2 are bench-go's);
     # the driver's are go-1, go-2.
     IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-http", "")], {})
+
+# HTTPS (the tls group): the same servers and driver with --tls.
+TLS_ONE = ["httpd-1-tls", "httpd-1u-tls", "go-1-https", "nginx-1-tls"]
+for _k in TLS_ONE:
+    IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-tls", "").replace("-https", ""), "--tls"], {})
 
 FIBER_PEERS = ["go-1", "go", "tokio-ct", "tokio-mt"]
 C_PEERS = ["libev", "libuv", "libevent"]
@@ -312,7 +319,7 @@ EXPERIMENTS.append(experiment(
     cost("echo_messages", 7 * US, 1.0, go_1_server=9 * US), also_vs=["treadle-epoll"]))
 
 HTTP_KEYS = ["rps", "p99_us", "server_cpu_us_per_req", "errors"]
-HTTP_GROUPS = ("http", "http-2", "http-close")
+HTTP_GROUPS = ("http", "http-2", "http-close", "tls")
 
 
 def http_experiments(conns):
@@ -338,6 +345,14 @@ def http_experiments(conns):
         out.append(experiment(
             "http-2", f"balance c={c}", "balance", f"--conns {c} --duration {{balance_seconds}}",
             ["httpd-2d", "httpd-2r"], ["loop_spread", "loop_min", "loop_max"], cost("balance_seconds", 1.0, 0.5)))
+    for c in conns:
+        out.append(experiment(
+            "tls", f"c={c}", "http",
+            f"--conns {c} --duration {{http_seconds}} --warmup {{http_warmup}} --place pinned",
+            TLS_ONE, HTTP_KEYS, with_warmup, also_vs=["nginx-1-tls"]))
+    out.append(experiment(
+        "tls", "idle n={idle_conns}", "idle", "--conns {idle_conns}", ["httpd-1-tls", "go-1-https", "nginx-1-tls"],
+        ["rss_kb_per_conn"], cost("idle_conns", 0.003, 2.0), also_vs=["nginx-1-tls"]))
     out.append(experiment(
         "http-close", f"c={conns[0]}", "http",
         f"--conns {conns[0]} --duration {{close_seconds}} --warmup {{http_warmup}} --place pinned --close",
@@ -500,6 +515,14 @@ GROUP_NOTES = {
                   "It measures what a connection costs: server_cpu_us_per_req is then per connection. "
                   "floor-1 accepts with one multishot accept, floor-1as with one accept request at a time, "
                   "floor-1ae as treadle does on a uring loop (accept4 until EAGAIN, then one accept request).",
+    "tls": "One core, placed as in the http group, over HTTPS (TLS 1.3, one P-256 certificate made for the run, "
+           "ALPN http/1.1): httpd-1-tls is examples/httpd --tls-cert/--tls-key with one loop on epoll, "
+           "httpd-1u-tls the same on io_uring (neither receiving ahead nor sending behind: OpenSSL reads and "
+           "writes the socket), go-1-https Go's net/http with crypto/tls and GOMAXPROCS=1, nginx-1-tls one nginx "
+           "worker with `listen ssl` and TLS 1.3 only; keys as in the http group (wrk keeps its connections, so "
+           "handshakes are few). idle: that many connections, each after one request, held open and idle; "
+           "rss_kb_per_conn is the server's RSS (every process) after, less before, per connection. The rows "
+           "'vs nginx-1-tls' are the same runs' ratios to nginx.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
@@ -812,7 +835,7 @@ def main():
         return 0
     if opts.quick and opts.write:
         print("run.py: --quick never writes the doc; ignoring --write", file=sys.stderr)
-    if any(e["bench"] in ("http", "balance") for e in selected):
+    if any(e["bench"] in ("http", "balance", "idle") for e in selected):
         ensure_http_tools()
 
     # Locate binaries once; a missing one is a note, not an error.

@@ -17,9 +17,19 @@ file(GLOB TDL_PUBLIC_HEADERS CONFIGURE_DEPENDS
 file(GLOB TDL_COOKBOOK_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/examples/cookbook/intro.txt ${PROJECT_SOURCE_DIR}/examples/cookbook/[0-9][0-9]-*.c)
 set(TDL_MAN_DIR ${PROJECT_BINARY_DIR}/man)
+# A library left out of the build (libtreadle-tls without OpenSSL) has no pages.
+set(TDL_MAN_LIBS --lib $<TARGET_FILE:treadle_shared> --lib $<TARGET_FILE:treadle_hook>)
+if(TDL_TLS_BUILT)
+  set(TDL_MAN_WITHOUT "")
+  list(APPEND TDL_MAN_LIBS --lib $<TARGET_FILE:treadle_tls>)
+else()
+  set(TDL_MAN_WITHOUT --without treadle/tls.h)
+endif()
 add_custom_command(OUTPUT ${TDL_MAN_DIR}/pages.stamp
+  COMMAND ${CMAKE_COMMAND} -E remove_directory ${TDL_MAN_DIR}/man3
+  COMMAND ${CMAKE_COMMAND} -E remove_directory ${TDL_MAN_DIR}/man7
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --out ${TDL_MAN_DIR}
-          --version ${PROJECT_VERSION}
+          --version ${PROJECT_VERSION} ${TDL_MAN_WITHOUT}
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-cookbook.py --man ${TDL_MAN_DIR}
           --version ${PROJECT_VERSION}
   COMMAND ${CMAKE_COMMAND} -E touch ${TDL_MAN_DIR}/pages.stamp
@@ -31,10 +41,10 @@ install(DIRECTORY ${TDL_MAN_DIR}/man3 ${TDL_MAN_DIR}/man7 DESTINATION ${CMAKE_IN
 if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
   add_test(NAME check_man
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-man.py --check ${TDL_MAN_DIR}
-            --nm ${CMAKE_NM} --lib $<TARGET_FILE:treadle_shared> --lib $<TARGET_FILE:treadle_hook>)
+            --nm ${CMAKE_NM} ${TDL_MAN_LIBS})
 endif()
 if(TDL_TESTS AND NOT CMAKE_CROSSCOMPILING)
   add_test(NAME test_gen_man
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/man/test_gen_man.py ${CMAKE_NM}
-            $<TARGET_FILE:treadle_shared> $<TARGET_FILE:treadle_hook>)
+            $<TARGET_FILE:treadle_shared> $<TARGET_FILE:treadle_hook> $<$<BOOL:${TDL_TLS_BUILT}>:$<TARGET_FILE:treadle_tls>>)
 endif()

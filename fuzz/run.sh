@@ -22,14 +22,22 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_DIR:-$root/build/fuzz}
 jobs=${FUZZ_JOBS:-2}
 cc=${CLANG:-clang}
-all=(addr dns_name chunked resp spawn_env http_parser)
+all=(addr dns_name chunked resp spawn_env http_parser tls_server)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
+# The whole library (CMakeLists.txt's TDL_SOURCES, without io_uring), for a
+# target that runs fibers on a loop.
+library_sources() {
+  sed -n '/^set(TDL_SOURCES/,/^)/s/^ *\(src\/[^ ]*\.[cS]\)$/\1/p' "$root/CMakeLists.txt" |
+    sed "s/\${TDL_ARCH}/$(uname -m)/"
+}
+
 # What each target is built from (the harness first), the longest input,
-# and its dictionary.
+# its dictionary, and the libraries it links.
 spec() {
   dict=
+  libs=
   case $1 in
   addr)        srcs="fuzz/fuzz_addr.c src/net/addr.c"; maxlen=512; dict=fuzz/addr.dict ;;
   dns_name)    srcs="fuzz/fuzz_dns_name.c src/dns/name.c src/net/addr.c"; maxlen=512; dict=fuzz/addr.dict ;;
@@ -38,6 +46,8 @@ spec() {
   spawn_env)   srcs="fuzz/fuzz_spawn_env.c"; maxlen=2048 ;;  # includes src/process/path.c
   http_parser) srcs="examples/httpd/fuzz_http_parser.c examples/httpd/http_parser.c"; maxlen=4096
                dict=examples/httpd/http.dict ;;
+  tls_server)  srcs="fuzz/fuzz_tls_server.c src/tls/config.c src/tls/stream.c $(library_sources | tr '\n' ' ')"
+               maxlen=4096; libs="-lssl -lcrypto -lpthread" ;;
   *) echo "fuzz/run.sh: no target '$1' (targets: ${all[*]})" >&2; exit 2 ;;
   esac
 }
@@ -76,7 +86,7 @@ build() {
   # shellcheck disable=SC2086 # $srcs is a list
   if (cd "$root" && "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -Wall -Wextra -D_GNU_SOURCE -DTDL_BUILDING=1 -Iinclude -Isrc -Iexamples/httpd -Iexamples/kv \
-        $srcs -o "$dir/fuzz_$t") >"$dir/build.log" 2>&1; then
+        $srcs $libs -o "$dir/fuzz_$t") >"$dir/build.log" 2>&1; then
     echo 0 >"$dir/status"
   else
     echo build >"$dir/status"

@@ -44,6 +44,8 @@ LOWER = {
     "dns": {"base", "loop", "fiber", "fd", "net", "pool"},
     "metrics": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns"},
     "hook": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns", "metrics"},
+    # libtreadle-tls, a library of its own like hook: above net, beside hook.
+    "tls": {"base", "loop", "fiber", "fd", "sync", "net", "process", "group", "pool", "fs", "dns", "metrics"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -3,7 +3,8 @@
 # Installs the built library into a scratch prefix and builds consumers
 # against it every way the README's "Using an installed copy" names:
 # find_package(treadle) (treadle::treadle, static; treadle::treadle_shared;
-# treadle::treadle_hook), pkg-config (treadle-static, treadle, treadle-hook)
+# treadle::treadle_hook, and treadle::treadle_tls where built), pkg-config
+# (treadle-static, treadle, treadle-hook, treadle-tls)
 # and -ltreadle-hook -ltreadle by hand.  Every program is run with no
 # LD_LIBRARY_PATH, as a user runs it: the static ones must need no
 # libtreadle.so, the shared ones find theirs through the rpath the README
@@ -31,6 +32,18 @@ needs "$prefix/cm/consumer-shared" libtreadle.so || fail "treadle::treadle_share
 needs "$prefix/cm/consumer-hook" libtreadle-hook.so || fail "treadle::treadle_hook does not need libtreadle-hook.so"
 "$prefix/cm/consumer-hook"
 echo "consumer: find_package: treadle::treadle (static), treadle::treadle_shared, treadle::treadle_hook run"
+# libtreadle-tls, where the build has it: find_package and pkg-config, a
+# handshake with certificates made for the run.
+tls=no
+if [ -n "$(ls "$prefix"/lib*/libtreadle-tls.so* "$prefix"/lib/*/libtreadle-tls.so* 2>/dev/null)" ]; then
+  tls=yes
+  mkdir "$prefix/certs"
+  sh tests/tls/make-certs.sh "$prefix/certs"
+  [ -x "$prefix/cm/consumer-tls" ] || fail "treadle::treadle_tls is not in the installed CMake package"
+  needs "$prefix/cm/consumer-tls" libtreadle-tls.so || fail "treadle::treadle_tls does not need libtreadle-tls.so"
+  "$prefix/cm/consumer-tls" "$prefix/certs/server.pem" "$prefix/certs/server.key"
+  echo "consumer: find_package: treadle::treadle_tls runs"
+fi
 
 # ---- pkg-config ----
 pcdir=$(ls -d "$prefix"/lib*/pkgconfig "$prefix"/lib/*/pkgconfig 2>/dev/null | head -1)
@@ -56,6 +69,15 @@ needs "$prefix/pc-hook" libtreadle-hook.so.1 || fail "pkg-config treadle-hook di
 $cc tests/consumer/hooked.c -o "$prefix/hand-hook" -I"$prefix/include" -L"$libdir" -ltreadle-hook -ltreadle "$rpath"
 "$prefix/hand-hook"
 echo "consumer: pkg-config treadle-static (static), treadle, treadle-hook and -ltreadle-hook -ltreadle run"
+if [ $tls = yes ]; then
+  $cc tests/consumer/tls.c -o "$prefix/pc-tls" $(pkg-config --cflags --libs treadle-tls) "$rpath"
+  needs "$prefix/pc-tls" libtreadle-tls.so.1 || fail "pkg-config treadle-tls did not link libtreadle-tls.so.1"
+  needs "$prefix/pc-tls" libssl && fail "a program of libtreadle-tls links libssl itself: it should come with the library"
+  "$prefix/pc-tls" "$prefix/certs/server.pem" "$prefix/certs/server.key"
+  # A program that does not use TLS does not load libssl.
+  needs "$prefix/pc-shared" libssl && fail "libtreadle.so brings libssl"
+  echo "consumer: pkg-config treadle-tls runs; libtreadle alone loads no libssl"
+fi
 
 # man tdl_read finds its page; tdl_write is on the same page, through a .so
 # link; every header has its section 7 page.

@@ -11,6 +11,8 @@ case "${1:-test}" in
   abi)     pkgs="cmake make gcc pkg-config liburing-dev abigail-tools" ;;
   *) echo "usage: $0 test|bench|aarch64|musl|abi" >&2; exit 2 ;;
 esac
+# libtreadle-tls and its tests: OpenSSL 3, the openssl command, curl.
+[ "${1:-test}" = test ] && pkgs="$pkgs libssl-dev openssl curl"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

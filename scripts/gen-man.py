@@ -4,6 +4,7 @@
 
   scripts/gen-man.py --out DIR [--version V]      write DIR/man3/*.3, DIR/man7/*.7
   scripts/gen-man.py --check DIR --lib LIB...     check DIR against the built libraries
+  --without treadle/tls.h                         leave out a header whose library is not built
 
 How a header becomes pages:
   - A comment directly above one or more declarations (TDL_API prototypes,
@@ -630,8 +631,11 @@ def main():
     ap.add_argument("--nm", default="nm", help="the nm to read the libraries with")
     ap.add_argument("--lib", action="append", default=[], help="a shared library to take the exported names from")
     ap.add_argument("--root", default=ROOT, help="the source tree (default: this script's)")
+    ap.add_argument("--without", action="append", default=[],
+                    help="a header (treadle/tls.h) of a library this build leaves out: no pages from it")
     a = ap.parse_args()
     find_headers(os.path.abspath(a.root))
+    HEADERS[:] = [h for h in HEADERS if h[len("include/"):] not in a.without]
     if not a.out and not a.check:
         ap.error("--out or --check")
     if a.out:

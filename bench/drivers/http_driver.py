@@ -6,6 +6,7 @@ server, load it with wrk, stop it, print one RESULT line.
     http_driver.py http --server KEY --build DIR [--conns C] [--duration S]
                         [--warmup S] [--place pinned|shared|wrk1] [--close]
     http_driver.py balance --server httpd-2d|httpd-2r --build DIR [--conns C] [--duration S]
+    http_driver.py idle --server KEY --tls --build DIR [--conns N]
 
 Every server answers GET / with "Hello, World!" on 127.0.0.1, a free port.
 KEY names the server and how many cores it is given:
@@ -57,6 +58,16 @@ httpd-2r: reuseport), one wrk run of S seconds at C connections (wrk opens
 each connection once), then the connections each loop took, which httpd
 prints when it stops: loop_min, loop_max and loop_spread (max / min).
 
+--tls: the same over HTTPS (the tls group): a P-256 certificate made for
+the run with the `openssl` command; httpd with --tls-cert/--tls-key, nginx
+with `listen ... ssl` and TLS 1.3 only, bench-go-http with -tls-cert and
+-tls-key (crypto/tls); wrk against https://.  `idle` (with --tls or
+without): N connections that each made one request stay open and idle;
+the server's RSS (every process of it, /proc/PID/status VmRSS) before they
+came and after, over N:
+
+    rss_kb_per_conn         KiB of RSS per idle connection
+
 A program that is missing (wrk, nginx, httpd, bench-go-http, or
 treadle-bench without uring-floor) is an exit status of 77 with a note: the
 orchestrator skips the run.  nginx's configuration is
@@ -65,6 +76,7 @@ bench/peers/nginx/nginx.conf.in.
 
 import argparse
 import os
+import ssl
 import re
 import resource
 import shutil
@@ -146,13 +158,35 @@ def free_port():
     return port
 
 
-def ready(port, proc, deadline):
+def client_context():
+    """A client that does not verify: the benchmark's certificate is made for the run."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def connect(port, tls, timeout):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    return client_context().wrap_socket(s) if tls else s
+
+
+def make_cert(tmp):
+    """A self-signed P-256 certificate for 127.0.0.1 in tmp: (cert, key)."""
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+def ready(port, proc, deadline, tls=False):
     """Whether the server answers GET / with "Hello, World!" before the deadline."""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            with connect(port, tls, 1) as s:
                 s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 data = b""
                 while chunk := s.recv(4096):
@@ -196,19 +230,29 @@ def seconds(s):
 
 
 class Server:
-    def __init__(self, key, path, tmp, place):
+    def __init__(self, key, path, tmp, place, tls=False):
         kind, args, env, self.cores = SERVERS[key]
         self.kind, self.proc, self.port = kind, None, free_port()
         listen = f"127.0.0.1:{self.port}"
+        cert, key_file = make_cert(tmp) if tls else (None, None)
         if kind == "httpd":
             argv = [path, "--listen", listen] + args
+            if tls:
+                argv += ["--tls-cert", cert, "--tls-key", key_file]
         elif kind == "floor":
             argv = [path, "uring-floor", "--listen", listen, "--mode", "http"] + args
         elif kind == "go":
             argv = [path, "-listen", listen]
+            if tls:
+                argv += ["-tls-cert", cert, "-tls-key", key_file]
         else:
             with open(os.path.join(ROOT, "bench", "peers", "nginx", "nginx.conf.in")) as f:
                 conf = f.read()
+            if tls:
+                conf = conf.replace("listen 127.0.0.1:@PORT@ backlog=4096;",
+                                    "listen 127.0.0.1:@PORT@ ssl backlog=4096;\n"
+                                    f"        ssl_certificate {cert};\n        ssl_certificate_key {key_file};\n"
+                                    "        ssl_protocols TLSv1.3;")
             conf = conf.replace("@PREFIX@", tmp).replace("@PORT@", str(self.port))
             conf = conf.replace("@WORKERS@", str(self.cores))
             with open(os.path.join(tmp, "nginx.conf"), "w") as f:
@@ -245,8 +289,45 @@ class Server:
         return self.err.read()
 
 
-def wrk(port, conns, duration, close, cpus, timeout):
-    argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"http://127.0.0.1:{port}/"]
+def rss_kb(pid):
+    """VmRSS of pid and its descendants (nginx's workers), in KiB."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                m = re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M)
+            total += int(m.group(1)) if m else 0
+        except OSError:
+            pass
+    return total
+
+
+def idle(srv, conns, tls):
+    """Open conns connections, one request each, and hold them idle: the
+    server's RSS per connection."""
+    time.sleep(0.5)
+    before = rss_kb(srv.proc.pid)
+    held = []
+    for _ in range(conns):
+        s = connect(srv.port, tls, 10)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b"Hello, World!"):
+            chunk = s.recv(4096)
+            if not chunk:
+                raise ConnectionError("closed before answering")
+            data += chunk
+        held.append(s)
+    time.sleep(1.0)  # let every server settle into its idle state
+    after = rss_kb(srv.proc.pid)
+    for s in held:
+        s.close()
+    return (after - before) / conns
+
+
+def wrk(port, conns, duration, close, cpus, timeout, tls=False):
+    scheme = "https" if tls else "http"
+    argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", f"{scheme}://127.0.0.1:{port}/"]
     if close:
         argv[1:1] = ["-H", "Connection: close"]
     if cpus:
@@ -256,7 +337,7 @@ def wrk(port, conns, duration, close, cpus, timeout):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workload", choices=["http", "balance"])
+    ap.add_argument("workload", choices=["http", "balance", "idle"])
     ap.add_argument("--server", choices=sorted(SERVERS), required=True)
     ap.add_argument("--build", default="build")
     ap.add_argument("--conns", type=int, default=75)
@@ -265,11 +346,17 @@ def main():
     ap.add_argument("--place", choices=["pinned", "shared", "wrk1"], default="pinned")
     ap.add_argument("--close", action="store_true", help='every request with "Connection: close"')
     ap.add_argument("--timeout", type=float, default=120, help="seconds for each wrk run beyond --duration")
+    ap.add_argument("--tls", action="store_true", help="over HTTPS (the tls group)")
     o = ap.parse_args()
     if o.conns < 1 or o.duration < 1 or o.warmup < 0:
         ap.error("--conns and --duration must be positive, --warmup not negative")
     if o.workload == "balance" and o.server not in ("httpd-2d", "httpd-2r"):
         ap.error("balance runs httpd-2d or httpd-2r")
+    if o.tls and SERVERS[o.server][0] == "floor":
+        ap.error("--tls: the floor has no TLS")
+    if o.tls and not shutil.which("openssl"):
+        print("http_driver: --tls needs the openssl command (Debian: openssl)")
+        return 77
 
     if not shutil.which("wrk"):
         print("http_driver: wrk is not installed (Debian: wrk)")
@@ -287,10 +374,10 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     with tempfile.TemporaryDirectory(prefix="treadle-http-") as tmp:
-        srv = Server(o.server, path, tmp, "shared" if o.workload == "balance" else place)
+        srv = Server(o.server, path, tmp, "shared" if o.workload == "balance" else place, o.tls)
         err_text = ""
         try:
-            if not ready(srv.port, srv.proc, time.monotonic() + 10):
+            if not ready(srv.port, srv.proc, time.monotonic() + 10, o.tls):
                 err_text = srv.stop()
                 print(f"http_driver: {o.server} did not start: {err_text.strip()[-400:]}", file=sys.stderr)
                 return 1
@@ -306,10 +393,14 @@ def main():
                 print(f"RESULT impl={o.server} bench=balance conns={o.conns} loops={'/'.join(map(str, counts))} "
                       f"loop_min={min(counts)} loop_max={max(counts)} loop_spread={max(counts) / min(counts):.3f}")
                 return 0
+            if o.workload == "idle":
+                per = idle(srv, o.conns, o.tls)
+                print(f"RESULT impl={o.server} bench=idle tls={int(o.tls)} conns={o.conns} rss_kb_per_conn={per:.2f}")
+                return 0
             if o.warmup:
-                wrk(srv.port, o.conns, o.warmup, o.close, wrk_cpus, o.warmup + o.timeout)
+                wrk(srv.port, o.conns, o.warmup, o.close, wrk_cpus, o.warmup + o.timeout, o.tls)
             cpu0 = cpu_seconds(srv.proc.pid)
-            out = wrk(srv.port, o.conns, o.duration, o.close, wrk_cpus, o.duration + o.timeout)
+            out = wrk(srv.port, o.conns, o.duration, o.close, wrk_cpus, o.duration + o.timeout, o.tls)
             cpu1 = cpu_seconds(srv.proc.pid)
         except subprocess.CalledProcessError as ex:
             print(f"http_driver: wrk failed (exit {ex.returncode}): {(ex.stderr or '').strip()[-300:]}",
@@ -334,7 +425,7 @@ def main():
     if not requests:
         print(f"http_driver: {o.server}: wrk made no request: {' '.join(out.split())[-300:]}", file=sys.stderr)
         return 1
-    print(f"RESULT impl={o.server} bench=http conns={o.conns} duration_s={o.duration} place={place} "
+    print(f"RESULT impl={o.server} bench=http tls={int(o.tls)} conns={o.conns} duration_s={o.duration} place={place} "
           f"close={int(o.close)} rps={rps:.0f} p99_us={p99 * 1e6:.0f} "
           f"server_cpu_us_per_req={(cpu1 - cpu0) * 1e6 / requests:.3f} requests={requests} errors={errors}")
     return 0

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] [--metrics] ...
+ * httpd --listen ADDR:PORT [--loops N] [--accept distribute|reuseport] [--pin] [--root DIR] [--metrics]
+ *       [--tls-cert FILE --tls-key FILE] ...
  *
  * A small HTTP/1.1 server on treadle loops.  See server.h.
  * SIGINT or SIGTERM: stop accepting, let requests in flight finish (within
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 #include "server.h"
+#ifdef HTTPD_TLS
+#include <treadle/tls.h>
+#endif
 
 static void usage(FILE *f, int code)
 {
@@ -41,6 +45,9 @@ static void usage(FILE *f, int code)
              "  --metrics               answer GET /-/metrics with treadle's metrics of the process and\n"
              "                          of every loop, in the Prometheus text format\n"
              "  --root DIR              serve the files under DIR at /static/\n"
+             "  --tls-cert FILE         serve HTTPS (ALPN http/1.1) with this PEM certificate chain...\n"
+             "  --tls-key FILE          ...and its PEM private key (both or neither; the handshake must\n"
+             "                          end within the first-byte timeout)\n"
              "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
              "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
              "  --write-timeout S       the longest one response may take to send (default 10)\n"
@@ -90,6 +97,8 @@ static unsigned long long count(const char *opt, const char *v, unsigned long lo
 
 /* The command line into cfg and the loop settings; exits on --help (0) or
  * on anything wrong (2), naming the option and the value. */
+static const char *tls_cert, *tls_key;
+
 static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *loops, tdl_acceptor_mode *mode,
                           bool *pin)
 {
@@ -115,7 +124,8 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     }
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",
                                              "--read-timeout", "--write-timeout", "--grace", "--max-body",
-                                             "--max-head", "--max-conns", "--first-byte-timeout"};
+                                             "--max-head", "--max-conns", "--first-byte-timeout",
+                                             "--tls-cert", "--tls-key"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       known = known || strcmp(a, with_value[k]) == 0;
@@ -160,6 +170,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
       cfg->max_conns = (unsigned)count(a, v, 1, UINT_MAX);
     else if (strcmp(a, "--first-byte-timeout") == 0)
       cfg->first_byte_timeout = seconds(a, v);
+    else if (strcmp(a, "--tls-cert") == 0)
+      tls_cert = v;
+    else if (strcmp(a, "--tls-key") == 0)
+      tls_key = v;
     else
       cfg->max_head = (uint32_t)count(a, v, 1, UINT32_MAX);
   }
@@ -167,6 +181,32 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     fprintf(stderr, "httpd: --listen ADDR:PORT is required (httpd --help lists the options)\n");
     exit(2);
   }
+  if (!tls_cert != !tls_key) {
+    fprintf(stderr, "httpd: --tls-cert and --tls-key go together (httpd --help lists the options)\n");
+    exit(2);
+  }
+}
+
+/* The HTTPS configuration, shared by every loop; exits when the files will
+ * not do, naming the file and why. */
+static void tls_setup(httpd_config *cfg)
+{
+  if (!tls_cert)
+    return;
+#ifdef HTTPD_TLS
+  char why[512];
+  tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = tls_cert, .key_file = tls_key, .alpn = "http/1.1",
+                       .error = why, .error_cap = sizeof why};
+  int e = tdl_tls_config_new(&cfg->tls, &o);
+  if (e < 0) {
+    fprintf(stderr, "httpd: TLS: %s\n", why);
+    exit(1);
+  }
+#else
+  (void)cfg;
+  fprintf(stderr, "httpd: --tls-cert: this httpd was built without libtreadle-tls (OpenSSL 3)\n");
+  exit(2);
+#endif
 }
 
 static void *run(void *arg)
@@ -363,14 +403,20 @@ int main(int argc, char **argv)
   tdl_acceptor_mode mode = TDL_ACCEPTOR_DISTRIBUTE;
   bool pin = false;
   parse_options(argc, argv, &cfg, &loops, &mode, &pin);
+  tls_setup(&cfg);
   /* Sends use MSG_NOSIGNAL; this is for anything else that writes to a socket. */
   signal(SIGPIPE, SIG_IGN);
   if (loops == 0) {
     cpu_set_t set;
     loops = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
   }
-  if (loops > 1)
-    return run_loops(&cfg, loops, mode, pin);
+  if (loops > 1) {
+    int rc = run_loops(&cfg, loops, mode, pin);
+#ifdef HTTPD_TLS
+    tdl_tls_config_free(cfg.tls);
+#endif
+    return rc;
+  }
 
   httpd_server s;
   int e = httpd_init(&s, &cfg);
@@ -387,6 +433,9 @@ int main(int argc, char **argv)
   void *failed = NULL;
   e = tdl_fiber_main(run, &s, &failed);
   httpd_destroy(&s);
+#ifdef HTTPD_TLS
+  tdl_tls_config_free(cfg.tls);
+#endif
   if (e < 0) {
     fprintf(stderr, "httpd: %s\n", tdl_strerror(e));
     return 1;

@@ -28,12 +28,16 @@
 #include <unistd.h>
 
 #include "http_parser.h"
+#ifdef HTTPD_TLS
+#include <treadle/tls.h>
+#endif
 
 #define OUT_CAP (16 * 1024)  /* responses are batched here, then sent with one call */
 #define IN_SPARE (8 * 1024)  /* the input buffer holds a maximal head and this much more */
 #define IN_LOCAL (16 * 1024) /* an input buffer this large lives in the connection (default heads) */
 #define FRAMES (48 * 1024)   /* a connection fiber's stack beyond its httpd_conn: serve()'s frames,
                                 libc's, a signal frame; measured use is under 12 KiB */
+#define TLS_FRAMES (32 * 1024) /* OpenSSL's handshake and record frames, on HTTPS connections */
 #define LINGER_TIME (2 * TDL_SEC)
 #define LINGER_BYTES (256 * 1024)
 #define CHUNK_META_MAX 4096  /* chunk extensions + trailers per body */
@@ -49,6 +53,7 @@ struct httpd_conn {
   httpd_server *srv;
   tdl_fiber_t fiber;
   int fd;
+  struct tdl_tls *tls; /* HTTPS: every byte goes through it; NULL: plain */
   tdl_conn track; /* in srv->track: idle (evictable) while waiting for a request */
   tdl_time_t req_deadline;
   size_t in_off, in_len, in_cap; /* unconsumed input is in[in_off .. in_len) */
@@ -101,8 +106,8 @@ static int listen_on(const char *text, int *port)
 
 size_t httpd_conn_stack_size(const httpd_config *cfg)
 {
-  (void)cfg; /* larger heads go to the heap */
-  return sizeof(httpd_conn) + FRAMES;
+  /* Larger heads go to the heap. */
+  return sizeof(httpd_conn) + FRAMES + (cfg && cfg->tls ? TLS_FRAMES : 0);
 }
 
 int httpd_init(httpd_server *s, const httpd_config *cfg)
@@ -188,6 +193,34 @@ static void date_refresh(httpd_server *s)
 /* Connection I/O                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* The connection's three transfers, through TLS on an HTTPS connection. */
+static int conn_send_all(httpd_conn *c, const void *p, size_t n, tdl_time_t deadline)
+{
+#ifdef HTTPD_TLS
+  if (c->tls)
+    return tdl_tls_send_all(c->tls, p, n, NULL, deadline);
+#endif
+  return tdl_net_send_all(c->fd, p, n, NULL, deadline);
+}
+
+static ssize_t conn_send(httpd_conn *c, const void *p, size_t n, int flags, tdl_time_t deadline)
+{
+#ifdef HTTPD_TLS
+  if (c->tls)
+    return tdl_tls_write(c->tls, p, n, deadline);
+#endif
+  return tdl_send(c->fd, p, n, flags, deadline);
+}
+
+static ssize_t conn_recv(httpd_conn *c, void *p, size_t n, tdl_time_t deadline)
+{
+#ifdef HTTPD_TLS
+  if (c->tls)
+    return tdl_tls_read(c->tls, p, n, deadline);
+#endif
+  return tdl_recv(c->fd, p, n, 0, deadline);
+}
+
 /* Send everything batched in c->out.  false: the peer is gone (EPIPE,
  * ECONNRESET), too slow (write timeout) or the fiber was cancelled. */
 static bool conn_flush(httpd_conn *c)
@@ -196,7 +229,7 @@ static bool conn_flush(httpd_conn *c)
     return true;
   /* One send for the whole batch (net.h: MSG_NOSIGNAL, so a vanished client
    * is -EPIPE or -ECONNRESET here, never a SIGPIPE). */
-  int e = tdl_net_send_all(c->fd, c->out, c->out_len, NULL, tdl_after(c->srv->cfg.write_timeout));
+  int e = conn_send_all(c, c->out, c->out_len, tdl_after(c->srv->cfg.write_timeout));
   c->out_len = 0;
   return e == 0;
 }
@@ -211,7 +244,7 @@ static bool conn_flush_more(httpd_conn *c)
   tdl_time_t deadline = tdl_after(c->srv->cfg.write_timeout);
   size_t off = 0;
   while (off < c->out_len) {
-    ssize_t n = tdl_send(c->fd, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_MORE, deadline);
+    ssize_t n = conn_send(c, c->out + off, c->out_len - off, MSG_NOSIGNAL | MSG_MORE, deadline);
     if (n < 0) {
       c->out_len = 0;
       return false;
@@ -248,7 +281,7 @@ static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline)
   /* After a short read treadle itself waits before reading again (on
    * epoll for readiness, on uring as one receive in the ring), so a
    * keep-alive connection costs one read per request, with no EAGAIN. */
-  ssize_t n = tdl_recv(c->fd, c->in + c->in_len, room, 0, deadline);
+  ssize_t n = conn_recv(c, c->in + c->in_len, room, deadline);
   if (n > 0)
     c->in_len += (size_t)n;
   return n;
@@ -397,7 +430,7 @@ static bool put_bytes(httpd_conn *c, const void *p, size_t n)
   if (!conn_reserve(c, n))
     return false;
   if (n > OUT_CAP) /* larger than the batch buffer itself (never for these routes) */
-    return tdl_net_send_all(c->fd, p, n, NULL, tdl_after(c->srv->cfg.write_timeout)) == 0;
+    return conn_send_all(c, p, n, tdl_after(c->srv->cfg.write_timeout)) == 0;
   memcpy(c->out + c->out_len, p, n);
   c->out_len += n;
   return true;
@@ -447,6 +480,12 @@ static bool put_file(httpd_conn *c, int fd, off_t size)
     return true;
   if (s->cfg.no_sendfile)
     return put_file_copy(c, fd, 0, size);
+#ifdef HTTPD_TLS
+  /* sendfile on a TLS connection only where the kernel makes the records
+   * (kernel TLS); otherwise the bytes go through OpenSSL. */
+  if (c->tls && !(tdl_tls_ktls(c->tls) & TDL_TLS_KTLS_TX))
+    return put_file_copy(c, fd, 0, size);
+#endif
   if (!conn_flush_more(c))
     return false;
   /* sendfile is a write treadle does not make: what went behind first. */
@@ -845,12 +884,16 @@ static bool serve(httpd_conn *c)
  * close with unread input would cause. */
 static void linger_close(httpd_conn *c)
 {
+#ifdef HTTPD_TLS
+  if (c->tls && tdl_tls_shutdown(c->tls, tdl_after(LINGER_TIME)) < 0)
+    return;
+#endif
   if (tdl_net_shutdown(c->fd, SHUT_WR) == 0) {
     tdl_time_t deadline = tdl_after(LINGER_TIME);
     size_t total = 0;
     char sink[4096];
     while (total < LINGER_BYTES) {
-      ssize_t n = tdl_recv(c->fd, sink, sizeof sink, 0, deadline);
+      ssize_t n = conn_recv(c, sink, sizeof sink, deadline);
       if (n <= 0)
         break;
       total += (size_t)n;
@@ -914,6 +957,7 @@ static void conn_serve(httpd_server *s, int fd)
   httpd_conn c; /* ~33 KiB, on this fiber's stack: see httpd_conn_stack_size */
   c.srv = s;
   c.fd = fd;
+  c.tls = NULL;
   c.fiber = tdl_fiber_self();
   c.in_off = c.in_len = c.out_len = 0;
   c.in_cap = (size_t)s->cfg.max_head + IN_SPARE;
@@ -931,16 +975,34 @@ static void conn_serve(httpd_server *s, int fd)
   /* On a uring loop the kernel receives requests as they come, with no
    * receive request per read; every read of fd here is treadle's, and it is
    * closed with tdl_close, as receiving ahead asks.  (-ENOTSUP elsewhere.) */
-  if (!s->cfg.no_readahead)
+  if (!s->cfg.no_readahead && !s->cfg.tls)
     (void)tdl_fd_readahead(fd, true);
   /* And answers are sent behind: copied, and handed to the kernel with the
-   * loop's next io_uring_enter instead of a send(2) each. */
-  if (!s->cfg.no_writebehind)
+   * loop's next io_uring_enter instead of a send(2) each.  Neither on HTTPS:
+   * OpenSSL reads and writes the socket itself (tls.h). */
+  if (!s->cfg.no_writebehind && !s->cfg.tls)
     (void)tdl_fd_writebehind(fd, true);
   conn_link(s, &c);
-  bool linger = serve(&c);
+  bool linger = false;
+#ifdef HTTPD_TLS
+  /* The handshake within the first-byte deadline: a client that says
+   * nothing, half a hello, or plaintext is closed quietly. */
+  if (s->cfg.tls) {
+    tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
+    if (tdl_tls_new(&c.tls, s->cfg.tls, fd, NULL) == 0 &&
+        tdl_tls_handshake(c.tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
+      linger = serve(&c);
+      if (conn_flush(&c) && !linger)
+        (void)tdl_tls_shutdown(c.tls, tdl_after(s->cfg.write_timeout));
+    }
+  } else
+#endif
+    linger = serve(&c);
   if (conn_flush(&c) && linger)
     linger_close(&c);
+#ifdef HTTPD_TLS
+  tdl_tls_free(c.tls);
+#endif
   tdl_conn_release(&c.track);
   tdl_close(c.fd);
   conn_unlink(s, &c);

@@ -46,6 +46,9 @@ typedef struct httpd_config {
                                receiving ahead (fiber.h, tdl_fd_readahead) */
   bool no_writebehind;      /* on uring loops, a send(2) per answer instead of sending behind
                                (fiber.h, tdl_fd_writebehind) */
+  struct tdl_tls_config *tls; /* HTTPS: a server configuration of libtreadle-tls (tls.h; ALPN
+                               http/1.1), in a build with it (HTTPD_TLS); NULL: plain HTTP.  The
+                               handshake must end within first_byte_timeout */
   bool metrics;             /* answer GET /-/metrics with treadle's metrics of the process and of
                                every loop (a group's, when the server runs in one), in the
                                Prometheus text format (metrics.h) */

@@ -364,7 +364,8 @@ typedef struct tdl__netbuf {
  * Redis command) and for keeping the bytes read past a message (pipelined
  * requests).  The buffered bytes are tdl_reader_data(r)[0 .. tdl_reader_len(r));
  * they stay there until consumed.  Works on any fd (read()), socket or
- * pipe.  Fields are private.
+ * pipe, or through a transport set for the fd (tdl_net_transport_set: TLS).
+ * Fields are private.
  *
  * Memory.  The reader starts with an initial buffer of `size` bytes (the
  * caller's memory, or allocated by tdl_reader_init) and keeps it until
@@ -554,6 +555,30 @@ TDL_API int tdl_writer_commit(tdl_writer *w, size_t n);
  * buffer's worth otherwise; none when nothing is buffered.
  */
 TDL_API int tdl_writer_flush(tdl_writer *w, tdl_time_t deadline);
+
+/*
+ * A transport: how the reader and the writer of an fd move its bytes when a
+ * layer above net carries them (TLS: tls.h's tdl_tls_reader_init and
+ * tdl_tls_writer_init set one).  read and write behave as tdl_read and
+ * tdl_write (bytes moved, 0 at the end of the stream, or a negative errno;
+ * a deadline last) on ctx.
+ */
+typedef struct tdl_net_transport {
+  ssize_t (*read)(void *ctx, void *buf, size_t len, tdl_time_t deadline);
+  ssize_t (*write)(void *ctx, const void *buf, size_t len, tdl_time_t deadline);
+} tdl_net_transport;
+
+/*
+ * Carry the bytes of every tdl_reader and tdl_writer on fd through t (both
+ * of its functions set) with ctx, from their next fill or flush on; t NULL:
+ * through fiber I/O on fd again.  The reader and writer keep their layout:
+ * the transport is found by the fd, so set it (and clear it, before fd is
+ * closed) from the thread whose loop uses fd; t must stay valid while set.
+ * Returns 0, -EBADF (fd < 0 or beyond 4 Mi), -EINVAL (a function missing),
+ * -ENOMEM.  Cost: a look-up of a table per fill and flush, none in a
+ * process that has never set one.
+ */
+TDL_API int tdl_net_transport_set(int fd, const tdl_net_transport *t, void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Datagrams (UDP; also Unix datagram sockets)                               */

@@ -49,6 +49,12 @@ static inline int tdl__netbuf_usable(const tdl__netbuf *b)
   return b->fd < 0 ? -EBADF : 0;
 }
 
+/* ---- transport.c ---- */
+
+/* The transport set for fd (tdl_net_transport_set) and its context, or NULL:
+ * the reader and writer then use fiber I/O on fd itself. */
+const tdl_net_transport *tdl__net_transport(int fd, void **ctx);
+
 /* ---- stream.c ---- */
 
 /* One transfer of up to len bytes at buf: > 0 bytes moved, 0 at the end of

@@ -31,11 +31,13 @@ static int may_read(const tdl_reader *r)
   return e < 0 ? e : !r->eof;
 }
 
-/* One read() into dst, marking the reader busy while it is parked. */
+/* One read() (or the fd's transport's read) into dst, marking the reader busy while it is parked. */
 static ssize_t read_into(tdl_reader *r, void *dst, size_t len, tdl_time_t deadline)
 {
+  void *ctx;
+  const tdl_net_transport *t = tdl__net_transport(r->b.fd, &ctx);
   r->b.busy = true;
-  ssize_t n = tdl_read(r->b.fd, dst, len, deadline);
+  ssize_t n = t ? t->read(ctx, dst, len, deadline) : tdl_read(r->b.fd, dst, len, deadline);
   r->b.busy = false;
   if (n == 0)
     r->eof = true;

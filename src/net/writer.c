@@ -89,10 +89,15 @@ int tdl_writer_put_i64(tdl_writer *w, int64_t v)
   return tdl_writer_put(w, s, (size_t)(buf + sizeof buf - s));
 }
 
-/* One send of up to len bytes: send() with MSG_NOSIGNAL on a socket,
- * write() on anything else (found out once, from send's ENOTSOCK). */
+/* One send of up to len bytes: the fd's transport's write where one is
+ * set, else send() with MSG_NOSIGNAL on a socket, write() on anything else
+ * (found out once, from send's ENOTSOCK). */
 static ssize_t send_some(tdl_writer *w, const void *p, size_t len, tdl_time_t deadline)
 {
+  void *ctx;
+  const tdl_net_transport *t = tdl__net_transport(w->b.fd, &ctx);
+  if (t)
+    return t->write(ctx, p, len, deadline);
   if (!w->not_socket) {
     ssize_t n = tdl_send(w->b.fd, p, len, 0, deadline);
     if (n != -ENOTSOCK)

@@ -4,7 +4,9 @@
 // "Hello, World!" on "/", written the way the standard library is meant to be
 // used.  GOMAXPROCS (environment) picks how many cores it may use.
 //
-//	http-go -listen 127.0.0.1:8080
+//	http-go -listen 127.0.0.1:8080 [-tls-cert FILE -tls-key FILE]
+//
+// With -tls-cert and -tls-key it serves HTTPS with crypto/tls (the tls group).
 package main
 
 import (
@@ -17,6 +19,8 @@ var hello = []byte("Hello, World!")
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
+	cert := flag.String("tls-cert", "", "serve HTTPS with this PEM certificate")
+	key := flag.String("tls-key", "", "and this PEM key")
 	flag.Parse()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -28,5 +32,8 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write(hello)
 	})
+	if *cert != "" {
+		log.Fatal(http.ListenAndServeTLS(*listen, *cert, *key, mux))
+	}
 	log.Fatal(http.ListenAndServe(*listen, mux))
 }

@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TLS streams: OpenSSL's socket BIO on the non-blocking fd, the fiber parked
+ * on the fd whenever OpenSSL wants to read or write.
+ *
+ * Why the socket BIO and not a BIO over fiber I/O: OpenSSL moves records
+ * into the kernel (kTLS) only for a socket BIO, and a BIO of our own would
+ * add a call and a copy per record for nothing else; parking on
+ * WANT_READ/WANT_WRITE costs the same tdl_fd_wait that fiber I/O would
+ * make.  The one change to OpenSSL's socket BIO: sends are made with
+ * MSG_NOSIGNAL, so a peer that has gone is -EPIPE rather than a SIGPIPE.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "tls/tls_internal.h"
+
+struct tdl_tls {
+  SSL *ssl;
+  tdl_tls_config *cfg;
+  int fd;
+  /* 0, or the error every call gives from now on (a dead handshake or a
+   * broken protocol). */
+  int dead;
+  bool handshaken;
+  bool eof;      /* close_notify came */
+  bool shut;     /* ours went */
+  bool resumed;
+  unsigned ktls;
+  bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
+  /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
+  unsigned parked;
+  char *name; /* a client's server name, the key of its session */
+  char error[200];
+};
+
+/* ---- the socket BIO, sending with MSG_NOSIGNAL ---- */
+
+static BIO_METHOD *bio_method;
+static int (*sock_write)(BIO *, const char *, int);
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+static int ssl_index = -1;
+
+static int bio_write(BIO *b, const char *buf, int len)
+{
+#ifndef OPENSSL_NO_KTLS
+  /* kTLS sends its control records through cmsgs that only OpenSSL's own
+   * write knows. */
+  if (BIO_get_ktls_send(b))
+    return sock_write(b, buf, len);
+#endif
+  int fd = -1;
+  BIO_get_fd(b, &fd);
+  ssize_t n = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+  BIO_clear_retry_flags(b);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    BIO_set_retry_write(b);
+  return (int)n;
+}
+
+static void bio_setup(void)
+{
+  const BIO_METHOD *sock = BIO_s_socket();
+  BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle socket");
+  if (!m)
+    return;
+  sock_write = BIO_meth_get_write(sock);
+  BIO_meth_set_write(m, bio_write);
+  BIO_meth_set_read(m, BIO_meth_get_read(sock));
+  BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
+  BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
+  BIO_meth_set_create(m, BIO_meth_get_create(sock));
+  BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
+  ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+  bio_method = m;
+}
+
+int tdl__tls_ssl_index(void)
+{
+  return ssl_index;
+}
+
+int tdl__tls_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+  tdl_tls *s = SSL_get_ex_data(ssl, ssl_index);
+  if (!s || !s->name)
+    return 0;
+  tdl__tls_session_keep(s->cfg, s->name, sess);
+  return 1; /* the reference is ours now */
+}
+
+/* ---- streams ---- */
+
+int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_name)
+{
+  if (!out)
+    return -EINVAL;
+  *out = NULL;
+  if (!cfg || fd < 0)
+    return -EINVAL;
+  if (cfg->role == TDL_TLS_CLIENT && cfg->verify && !server_name)
+    return -EINVAL;
+  pthread_once(&bio_once, bio_setup);
+  if (!bio_method || ssl_index < 0)
+    return -ENOMEM;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0)
+    return -EBADF;
+  if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    return -EBADF;
+  tdl_tls *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->fd = fd;
+  s->cfg = cfg;
+  if (server_name && cfg->role == TDL_TLS_CLIENT && !(s->name = strdup(server_name))) {
+    free(s);
+    return -ENOMEM;
+  }
+  SSL *ssl = tdl__tls_config_ssl(cfg);
+  BIO *bio = ssl ? BIO_new(bio_method) : NULL;
+  if (!bio) {
+    SSL_free(ssl);
+    free(s->name);
+    free(s);
+    ERR_clear_error();
+    return -ENOMEM;
+  }
+  BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  SSL_set_bio(ssl, bio, bio);
+  SSL_set_ex_data(ssl, ssl_index, s);
+  s->ssl = ssl;
+  if (cfg->role == TDL_TLS_SERVER) {
+    SSL_set_accept_state(ssl);
+  } else {
+    SSL_set_connect_state(ssl);
+    if (server_name) {
+      /* An address literal is checked against the certificate's IP
+       * addresses and, as RFC 6066 says, never sent as SNI. */
+      bool ip = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name) == 1;
+      ERR_clear_error();
+      int ok = 1;
+      if (!ip) {
+        ok = SSL_set_tlsext_host_name(ssl, server_name) == 1;
+        if (ok && cfg->verify)
+          ok = SSL_set1_host(ssl, server_name) == 1;
+      }
+      if (!ok) {
+        SSL_free(ssl);
+        free(s->name);
+        free(s);
+        ERR_clear_error();
+        return -EINVAL;
+      }
+      tdl__tls_session_resume(cfg, ssl, server_name);
+    }
+  }
+  tdl__tls_config_ref(cfg);
+  *out = s;
+  return 0;
+}
+
+int tdl_tls_free(tdl_tls *s)
+{
+  if (!s)
+    return 0;
+  if (s->parked)
+    return -EBUSY;
+  if (s->carried)
+    tdl_net_transport_set(s->fd, NULL, NULL);
+  SSL_free(s->ssl);
+  tdl__tls_config_unref(s->cfg);
+  free(s->name);
+  free(s);
+  return 0;
+}
+
+/* The words for a failure: what we know first, then OpenSSL's queue. */
+static void note(tdl_tls *s, const char *what)
+{
+  size_t len = 0;
+  int n = snprintf(s->error, sizeof s->error, "%s", what);
+  len = n < 0 ? 0 : (size_t)n >= sizeof s->error ? sizeof s->error - 1 : (size_t)n;
+  if (len + 2 < sizeof s->error) {
+    size_t mark = len;
+    memcpy(s->error + len, ": ", 3);
+    len += 2;
+    if (!tdl__tls_errors(s->error, sizeof s->error, &len))
+      s->error[mark] = '\0';
+  } else {
+    ERR_clear_error();
+  }
+}
+
+/* What a failed SSL call means: TDL_READ or TDL_WRITE to wait for, 0 for a
+ * clean end, or an error (the words noted). */
+enum { WAIT_NONE = 0 };
+static int outcome(tdl_tls *s, int ret, int sys_errno, unsigned *wait)
+{
+  *wait = WAIT_NONE;
+  int e = SSL_get_error(s->ssl, ret);
+  switch (e) {
+  case SSL_ERROR_WANT_READ:
+    *wait = TDL_READ;
+    return 0;
+  case SSL_ERROR_WANT_WRITE:
+    *wait = TDL_WRITE;
+    return 0;
+  case SSL_ERROR_ZERO_RETURN:
+    s->eof = true;
+    return 0;
+  case SSL_ERROR_SYSCALL:
+    if (ERR_peek_error() == 0) {
+      if (sys_errno == 0 || sys_errno == EAGAIN) {
+        note(s, "peer closed without close_notify");
+        return -EPIPE;
+      }
+      snprintf(s->error, sizeof s->error, "%s", strerror(sys_errno));
+      return -sys_errno;
+    }
+    break;
+  default:
+    break;
+  }
+  unsigned long first = ERR_peek_error();
+  if (ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+    ERR_clear_error();
+    snprintf(s->error, sizeof s->error, "peer closed without close_notify (truncated)");
+    return -EPIPE;
+  }
+  long v = SSL_get_verify_result(s->ssl);
+  if (v != X509_V_OK) {
+    ERR_clear_error();
+    snprintf(s->error, sizeof s->error, "certificate verify failed: %s", X509_verify_cert_error_string(v));
+    return -EKEYREJECTED;
+  }
+  if (ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
+    note(s, "certificate verify failed");
+    return -EKEYREJECTED;
+  }
+  const char *kind = "TLS protocol error";
+  if (ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) >= SSL_AD_REASON_OFFSET)
+    kind = "alert received";
+  else if (ERR_GET_LIB(first) == ERR_LIB_SSL &&
+           (ERR_GET_REASON(first) == SSL_R_HTTP_REQUEST || ERR_GET_REASON(first) == SSL_R_HTTPS_PROXY_REQUEST ||
+            ERR_GET_REASON(first) == SSL_R_WRONG_VERSION_NUMBER))
+    kind = "not TLS";
+  note(s, kind);
+  return -EPROTO;
+}
+
+/* One call of OpenSSL's, made again after each wait until it is done. */
+typedef int (*ssl_fn)(tdl_tls *s, void *buf, size_t len, size_t *done);
+
+static int do_handshake(tdl_tls *s, void *buf, size_t len, size_t *done)
+{
+  (void)buf, (void)len, (void)done;
+  return SSL_do_handshake(s->ssl);
+}
+
+static int do_read(tdl_tls *s, void *buf, size_t len, size_t *done)
+{
+  return SSL_read_ex(s->ssl, buf, len, done);
+}
+
+static int do_write(tdl_tls *s, void *buf, size_t len, size_t *done)
+{
+  return SSL_write_ex(s->ssl, buf, len, done);
+}
+
+static int do_shutdown(tdl_tls *s, void *buf, size_t len, size_t *done)
+{
+  (void)buf, (void)len, (void)done;
+  int r = SSL_shutdown(s->ssl);
+  /* 0: ours went, the peer's has not come, which we do not wait for. */
+  return r >= 0 ? 1 : r;
+}
+
+/* Run fn until it is done (1, *done set), the stream ended (0), or it
+ * failed (< 0). */
+static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl_time_t deadline)
+{
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    int r = fn(s, buf, len, done);
+    int sys_errno = errno;
+    if (r > 0)
+      return 1;
+    unsigned wait;
+    int rc = outcome(s, r, sys_errno, &wait);
+    if (!wait)
+      return rc;
+    /* OpenSSL found the socket empty (or full): what the loop saw before is
+     * used up.  Decrypted records are never left behind here: OpenSSL
+     * asks to read only when it has none to give. */
+    rc = tdl_fd_blocked(s->fd, wait);
+    if (rc < 0)
+      return rc;
+    /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
+     * the socket empty, and would hold it while the fiber waits, which for
+     * an idle connection is forever: give it back (nothing is in it).  The
+     * price is a malloc and a free per wait, which a wait (a trip through
+     * the loop) dwarfs. */
+    if (wait == TDL_READ)
+      SSL_free_buffers(s->ssl);
+    s->parked++;
+    rc = tdl_fd_wait(s->fd, wait, deadline);
+    s->parked--;
+    if (rc < 0) {
+      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(rc));
+      return rc;
+    }
+  }
+}
+
+static int handshake(tdl_tls *s, tdl_time_t deadline)
+{
+  if (s->dead)
+    return s->dead;
+  if (s->handshaken)
+    return 0;
+  size_t none;
+  int rc = drive(s, do_handshake, NULL, 0, &none, deadline);
+  if (rc == 1) {
+    s->handshaken = true;
+    s->resumed = SSL_session_reused(s->ssl) == 1;
+#ifndef OPENSSL_NO_KTLS
+    s->ktls = (BIO_get_ktls_send(SSL_get_wbio(s->ssl)) ? TDL_TLS_KTLS_TX : 0) |
+              (BIO_get_ktls_recv(SSL_get_rbio(s->ssl)) ? TDL_TLS_KTLS_RX : 0);
+#endif
+    return 0;
+  }
+  if (rc == 0) {
+    snprintf(s->error, sizeof s->error, "peer closed during the handshake");
+    rc = -EPIPE;
+  }
+  /* A handshake cut by its deadline, a cancel or the peer is not taken up
+   * again; one refused a wait (-EPERM outside a fiber, -EBUSY while another
+   * fiber waits in it) has lost nothing and may be called again. */
+  if (rc != -EPERM && rc != -EBUSY)
+    s->dead = rc;
+  return rc;
+}
+
+int tdl_tls_handshake(tdl_tls *s, tdl_time_t deadline)
+{
+  if (!s)
+    return -EINVAL;
+  return handshake(s, deadline);
+}
+
+/* A broken protocol makes the stream unusable; a timeout or a cancel does
+ * not (OpenSSL keeps its place). */
+static int failed(tdl_tls *s, int rc)
+{
+  if (rc == -EPROTO || rc == -EKEYREJECTED)
+    s->dead = rc;
+  return rc;
+}
+
+ssize_t tdl_tls_read(tdl_tls *s, void *buf, size_t len, tdl_time_t deadline)
+{
+  if (!s || (!buf && len))
+    return -EINVAL;
+  int rc = handshake(s, deadline);
+  if (rc < 0)
+    return rc;
+  if (s->eof || len == 0)
+    return 0;
+  size_t n = 0;
+  rc = drive(s, do_read, buf, len, &n, deadline);
+  if (rc == 1)
+    return (ssize_t)n;
+  return rc == 0 ? 0 : failed(s, rc);
+}
+
+ssize_t tdl_tls_write(tdl_tls *s, const void *buf, size_t len, tdl_time_t deadline)
+{
+  if (!s || (!buf && len))
+    return -EINVAL;
+  int rc = handshake(s, deadline);
+  if (rc < 0)
+    return rc;
+  if (s->shut) {
+    snprintf(s->error, sizeof s->error, "write after shutdown");
+    return -EPIPE;
+  }
+  if (len == 0)
+    return 0;
+  size_t n = 0;
+  rc = drive(s, do_write, (void *)buf, len, &n, deadline);
+  if (rc == 1)
+    return (ssize_t)n;
+  return rc == 0 ? -EPIPE : failed(s, rc);
+}
+
+ssize_t tdl_tls_writev(tdl_tls *s, const struct iovec *iov, int iovcnt, tdl_time_t deadline)
+{
+  enum { GATHER = 2048 };
+  if (!s || iovcnt < 0 || (!iov && iovcnt))
+    return -EINVAL;
+  int i = 0;
+  while (i < iovcnt && iov[i].iov_len == 0)
+    i++;
+  if (i == iovcnt)
+    return tdl_tls_write(s, "", 0, deadline);
+  if (iov[i].iov_len >= GATHER)
+    return tdl_tls_write(s, iov[i].iov_base, iov[i].iov_len, deadline);
+  char buf[GATHER];
+  size_t n = 0;
+  for (; i < iovcnt && n + iov[i].iov_len <= GATHER; i++) {
+    if (iov[i].iov_len)
+      memcpy(buf + n, iov[i].iov_base, iov[i].iov_len);
+    n += iov[i].iov_len;
+  }
+  return tdl_tls_write(s, buf, n, deadline);
+}
+
+int tdl_tls_send_all(tdl_tls *s, const void *buf, size_t len, size_t *sent, tdl_time_t deadline)
+{
+  size_t done = 0;
+  int rc = 0;
+  if (!s || (!buf && len)) {
+    rc = -EINVAL;
+  } else {
+    while (done < len) {
+      ssize_t n = tdl_tls_write(s, (const char *)buf + done, len - done, deadline);
+      if (n < 0) {
+        rc = (int)n;
+        break;
+      }
+      done += (size_t)n;
+    }
+  }
+  if (sent)
+    *sent = done;
+  return rc;
+}
+
+int tdl_tls_shutdown(tdl_tls *s, tdl_time_t deadline)
+{
+  if (!s)
+    return -EINVAL;
+  if (s->shut || (!s->handshaken && !s->dead))
+    return 0;
+  if (s->dead)
+    return s->dead;
+  size_t none;
+  int rc = drive(s, do_shutdown, NULL, 0, &none, deadline);
+  if (rc == 1 || rc == 0) {
+    s->shut = true;
+    return 0;
+  }
+  return failed(s, rc);
+}
+
+const char *tdl_tls_error(const tdl_tls *s)
+{
+  return s ? s->error : "";
+}
+
+int tdl_tls_alpn(const tdl_tls *s, char *buf, size_t cap)
+{
+  if (!buf && cap)
+    return -EINVAL;
+  const unsigned char *p = NULL;
+  unsigned n = 0;
+  if (s && s->handshaken)
+    SSL_get0_alpn_selected(s->ssl, &p, &n);
+  if (cap) {
+    size_t c = n < cap ? n : cap - 1;
+    if (c)
+      memcpy(buf, p, c);
+    buf[c] = '\0';
+  }
+  return (int)n;
+}
+
+int tdl_tls_version(const tdl_tls *s)
+{
+  return s && s->handshaken ? SSL_version(s->ssl) : 0;
+}
+
+unsigned tdl_tls_ktls(const tdl_tls *s)
+{
+  return s ? s->ktls : 0;
+}
+
+bool tdl_tls_resumed(const tdl_tls *s)
+{
+  return s && s->resumed;
+}
+
+size_t tdl_tls_pending(const tdl_tls *s)
+{
+  return s ? (size_t)SSL_pending(s->ssl) : 0;
+}
+
+int tdl_tls_fd(const tdl_tls *s)
+{
+  return s ? s->fd : -EINVAL;
+}
+
+/* ---- the reader and writer of net.h, carried through the stream ---- */
+
+static ssize_t carry_read(void *ctx, void *buf, size_t len, tdl_time_t deadline)
+{
+  return tdl_tls_read(ctx, buf, len, deadline);
+}
+
+static ssize_t carry_write(void *ctx, const void *buf, size_t len, tdl_time_t deadline)
+{
+  return tdl_tls_write(ctx, buf, len, deadline);
+}
+
+static const tdl_net_transport carrier = {carry_read, carry_write};
+
+static int carry(tdl_tls *s)
+{
+  if (!s)
+    return -EINVAL;
+  int rc = tdl_net_transport_set(s->fd, &carrier, s);
+  if (rc == 0)
+    s->carried = true;
+  return rc;
+}
+
+int tdl_tls_reader_init(tdl_reader *r, tdl_tls *s, void *mem, size_t size, size_t max)
+{
+  int rc = carry(s);
+  if (rc < 0)
+    return rc;
+  return tdl_reader_init(r, s->fd, mem, size, max);
+}
+
+int tdl_tls_writer_init(tdl_writer *w, tdl_tls *s, void *mem, size_t size, size_t max)
+{
+  int rc = carry(s);
+  if (rc < 0)
+    return rc;
+  return tdl_writer_init(w, s->fd, mem, size, max);
+}

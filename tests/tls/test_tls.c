@@ -1,0 +1,1015 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TLS streams in one process: a client and a server fiber on one loop, over
+ * socketpairs and loopback TCP, with the certificates tests/tls/make-certs.sh
+ * makes at run time.  Each run on each back end.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "loop_fixture.h"
+
+#include <treadle/tls.h>
+
+static char dir[64];
+static char path_buf[16][128];
+static int path_n;
+
+/* dir/name, valid for the test. */
+static const char *P(const char *name)
+{
+  char *p = path_buf[path_n++ % 16];
+  snprintf(p, sizeof path_buf[0], "%s/%s", dir, name);
+  return p;
+}
+
+static int group_setup(void **state)
+{
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/tdl-tls-XXXXXX");
+  if (!mkdtemp(dir))
+    return -1;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "sh %s %s", TDL_MAKE_CERTS, dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static tdl_tls_config *server_cfg(const char *cert)
+{
+  char err[256];
+  tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = P(cert), .key_file = P("server.key"),
+                       .alpn = "h2,http/1.1", .error = err, .error_cap = sizeof err};
+  tdl_tls_config *cfg;
+  int rc = tdl_tls_config_new(&cfg, &o);
+  if (rc)
+    fail_msg("server config: %s", err);
+  return cfg;
+}
+
+static tdl_tls_config *client_cfg(bool insecure)
+{
+  char err[256];
+  tdl_tls_options o = {.ca_file = P("ca.pem"), .insecure = insecure, .alpn = "http/1.1",
+                       .error = err, .error_cap = sizeof err};
+  tdl_tls_config *cfg;
+  int rc = tdl_tls_config_new(&cfg, &o);
+  if (rc)
+    fail_msg("client config: %s", err);
+  return cfg;
+}
+
+static void spair(int sv[2])
+{
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+/* ---- configurations: bad input ---- */
+
+static void config_errors(void **state)
+{
+  (void)state;
+  char err[512];
+  tdl_tls_config *cfg = (tdl_tls_config *)1;
+  tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = P("server.pem"), .key_file = P("missing.key"),
+                       .error = err, .error_cap = sizeof err};
+  assert_int_equal(tdl_tls_config_new(&cfg, &o), -ENOENT);
+  assert_null(cfg);
+  assert_non_null(strstr(err, "missing.key"));
+
+  o.key_file = P("other.key"); /* not server.pem's key */
+  assert_int_equal(tdl_tls_config_new(&cfg, &o), -EINVAL);
+  assert_non_null(strstr(err, "other.key"));
+
+  o.key_file = P("server.key");
+  o.cert_file = P("broken.pem");
+  assert_int_equal(tdl_tls_config_new(&cfg, &o), -EINVAL);
+  assert_non_null(strstr(err, "broken.pem"));
+
+  o.cert_file = P("server.key"); /* a key where the certificate goes */
+  assert_int_equal(tdl_tls_config_new(&cfg, &o), -EINVAL);
+  assert_non_null(strstr(err, "server.key"));
+
+  /* A key path that cannot be read as a file (a directory): named. */
+  o.cert_file = P("server.pem");
+  o.key_file = dir;
+  assert_true(tdl_tls_config_new(&cfg, &o) < 0);
+  assert_null(cfg);
+  assert_non_null(strstr(err, dir));
+
+  /* Unreadable: root reads every file, so only where the test is not root. */
+  if (geteuid() != 0) {
+    char copy[160];
+    snprintf(copy, sizeof copy, "cp %s %s && chmod 000 %s", P("server.key"), P("locked.key"), P("locked.key"));
+    assert_int_equal(system(copy), 0);
+    o.cert_file = P("server.pem");
+    o.key_file = P("locked.key");
+    assert_int_equal(tdl_tls_config_new(&cfg, &o), -EACCES);
+    assert_non_null(strstr(err, "locked.key"));
+  }
+
+  tdl_tls_options none = {.role = TDL_TLS_SERVER, .error = err, .error_cap = sizeof err};
+  assert_int_equal(tdl_tls_config_new(&cfg, &none), -EINVAL);
+  assert_non_null(strstr(err, "certificate"));
+
+  tdl_tls_options bad = {.alpn = "h2,,x", .error = err, .error_cap = sizeof err};
+  assert_int_equal(tdl_tls_config_new(&cfg, &bad), -EINVAL);
+  bad.alpn = NULL;
+  bad.min_version = 0x0301;
+  assert_int_equal(tdl_tls_config_new(&cfg, &bad), -EINVAL);
+  bad.min_version = 0;
+  bad.reserved[0] = 1;
+  assert_int_equal(tdl_tls_config_new(&cfg, &bad), -EINVAL);
+  bad.reserved[0] = 0;
+  bad.ca_file = P("nothing-here.pem");
+  assert_int_equal(tdl_tls_config_new(&cfg, &bad), -ENOENT);
+  assert_non_null(strstr(err, "nothing-here.pem"));
+  assert_int_equal(tdl_tls_config_new(NULL, NULL), -EINVAL);
+
+  /* A tiny error buffer is cut, never overrun. */
+  char tiny[4] = "xyz";
+  o = (tdl_tls_options){.role = TDL_TLS_SERVER, .cert_file = P("server.pem"), .key_file = P("x"),
+                        .error = tiny, .error_cap = 3};
+  assert_int_equal(tdl_tls_config_new(&cfg, &o), -ENOENT);
+  assert_int_equal(strlen(tiny), 2);
+
+  /* The same identity from memory. */
+  static char certpem[8192], keypem[4096];
+  FILE *f = fopen(P("server.pem"), "r");
+  assert_non_null(f);
+  certpem[fread(certpem, 1, sizeof certpem - 1, f)] = '\0';
+  fclose(f);
+  f = fopen(P("server.key"), "r");
+  assert_non_null(f);
+  keypem[fread(keypem, 1, sizeof keypem - 1, f)] = '\0';
+  fclose(f);
+  tdl_tls_options mem = {.role = TDL_TLS_SERVER, .cert_pem = certpem, .key_pem = keypem};
+  assert_int_equal(tdl_tls_config_new(&cfg, &mem), 0);
+  tdl_tls_config_free(cfg);
+  mem.key_pem = "garbage";
+  assert_int_equal(tdl_tls_config_new(&cfg, &mem), -EINVAL);
+  tdl_tls_config_free(NULL);
+
+  /* A verifying client must name its server. */
+  tdl_tls_config *c = client_cfg(false);
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, c, 0, NULL), -EINVAL);
+  assert_int_equal(tdl_tls_new(&s, NULL, 0, "localhost"), -EINVAL);
+  assert_int_equal(tdl_tls_new(&s, c, -1, "localhost"), -EINVAL);
+  assert_int_equal(tdl_tls_free(NULL), 0);
+  tdl_tls_config_free(c);
+}
+
+/* ---- one client, one server ---- */
+
+typedef struct peer {
+  tdl_tls_config *cfg;
+  int fd;
+  const char *name;
+  tdl_time_t deadline;
+  int hs;        /* the handshake's result */
+  ssize_t got;   /* the last read's */
+  char buf[256];
+  char error[256];
+  char alpn[32];
+  int version;
+  unsigned ktls;
+  bool resumed;
+  int done;
+  /* what to do after the handshake */
+  enum { ECHO_ONE, SEND_HELLO, READ_ONLY, NOTHING, SEND_TWO, SEND_CLOSE, DROP } act;
+} peer;
+
+static void after(peer *p, tdl_tls *s)
+{
+  p->version = tdl_tls_version(s);
+  p->ktls = tdl_tls_ktls(s);
+  p->resumed = tdl_tls_resumed(s);
+  tdl_tls_alpn(s, p->alpn, sizeof p->alpn);
+  switch (p->act) {
+  case ECHO_ONE:
+    p->got = tdl_tls_read(s, p->buf, sizeof p->buf, p->deadline);
+    if (p->got > 0)
+      assert_int_equal(tdl_tls_send_all(s, p->buf, (size_t)p->got, NULL, p->deadline), 0);
+    assert_int_equal(tdl_tls_shutdown(s, p->deadline), 0);
+    break;
+  case SEND_HELLO:
+    assert_int_equal(tdl_tls_write(s, "hello", 5, p->deadline), 5);
+    p->got = tdl_tls_read(s, p->buf, sizeof p->buf, p->deadline);
+    if (p->got > 0) { /* and then the clean end, and ours */
+      assert_int_equal(tdl_tls_read(s, p->buf + p->got, sizeof p->buf - (size_t)p->got, p->deadline), 0);
+      assert_int_equal(tdl_tls_shutdown(s, p->deadline), 0);
+    }
+    break;
+  case READ_ONLY:
+    p->got = tdl_tls_read(s, p->buf, sizeof p->buf, p->deadline);
+    break;
+  case SEND_TWO: {
+    /* Two records at once; then wait for the end. */
+    char rec[100];
+    memset(rec, 'a', sizeof rec);
+    struct iovec iov[2] = {{rec, 60}, {rec, 40}};
+    assert_int_equal(tdl_tls_writev(s, iov, 2, p->deadline), 100);
+    memset(rec, 'b', sizeof rec);
+    assert_int_equal(tdl_tls_write(s, rec, sizeof rec, p->deadline), 100);
+    p->got = tdl_tls_read(s, p->buf, sizeof p->buf, p->deadline);
+    break;
+  }
+  case SEND_CLOSE:
+    assert_int_equal(tdl_tls_write(s, "bye", 3, p->deadline), 3);
+    assert_int_equal(tdl_tls_shutdown(s, p->deadline), 0);
+    assert_int_equal(tdl_tls_shutdown(s, p->deadline), 0);
+    assert_int_equal(tdl_tls_write(s, "x", 1, p->deadline), -EPIPE);
+    break;
+  case DROP:
+    assert_int_equal(tdl_tls_write(s, "partial", 7, p->deadline), 7);
+    break;
+  case NOTHING:
+    break;
+  }
+}
+
+static void *run_peer(void *arg)
+{
+  peer *p = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, p->cfg, p->fd, p->name), 0);
+  assert_int_equal(tdl_tls_fd(s), p->fd);
+  p->hs = tdl_tls_handshake(s, p->deadline);
+  if (p->hs == 0)
+    after(p, s);
+  snprintf(p->error, sizeof p->error, "%s", tdl_tls_error(s));
+  assert_int_equal(tdl_tls_free(s), 0);
+  assert_int_equal(tdl_close(p->fd), 0);
+  p->done = 1;
+  return NULL;
+}
+
+static void run_pair(peer *client, peer *server)
+{
+  go(run_peer, server);
+  go(run_peer, client);
+  assert_true(t_run_until(L, &client->done, 100000));
+  assert_true(t_run_until(L, &server->done, 100000));
+}
+
+static void handshake_and_echo(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = SEND_HELLO};
+  run_pair(&client, &server);
+  assert_int_equal(server.hs, 0);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(client.got, 5);
+  assert_memory_equal(client.buf, "hello", 5);
+  assert_string_equal(client.alpn, "http/1.1");
+  assert_string_equal(server.alpn, "http/1.1");
+  assert_int_equal(client.version, TDL_TLS_VERSION_1_3);
+  assert_int_equal(server.ktls, 0); /* a Unix socket: no kernel TLS */
+  assert_string_equal(client.error, "");
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* What the kernel says to TCP_ULP "tls" on a connected TCP socket: 0 where it
+ * has the module, else its errno (ENOENT). */
+static int ulp_probe(void)
+{
+  int a, b;
+  t_tcp_pair(&a, &b);
+  int rc = setsockopt(a, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") == 0 ? 0 : errno;
+  close(a);
+  close(b);
+  return rc;
+}
+
+static void ktls_or_fallback(void **state)
+{
+  (void)state;
+  int probe = ulp_probe();
+  int a, b;
+  t_tcp_pair(&a, &b);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = b, .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  peer client = {.cfg = client_cfg(false), .fd = a, .name = "127.0.0.1", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = SEND_HELLO};
+  run_pair(&client, &server);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(client.got, 5);
+  if (probe != 0) {
+    /* No `tls` module: records stay in user space, and the stream says so. */
+    assert_int_equal(client.ktls, 0);
+    assert_int_equal(server.ktls, 0);
+  } else {
+    assert_true(client.ktls & TDL_TLS_KTLS_TX);
+  }
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* Refused certificates, and accepted ones when verification is off. */
+static void refuse(const char *cert, const char *name, const char *why)
+{
+  for (int insecure = 0; insecure < 2; insecure++) {
+    int sv[2];
+    spair(sv);
+    peer server = {.cfg = server_cfg(cert), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+    peer client = {.cfg = client_cfg(insecure), .fd = sv[1], .name = name, .deadline = tdl_after(10 * TDL_SEC),
+                   .act = SEND_HELLO};
+    run_pair(&client, &server);
+    if (insecure) {
+      assert_int_equal(client.hs, 0);
+      assert_int_equal(client.got, 5);
+    } else {
+      assert_int_equal(client.hs, -EKEYREJECTED);
+      if (!strstr(client.error, why))
+        fail_msg("'%s' does not say '%s'", client.error, why);
+      assert_int_not_equal(server.hs, 0); /* the client's alert ended it */
+    }
+    tdl_tls_config_free(server.cfg);
+    tdl_tls_config_free(client.cfg);
+  }
+}
+
+static void bad_certificates(void **state)
+{
+  (void)state;
+  refuse("expired.pem", "localhost", "expired");
+  refuse("wronghost.pem", "localhost", "mismatch");
+  refuse("selfsigned.pem", "localhost", "self-signed");
+  refuse("server.pem", "127.0.0.2", "mismatch");
+}
+
+/* ---- a raw peer: plaintext, garbage, silence, truncation ---- */
+
+typedef struct raw {
+  int fd;
+  const char *bytes;
+  size_t len;
+  bool one_by_one;
+  bool close_after;
+  int done;
+} raw;
+
+static void *run_raw(void *arg)
+{
+  raw *r = arg;
+  for (size_t i = 0; i < r->len;) {
+    size_t n = r->one_by_one ? 1 : r->len - i;
+    ssize_t w = tdl_write(r->fd, r->bytes + i, n, TDL_FOREVER);
+    assert_true(w > 0);
+    i += (size_t)w;
+    if (r->one_by_one)
+      tdl_fiber_yield();
+  }
+  if (r->close_after)
+    tdl_net_shutdown(r->fd, SHUT_WR);
+  r->done = 1;
+  return NULL;
+}
+
+static void plaintext_to_server(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  raw r = {.fd = sv[1], .bytes = req, .len = sizeof req - 1};
+  go(run_raw, &r);
+  go(run_peer, &server);
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_true(t_run_until(L, &r.done, 100000));
+  assert_int_equal(server.hs, -EPROTO);
+  if (!strstr(server.error, "not TLS"))
+    fail_msg("'%s'", server.error);
+  assert_int_equal(tdl_close(sv[1]), 0);
+  tdl_tls_config_free(server.cfg);
+}
+
+static void silent_client_cut_at_deadline(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(50 * TDL_MSEC), .act = ECHO_ONE};
+  /* Half a ClientHello: a record header and a few bytes of it. */
+  static const char half[] = "\x16\x03\x01\x02\x00\x01\x00\x01";
+  raw r = {.fd = sv[1], .bytes = half, .len = sizeof half - 1};
+  go(run_raw, &r);
+  go(run_peer, &server);
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_int_equal(server.hs, -ETIMEDOUT);
+  assert_int_equal(tdl_close(sv[1]), 0);
+  tdl_tls_config_free(server.cfg);
+}
+
+/* A client's bytes relayed to the server one at a time. */
+typedef struct relay {
+  int from, to;
+  int done;
+} relay;
+
+static void *run_relay(void *arg)
+{
+  relay *r = arg;
+  char c;
+  for (;;) {
+    ssize_t n = tdl_read(r->from, &c, 1, TDL_FOREVER);
+    if (n <= 0)
+      break;
+    /* The far end may have gone already (its close_notify crossed ours). */
+    if (tdl_send(r->to, &c, 1, MSG_NOSIGNAL, TDL_FOREVER) != 1)
+      break;
+    tdl_fiber_yield();
+  }
+  tdl_net_shutdown(r->to, SHUT_WR);
+  r->done = 1;
+  return NULL;
+}
+
+static void hello_one_byte_at_a_time(void **state)
+{
+  (void)state;
+  /* client c2r[0] | c2r[1] relay r2s[0] | r2s[1] server: one relay fiber per
+   * direction, each passing one byte at a time. */
+  int c2r[2], r2s[2];
+  spair(c2r);
+  spair(r2s);
+  relay fwd = {.from = c2r[1], .to = r2s[0]};
+  relay rev = {.from = r2s[0], .to = c2r[1]};
+  peer server = {.cfg = server_cfg("server.pem"), .fd = r2s[1], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  peer client = {.cfg = client_cfg(false), .fd = c2r[0], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = SEND_HELLO};
+  go(run_relay, &fwd);
+  go(run_relay, &rev);
+  run_pair(&client, &server);
+  assert_int_equal(server.hs, 0);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(client.got, 5);
+  assert_true(t_run_until(L, &fwd.done, 100000));
+  assert_true(t_run_until(L, &rev.done, 100000));
+  tdl_close(c2r[1]);
+  tdl_close(r2s[0]);
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* After a handshake, the client side's fd is written raw: garbage, or a cut
+ * record; or the server drops the connection without close_notify. */
+typedef struct rawafter {
+  tdl_tls_config *cfg;
+  int fd;
+  const char *bytes;
+  size_t len;
+  int done;
+} rawafter;
+
+static void *run_client_then_raw(void *arg)
+{
+  rawafter *r = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, r->cfg, r->fd, "localhost"), 0);
+  assert_int_equal(tdl_tls_handshake(s, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_tls_free(s), 0);
+  assert_int_equal(tdl_write(r->fd, r->bytes, r->len, TDL_FOREVER), (ssize_t)r->len);
+  tdl_net_shutdown(r->fd, SHUT_WR);
+  r->done = 1;
+  return NULL;
+}
+
+static void after_handshake(const char *bytes, size_t len, ssize_t want, const char *why)
+{
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = READ_ONLY};
+  rawafter c = {.cfg = client_cfg(false), .fd = sv[1], .bytes = bytes, .len = len};
+  go(run_peer, &server);
+  go(run_client_then_raw, &c);
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_true(t_run_until(L, &c.done, 100000));
+  assert_int_equal(server.hs, 0);
+  assert_int_equal(server.got, want);
+  if (!strstr(server.error, why))
+    fail_msg("'%s' does not say '%s'", server.error, why);
+  tdl_close(sv[1]);
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(c.cfg);
+}
+
+static void garbage_after_handshake(void **state)
+{
+  (void)state;
+  static const char junk[] = "\x01\x02\x03\x04\x05 this is not a record, just bytes";
+  after_handshake(junk, sizeof junk - 1, -EPROTO, "");
+}
+
+static void truncated_record(void **state)
+{
+  (void)state;
+  /* An application-data record header that promises 100 bytes; 10 come. */
+  static const char cut[] = "\x17\x03\x03\x00\x64" "0123456789";
+  after_handshake(cut, sizeof cut - 1, -EPIPE, "close_notify");
+}
+
+static void close_without_close_notify(void **state)
+{
+  (void)state;
+  after_handshake("", 0, -EPIPE, "close_notify");
+}
+
+static void clean_end(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = SEND_CLOSE};
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = READ_ONLY};
+  run_pair(&client, &server);
+  assert_int_equal(client.got, 3);
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+
+  /* read after read: bye, then 0 (the clean end), then 0 again. */
+  spair(sv);
+  server = (peer){.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = SEND_CLOSE};
+  client = (peer){.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                  .act = SEND_HELLO};
+  run_pair(&client, &server);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(client.got, 3); /* and SEND_HELLO asserted the 0 after it */
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* ---- pending records are read without parking ---- */
+
+typedef struct pend {
+  tdl_tls_config *cfg;
+  int fd;
+  size_t pending_after_first;
+  ssize_t second;
+  ssize_t third;
+  int done;
+} pend;
+
+static void *run_pending_client(void *arg)
+{
+  pend *p = arg;
+  tdl_tls *s;
+  char buf[256];
+  assert_int_equal(tdl_tls_new(&s, p->cfg, p->fd, "localhost"), 0);
+  assert_int_equal(tdl_tls_handshake(s, tdl_after(10 * TDL_SEC)), 0);
+  /* Wait until both records have surely arrived: read 10 bytes of the first. */
+  assert_int_equal(tdl_tls_read(s, buf, 10, tdl_after(10 * TDL_SEC)), 10);
+  p->pending_after_first = tdl_tls_pending(s);
+  /* A deadline already past: only what need not wait can succeed. */
+  p->second = tdl_tls_read(s, buf, sizeof buf, tdl_now() - 1);
+  p->third = tdl_tls_read(s, buf, sizeof buf, tdl_after(10 * TDL_SEC));
+  assert_int_equal(tdl_tls_write(s, "k", 1, tdl_after(10 * TDL_SEC)), 1);
+  assert_int_equal(tdl_tls_free(s), 0);
+  tdl_close(p->fd);
+  p->done = 1;
+  return NULL;
+}
+
+static void pending_without_parking(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = SEND_TWO};
+  pend c = {.cfg = client_cfg(false), .fd = sv[1]};
+  go(run_peer, &server);
+  go(run_pending_client, &c);
+  assert_true(t_run_until(L, &c.done, 100000));
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_int_equal(c.pending_after_first, 90);
+  assert_int_equal(c.second, 90);
+  assert_int_equal(c.third, 100);
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(c.cfg);
+}
+
+/* ---- cancel mid-handshake and mid-read ---- */
+
+static void cancel_mid_handshake(void **state)
+{
+  (void)state;
+  int base = t_count_fds();
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = server_cfg("server.pem"), .fd = sv[0], .deadline = TDL_FOREVER, .act = READ_ONLY};
+  /* Half a hello, then silence: the server parks inside the handshake. */
+  static const char half[] = "\x16\x03\x01\x02\x00\x01\x00\x01";
+  raw r = {.fd = sv[1], .bytes = half, .len = sizeof half - 1};
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, L, run_peer, &server, NULL), 0);
+  go(run_raw, &r);
+  for (int i = 0; i < 50; i++)
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(server.done, 0);
+  assert_int_equal(tdl_fiber_cancel(L, f), 0);
+  assert_int_equal(tdl_fiber_detach(L, f), 0);
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_int_equal(server.hs, -ECANCELED);
+  tdl_close(sv[1]);
+  tdl_tls_config_free(server.cfg);
+  assert_int_equal(t_count_fds(), base);
+}
+
+/* A read parked on a live connection, cancelled: -ECANCELED, and the stream
+ * keeps its place (the next read gets the data). */
+typedef struct midread {
+  tdl_tls_config *cfg;
+  int fd;
+  ssize_t first, second;
+  int parked, done;
+  char buf[16];
+} midread;
+
+static void *run_midread(void *arg)
+{
+  midread *m = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, m->cfg, m->fd, NULL), 0);
+  assert_int_equal(tdl_tls_handshake(s, tdl_after(10 * TDL_SEC)), 0);
+  m->parked = 1;
+  m->first = tdl_tls_read(s, m->buf, sizeof m->buf, TDL_FOREVER);
+  m->done = 1;
+  /* A cancelled fiber's later waits fail too: the stream is freed here. */
+  assert_int_equal(tdl_tls_free(s), 0);
+  return NULL;
+}
+
+static void *run_client_waits(void *arg)
+{
+  peer *p = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, p->cfg, p->fd, "localhost"), 0);
+  p->hs = tdl_tls_handshake(s, tdl_after(10 * TDL_SEC));
+  /* Stay until told. */
+  while (!p->done)
+    tdl_sleep(tdl_after(TDL_MSEC));
+  assert_int_equal(tdl_tls_free(s), 0);
+  p->done = 2;
+  return NULL;
+}
+
+static void cancel_mid_read(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  midread m = {.cfg = server_cfg("server.pem"), .fd = sv[0]};
+  peer client = {.cfg = client_cfg(false), .fd = sv[1]};
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, L, run_midread, &m, NULL), 0);
+  go(run_client_waits, &client);
+  assert_true(t_run_until(L, &m.parked, 100000));
+  for (int i = 0; i < 20; i++)
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(m.done, 0);
+  assert_int_equal(tdl_fiber_cancel(L, f), 0);
+  assert_int_equal(tdl_fiber_detach(L, f), 0);
+  assert_true(t_run_until(L, &m.done, 100000));
+  assert_int_equal(m.first, -ECANCELED);
+  client.done = 1;
+  int two = 0;
+  while (client.done != 2 && two++ < 100000)
+    tdl_loop_run(L, TDL_LOOP_ONCE);
+  assert_int_equal(client.hs, 0);
+  tdl_close(sv[0]);
+  tdl_close(sv[1]);
+  tdl_tls_config_free(m.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* ---- reload ---- */
+
+static void reload_keeps_old_on_failure(void **state)
+{
+  (void)state;
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  char err[256];
+  tdl_tls_options broken = {.role = TDL_TLS_SERVER, .cert_file = P("broken.pem"), .key_file = P("server.key"),
+                            .error = err, .error_cap = sizeof err};
+  assert_int_equal(tdl_tls_config_reload(scfg, &broken), -EINVAL);
+  assert_non_null(strstr(err, "broken.pem"));
+  tdl_tls_options missing = broken;
+  missing.cert_file = P("server.pem");
+  missing.key_file = P("gone.key");
+  assert_int_equal(tdl_tls_config_reload(scfg, &missing), -ENOENT);
+  tdl_tls_options client_role = {.role = TDL_TLS_CLIENT};
+  assert_int_equal(tdl_tls_config_reload(scfg, &client_role), -EINVAL);
+  assert_int_equal(tdl_tls_config_reload(NULL, &client_role), -EINVAL);
+
+  /* Still the old, valid certificate. */
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = scfg, .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = SEND_HELLO};
+  run_pair(&client, &server);
+  assert_int_equal(client.hs, 0);
+
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+static void reload_swaps(void **state)
+{
+  (void)state;
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  int early_sv[2];
+  spair(early_sv);
+  /* A stream made now, before the reload, keeps the old SSL_CTX. */
+  tdl_tls *early;
+  assert_int_equal(tdl_tls_new(&early, scfg, early_sv[0], NULL), 0);
+  tdl_tls_options expired = {.role = TDL_TLS_SERVER, .cert_file = P("expired.pem"), .key_file = P("server.key")};
+  assert_int_equal(tdl_tls_config_reload(scfg, &expired), 0);
+  assert_int_equal(tdl_tls_free(early), 0); /* the old SSL_CTX goes with it */
+
+  int sv[2];
+  spair(sv);
+  peer server = {.cfg = scfg, .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = SEND_HELLO};
+  run_pair(&client, &server);
+  assert_int_equal(client.hs, -EKEYREJECTED);
+  assert_non_null(strstr(client.error, "expired"));
+  tdl_close(early_sv[0]);
+  tdl_close(early_sv[1]);
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* ---- session resumption ---- */
+
+static void resumption(void **state)
+{
+  (void)state;
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  tdl_tls_config *ccfg = client_cfg(false);
+  bool resumed[2];
+  for (int i = 0; i < 2; i++) {
+    int sv[2];
+    spair(sv);
+    peer server = {.cfg = scfg, .fd = sv[0], .deadline = tdl_after(10 * TDL_SEC), .act = ECHO_ONE};
+    peer client = {.cfg = ccfg, .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                   .act = SEND_HELLO};
+    run_pair(&client, &server);
+    assert_int_equal(client.hs, 0);
+    assert_int_equal(client.got, 5);
+    resumed[i] = client.resumed;
+    assert_int_equal(server.resumed, client.resumed);
+  }
+  assert_false(resumed[0]);
+  assert_true(resumed[1]);
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(ccfg);
+}
+
+/* ---- net.h's reader and writer over a stream ---- */
+
+typedef struct lines {
+  tdl_tls_config *cfg;
+  int fd;
+  const char *name;
+  int served;
+  ssize_t last;
+  char got[64];
+  int done;
+} lines;
+
+/* A line echo server on the buffered reader and writer. */
+static void *run_line_server(void *arg)
+{
+  lines *l = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, l->cfg, l->fd, NULL), 0);
+  tdl_reader r;
+  tdl_writer w;
+  assert_int_equal(tdl_tls_reader_init(&r, s, NULL, 16, 4096), 0);
+  assert_int_equal(tdl_tls_writer_init(&w, s, NULL, 16, 4096), 0);
+  ssize_t n;
+  while ((n = tdl_reader_until(&r, "\n", 1, tdl_after(10 * TDL_SEC))) > 0) {
+    assert_int_equal(tdl_writer_put(&w, tdl_reader_data(&r), (size_t)n), 0);
+    tdl_reader_consume(&r, (size_t)n);
+    l->served++;
+    if (tdl_reader_len(&r) == 0)
+      assert_int_equal(tdl_writer_flush(&w, tdl_after(10 * TDL_SEC)), 0);
+  }
+  l->last = n;
+  assert_int_equal(tdl_tls_shutdown(s, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  assert_int_equal(tdl_writer_destroy(&w), 0);
+  assert_int_equal(tdl_tls_free(s), 0);
+  tdl_close(l->fd);
+  l->done = 1;
+  return NULL;
+}
+
+static void *run_line_client(void *arg)
+{
+  lines *l = arg;
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, l->cfg, l->fd, l->name), 0);
+  /* Three lines in one write: pipelined, more than one record's worth
+   * read by the server's reader in pieces of 16 bytes. */
+  static const char three[] = "one\ntwo, a longer line than sixteen bytes\nthree\n";
+  assert_int_equal(tdl_tls_send_all(s, three, sizeof three - 1, NULL, tdl_after(10 * TDL_SEC)), 0);
+  tdl_reader r;
+  assert_int_equal(tdl_tls_reader_init(&r, s, NULL, 64, 64), 0);
+  assert_int_equal(tdl_reader_need(&r, sizeof three - 1, tdl_after(10 * TDL_SEC)), sizeof three - 1);
+  assert_memory_equal(tdl_reader_data(&r), three, sizeof three - 1);
+  tdl_reader_consume(&r, sizeof three - 1);
+  assert_int_equal(tdl_tls_shutdown(s, tdl_after(10 * TDL_SEC)), 0);
+  /* The server's clean end: 0. */
+  assert_int_equal(tdl_reader_fill(&r, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_reader_destroy(&r), 0);
+  assert_int_equal(tdl_tls_free(s), 0);
+  tdl_close(l->fd);
+  l->done = 1;
+  return NULL;
+}
+
+static void reader_writer_over_tls(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  lines server = {.cfg = server_cfg("server.pem"), .fd = sv[0]};
+  lines client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost"};
+  go(run_line_server, &server);
+  go(run_line_client, &client);
+  assert_true(t_run_until(L, &client.done, 100000));
+  assert_true(t_run_until(L, &server.done, 100000));
+  assert_int_equal(server.served, 3);
+  assert_int_equal(server.last, 0); /* the client's close_notify */
+  tdl_tls_config_free(server.cfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* ---- two fibers in one handshake ---- */
+
+typedef struct two {
+  tdl_tls *s;
+  int first, second;
+  int done;
+} two;
+
+static void *run_first(void *arg)
+{
+  two *t = arg;
+  t->first = tdl_tls_handshake(t->s, tdl_after(10 * TDL_SEC));
+  t->done++;
+  return NULL;
+}
+
+static void *run_second(void *arg)
+{
+  two *t = arg;
+  /* The first is parked reading the client's hello: this one is refused,
+   * and the stream is not hurt by it. */
+  t->second = tdl_tls_handshake(t->s, tdl_after(10 * TDL_SEC));
+  t->done++;
+  return NULL;
+}
+
+static void second_fiber_in_handshake(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  two t = {0};
+  assert_int_equal(tdl_tls_new(&t.s, scfg, sv[0], NULL), 0);
+  go(run_first, &t);
+  go(run_second, &t);
+  for (int i = 0; i < 10 && t.done < 1; i++)
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(t.second, -EBUSY);
+  assert_int_equal(tdl_tls_free(t.s), -EBUSY); /* the first is parked in it */
+  peer client = {.cfg = client_cfg(false), .fd = sv[1], .name = "localhost", .deadline = tdl_after(10 * TDL_SEC),
+                 .act = NOTHING};
+  go(run_peer, &client);
+  assert_true(t_run_until(L, &client.done, 100000));
+  while (t.done < 2)
+    tdl_loop_run(L, TDL_LOOP_ONCE);
+  assert_int_equal(t.first, 0);
+  assert_int_equal(client.hs, 0);
+  assert_int_equal(tdl_tls_free(t.s), 0);
+  tdl_close(sv[0]);
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(client.cfg);
+}
+
+/* ---- misuse ---- */
+
+static void *run_bad_args(void *arg)
+{
+  tdl_tls *s = arg;
+  char b[4];
+  assert_int_equal(tdl_tls_read(s, NULL, 4, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_tls_write(s, NULL, 4, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_tls_writev(s, NULL, 1, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_tls_send_all(NULL, b, 4, NULL, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_tls_handshake(NULL, TDL_FOREVER), -EINVAL);
+  assert_int_equal(tdl_tls_shutdown(NULL, TDL_FOREVER), -EINVAL);
+  return NULL;
+}
+
+static void misuse(void **state)
+{
+  (void)state;
+  int sv[2];
+  spair(sv);
+  tdl_tls_config *scfg = server_cfg("server.pem");
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, scfg, sv[0], NULL), 0);
+  /* Outside a fiber: a call that would park is refused. */
+  char b[4];
+  assert_int_equal(tdl_tls_handshake(s, TDL_FOREVER), -EPERM);
+  assert_int_equal(tdl_tls_read(s, b, sizeof b, TDL_FOREVER), -EPERM); /* refused again, not dead */
+  assert_int_equal(tdl_tls_version(s), 0);
+  assert_int_equal(tdl_tls_alpn(s, b, sizeof b), 0);
+  assert_string_equal(b, "");
+  assert_int_equal(tdl_tls_alpn(s, NULL, 4), -EINVAL);
+  assert_int_equal(tdl_tls_shutdown(s, TDL_FOREVER), 0); /* no handshake yet: nothing to end */
+  go(run_bad_args, s);
+  for (int i = 0; i < 5; i++)
+    tdl_loop_run(L, TDL_LOOP_NOWAIT);
+  assert_int_equal(tdl_tls_free(s), 0);
+  assert_int_equal(tdl_tls_pending(NULL), 0);
+  assert_int_equal(tdl_tls_fd(NULL), -EINVAL);
+  assert_string_equal(tdl_tls_error(NULL), "");
+  tdl_close(sv[0]);
+  tdl_close(sv[1]);
+  tdl_tls_config_free(scfg);
+}
+
+int main(void)
+{
+  /* Run with libtreadle-hook preloaded (ctest's test_tls_hooked): make sure
+   * it is, so that the run cannot pass without it. */
+  if (getenv("TDL_TEST_HOOKED")) {
+    /* Through memcpy: ISO C has no cast from an object pointer to a
+     * function pointer. */
+    void *sym = dlsym(RTLD_DEFAULT, "tdl_hook_active");
+    int (*active)(void) = NULL;
+    if (sym)
+      memcpy(&active, &sym, sizeof active);
+    if (!active || active() != 1) {
+      fprintf(stderr, "test_tls: TDL_TEST_HOOKED, but libtreadle-hook is not active\n");
+      return 1;
+    }
+  }
+  const struct CMUnitTest tests[] = {
+    /* First: OpenSSL seeds its generator and takes its locks for the first
+     * time inside these fibers (with the hook preloaded, the test that
+     * these never park or deadlock there). */
+    cmocka_unit_test_setup_teardown(handshake_and_echo, setup, teardown),
+    cmocka_unit_test(config_errors),
+    cmocka_unit_test_setup_teardown(ktls_or_fallback, setup, teardown),
+    cmocka_unit_test_setup_teardown(bad_certificates, setup, teardown),
+    cmocka_unit_test_setup_teardown(plaintext_to_server, setup, teardown),
+    cmocka_unit_test_setup_teardown(silent_client_cut_at_deadline, setup, teardown),
+    cmocka_unit_test_setup_teardown(hello_one_byte_at_a_time, setup, teardown),
+    cmocka_unit_test_setup_teardown(garbage_after_handshake, setup, teardown),
+    cmocka_unit_test_setup_teardown(truncated_record, setup, teardown),
+    cmocka_unit_test_setup_teardown(close_without_close_notify, setup, teardown),
+    cmocka_unit_test_setup_teardown(clean_end, setup, teardown),
+    cmocka_unit_test_setup_teardown(pending_without_parking, setup, teardown),
+    cmocka_unit_test_setup_teardown(cancel_mid_handshake, setup, teardown),
+    cmocka_unit_test_setup_teardown(cancel_mid_read, setup, teardown),
+    cmocka_unit_test_setup_teardown(reload_keeps_old_on_failure, setup, teardown),
+    cmocka_unit_test_setup_teardown(reload_swaps, setup, teardown),
+    cmocka_unit_test_setup_teardown(resumption, setup, teardown),
+    cmocka_unit_test_setup_teardown(reader_writer_over_tls, setup, teardown),
+    cmocka_unit_test_setup_teardown(second_fiber_in_handshake, setup, teardown),
+    cmocka_unit_test_setup_teardown(misuse, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -439,9 +439,15 @@ static void *queued_fiber(void *arg)
   assert_int_equal(stat(at("keep"), &st), 0);
   /* The file lane is held (cap 1) by a call that never returns: this one
    * queues, its deadline passes, it is withdrawn, and never runs. */
-  tdl_sleep(tdl_after(5 * TDL_MSEC)); /* let the hog take the lane's one thread */
   tdl_pool_stats p;
-  tdl_pool_stats_get(&p);
+  /* Let the hog take the lane's one thread (however long the thread takes
+   * to start on a loaded machine). */
+  for (int i = 0; i < 10000; i++) {
+    tdl_pool_stats_get(&p);
+    if (p.running[TDL_LANE_FILE] == 1)
+      break;
+    tdl_sleep(tdl_after(TDL_MSEC));
+  }
   assert_int_equal(p.running[TDL_LANE_FILE], 1);
   assert_int_equal(tdl_fs_unlink(at("keep"), tdl_after(20 * TDL_MSEC)), -ETIMEDOUT);
   tdl_pool_stats_get(&p);

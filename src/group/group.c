@@ -35,7 +35,6 @@ static _Thread_local tdl_group *t_group;
 static _Thread_local int t_index = -1;
 
 tdl_group *tdl_group_self(void) { return t_group; }
-tdl__member *tdl__group_member(tdl_group *g) { return g && t_group == g ? &g->m[t_index] : NULL; }
 int tdl_group_index(void) { return t_group ? t_index : -1; }
 
 unsigned tdl_group_size(const tdl_group *g) { return g->n; }

@@ -79,10 +79,8 @@ struct tdl_group {
   _Alignas(64) tdl__member m[];
 };
 
-/* The member of g this thread runs, or NULL. */
-tdl__member *tdl__group_member(tdl_group *g);
-
-/* spawn.c, on the member's thread: set its side up once its loop exists
+/* spawn.c (which group.c calls, never the other way), on the member's
+ * thread: set its side up once its loop exists
  * (0, or tdl_wakeup_start's error); the stop (refuse sends, end what is
  * queued); the end of its loop (the last one ends the shared queue). */
 int tdl__spawner_setup(tdl__member *m, tdl_loop *loop);

@@ -58,6 +58,12 @@ enum { QUEUED = 0, RUNNING, DONE };
  * overflowed fibers are not left behind a ring that keeps being refilled. */
 enum { SHARED_TURN = 61 };
 
+/* The member this thread runs (set from its setup to its end), or NULL. */
+static _Thread_local tdl__member *t_member;
+
+/* The member of g this thread runs, or NULL. */
+static tdl__member *member_of(tdl_group *g) { return t_member && t_member->g == g ? t_member : NULL; }
+
 struct tdl_group_fiber {
   tdl_group_fiber *next;  /* in an inbox, a stay list or the shared queue */
   tdl_group *g;
@@ -346,8 +352,8 @@ static void *trampoline(void *arg)
 }
 
 /* Take the next descriptor for m: its own first, then the shared queue,
- * then another loop's. */
-static tdl_group_fiber *next(tdl__member *m)
+ * then (when m has nothing else to run) another loop's. */
+static tdl_group_fiber *next(tdl__member *m, bool may_steal)
 {
   tdl_group *g = m->g;
   tdl__spawner *sp = &m->sp;
@@ -356,7 +362,7 @@ static tdl_group_fiber *next(tdl__member *m)
     return d;
   if ((d = stay_pop(sp)) || (d = ring_pop(sp)) || (d = shared_take(g, m)))
     return d;
-  if (!LOAD(&g->stealing) || g->n < 2)
+  if (!may_steal || g->n < 2 || !LOAD(&g->stealing))
     return NULL;
   sp->rand ^= sp->rand << 13;
   sp->rand ^= sp->rand >> 7;
@@ -425,7 +431,7 @@ static void pump(tdl_loop *loop, tdl_observer *o)
   inbox_take(m);
   tdl__sched *s = loop->sched;
   bool runnable = s && !tdl__queue_empty(&s->runq);
-  tdl_group_fiber *d = next(m);
+  tdl_group_fiber *d = next(m, !runnable);
   if (!d && !runnable) {
     /* Idle: say so, then look once more (see the top). */
     if (!XCHG(&m->sp.idle, 1))
@@ -434,7 +440,7 @@ static void pump(tdl_loop *loop, tdl_observer *o)
       return;
     if (XCHG(&m->sp.idle, 0))
       ADD(&g->nidle, -1);
-    d = next(m);
+    d = next(m, true);
   }
   if (d)
     start(m, loop, d);
@@ -473,6 +479,7 @@ int tdl__spawner_setup(tdl__member *m, tdl_loop *loop)
   tdl_observer_start(loop, &sp->after, TDL_OBSERVER_AFTER_POLL);
   sp->counted = true;
   ADD(&m->g->running, 1);
+  t_member = m;
   return 0;
 }
 
@@ -497,6 +504,7 @@ void tdl__spawner_end(tdl__member *m, tdl_loop *loop)
 {
   tdl__spawner *sp = &m->sp;
   close_inbox(m, loop);
+  t_member = NULL;
   tdl_observer_stop(loop, &sp->before);
   tdl_observer_stop(loop, &sp->after);
   end_held(m); /* what a thief took in after the stop */
@@ -583,7 +591,7 @@ int tdl_group_spawn(tdl_group_fiber **out, tdl_group *g, tdl_fiber_fn fn, void *
   d->stay = (flags & TDL_GROUP_SPAWN_STAY) != 0;
   if (opts && opts->name)
     strncpy(d->name, opts->name, sizeof d->name - 1);
-  tdl__member *self = tdl__group_member(g), *to = place(g, self);
+  tdl__member *self = member_of(g), *to = place(g, self);
   ADD(&to->sp.load, 1);
   if (to == self) {
     if (d->stay) {
@@ -611,8 +619,8 @@ int tdl_group_fiber_join(tdl_group_fiber *d, void **result, tdl_time_t deadline)
   if (!d)
     return -EINVAL;
   tdl__spin_lock(&d->lock);
-  if (d->state == RUNNING && d->fiber == tdl__fiber_handle(f) && tdl__group_member(d->g) &&
-      tdl__group_member(d->g)->index == d->where) {
+  if (d->state == RUNNING && d->fiber == tdl__fiber_handle(f) && member_of(d->g) &&
+      member_of(d->g)->index == d->where) {
     tdl__spin_unlock(&d->lock);
     return -EDEADLK;
   }
@@ -685,7 +693,7 @@ int tdl_group_fiber_cancel(tdl_group_fiber *d)
   bool again = d->cancelled;
   d->cancelled = 1;
   if (d->state == RUNNING && !again) {
-    tdl__member *here = tdl__group_member(d->g);
+    tdl__member *here = member_of(d->g);
     if (here && here->index == d->where) {
       tdl_fiber_cancel(LOAD(&here->loop), d->fiber);
     } else {

@@ -177,9 +177,10 @@ TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl
  *
  * Placement (tdl_group_set_placement):
  *   TDL_GROUP_LEAST_LOADED  the default: the loop with the fewest group
- *       fibers queued or running, among the caller's loop and the next three
- *       in turn (comparing every loop would read a line of each per spawn);
- *       a tie goes to the caller's loop;
+ *       fibers queued or running, among the caller's loop (from a thread
+ *       outside the group: a loop taken in turn) and up to three others in
+ *       turn (comparing every loop would read a line of each per spawn); a
+ *       tie goes to the caller's loop;
  *   TDL_GROUP_ROUND_ROBIN   the loops in turn;
  *   TDL_GROUP_CALLER        the caller's loop (from a thread outside the
  *       group: the loops in turn); only stealing spreads them.

@@ -436,11 +436,10 @@ static void pump(tdl_loop *loop, tdl_observer *o)
     /* Idle: say so, then look once more (see the top). */
     if (!XCHG(&m->sp.idle, 1))
       ADD(&g->nidle, 1);
-    if (!work_visible(m))
-      return;
+    if (!work_visible(m) || !(d = next(m, true)))
+      return; /* still idle: a later push wakes it */
     if (XCHG(&m->sp.idle, 0))
       ADD(&g->nidle, -1);
-    d = next(m, true);
   }
   if (d)
     start(m, loop, d);

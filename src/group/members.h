@@ -73,6 +73,7 @@ struct tdl_group {
   int nidle;          /* atomic: members idle */
   int waking;         /* atomic: a member was woken to steal and has not looked yet */
   int running;        /* atomic: members whose loop has not ended */
+  int used;           /* atomic: tdl_group_spawn was called (until then the loops skip all of it) */
   pthread_mutex_t shared_lock; /* the shared queue: ring overflows */
   tdl_group_fiber *shared, *shared_last;
   uint32_t shared_n;  /* atomic, changed under shared_lock */

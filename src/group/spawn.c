@@ -424,6 +424,8 @@ static void pump(tdl_loop *loop, tdl_observer *o)
 {
   tdl__member *m = o->data;
   tdl_group *g = m->g;
+  if (!RELAXED_LOAD(&g->used))
+    return; /* a group that never spawns pays one load per iteration */
   if (LOAD(&g->stopping)) {
     end_held(m);
     return;
@@ -590,6 +592,9 @@ int tdl_group_spawn(tdl_group_fiber **out, tdl_group *g, tdl_fiber_fn fn, void *
   d->stay = (flags & TDL_GROUP_SPAWN_STAY) != 0;
   if (opts && opts->name)
     strncpy(d->name, opts->name, sizeof d->name - 1);
+  if (TDL__UNLIKELY(!RELAXED_LOAD(&g->used)) && !XCHG(&g->used, 1))
+    for (unsigned k = 0; k < g->n; k++)
+      kick(&g->m[k]); /* each loop pumps from now on: sleeping ones too */
   tdl__member *self = member_of(g), *to = place(g, self);
   ADD(&to->sp.load, 1);
   if (to == self) {

@@ -90,6 +90,8 @@ SIZES = {
     "hiredis_commands": (1_000_000, 50_000),
     "hiredis_fibers": (1_000, 200),
     "echo_messages": (1_000_000, 100_000),
+    "skew_tasks": (20_000, 2_000),
+    "skew_iters": (100_000, 100_000),
     # HTTP: seconds of each measured wrk run (--duration; a connection per
     # request needs longer than one second, which is a SYN's first
     # retransmission), of the warm-up before it, and of a balance probe.
@@ -125,6 +127,9 @@ IMPLS = {
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
     "floor": ("treadle-bench", ["--floor", "1"], {}),
     "treadle-2-loops": ("treadle-bench", ["--style", "callback", "--loops", "2"], {}),
+    # skew: a group of one loop, and of two
+    "treadle-skew-1": ("treadle-bench", ["--loops", "1"], {}),
+    "treadle-skew-2": ("treadle-bench", ["--loops", "2"], {}),
     # spawn methods, all in treadle-bench
     "popen": ("treadle-bench", ["--method", "popen"], {}),
     "fork": ("treadle-bench", ["--method", "fork"], {}),
@@ -317,6 +322,11 @@ EXPERIMENTS.append(experiment(
      "floor-multishot", "go-1-server", "tokio-ct-server"],
     ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"],
     cost("echo_messages", 7 * US, 1.0, go_1_server=9 * US), also_vs=["treadle-epoll"]))
+
+EXPERIMENTS.append(experiment(
+    "skew", "N={skew_tasks} I={skew_iters}", "skew", "--tasks {skew_tasks} --iters {skew_iters}",
+    ["treadle-skew-2", "treadle-skew-1", "go-2", "go-1"], ["tasks_per_s", "cpu_us_per_task"],
+    cost("skew_tasks", 100 * US, 0.05, treadle_skew_2=50 * US, go_2=50 * US)))
 
 HTTP_KEYS = ["rps", "p99_us", "server_cpu_us_per_req", "errors"]
 HTTP_GROUPS = ("http", "http-2", "http-close", "tls")
@@ -523,6 +533,12 @@ GROUP_NOTES = {
            "handshakes are few). idle: that many connections, each after one request, held open and idle; "
            "rss_kb_per_conn is the server's RSS (every process) after, less before, per connection. The rows "
            "'vs nginx-1-tls' are the same runs' ratios to nginx.",
+    "skew": "One fiber (goroutine) spawns N fibers and waits for them all; each runs I rounds of "
+            "xorshift64 from seed i | 1 and adds its x to a shared atomic sum, checked at the end. treadle: "
+            "the spawner on loop 0 of a group of 2 loops (treadle-skew-2) or 1 (treadle-skew-1), each "
+            "fiber tdl_group_spawn'ed with the default placement and stealing; go-2 and go-1: GOMAXPROCS=2 "
+            "and 1. tasks_per_s is wall time, so above 1 the peer is faster; cpu_us_per_task counts every "
+            "thread.",
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
@@ -591,6 +607,10 @@ TARGETS += [
            "treadle-spin", "go-2", "<=", 1.0),
     target("pipes on 2 loops: msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
            "treadle-2-loops", "treadle-callback", ">=", 1.8),
+    target("skew: tasks/s on 2 loops >= Go's on 2 Ps", "skew", "N={skew_tasks} I={skew_iters}", "tasks_per_s",
+           "treadle-skew-2", "go-2", ">=", 1.0),
+    target("skew: tasks/s on 2 loops >= 1.8 x one loop's", "skew", "N={skew_tasks} I={skew_iters}",
+           "tasks_per_s", "treadle-skew-2", "treadle-skew-1", ">=", 1.8),
     target("blocking: us/call <= libuv's", "blocking", "F=64 N={calls}", "us_per_call", "treadle", "libuv",
            "<=", 1.0),
     target("blocking: us/call <= tokio-mt's", "blocking", "F=64 N={calls}", "us_per_call", "treadle",

@@ -97,7 +97,8 @@
  *   calls that may be made from another thread are marked THREAD-SAFE.
  *   Builds with TDL_DEBUG_CHECKS detect a loop used from a foreign thread and
  *   fail the call with -EPERM.  A fiber never changes thread once it has
- *   started.
+ *   started; one spawned into a group (tdl_group_spawn, group.h) may start on
+ *   any of the group's loops, and from its start stays there.
  *
  * MEMORY
  *   Watchers, timers and other handles are structs that the caller owns and

@@ -92,6 +92,7 @@ int bench_spawn_main(int argc, char **argv);
 int bench_idle_main(int argc, char **argv);
 int bench_chan_main(int argc, char **argv);
 int bench_xchan_main(int argc, char **argv);
+int bench_skew_main(int argc, char **argv);
 int bench_xping_main(int argc, char **argv);
 int bench_blocking_main(int argc, char **argv);
 int bench_fs_main(int argc, char **argv);

@@ -24,6 +24,7 @@
 #pragma weak bench_echo_main
 #pragma weak bench_echo_server_main
 #pragma weak bench_uring_floor_main
+#pragma weak bench_skew_main
 
 #define COUNT(name, dflt, help) {name, "N", 1, LONG_MAX, help " (default " dflt ")"}
 
@@ -75,6 +76,12 @@ static const bench_opt xping_opts[] = {
     COUNT("hops", "1000000", "round trips T between fibers on two loops"),
     {"spin", "N", 0, LONG_MAX, "nanoseconds each loop spins before it sleeps (default 0)"},
     {"floor", "0|1", 0, 1, "1: no treadle, two pinned threads spinning on two cache lines (the floor)"},
+    {0},
+};
+static const bench_opt skew_opts[] = {
+    COUNT("tasks", "20000", "fibers N, all spawned by one fiber on loop 0"),
+    COUNT("iters", "100000", "xorshift64 rounds I each fiber runs"),
+    {"loops", "N", 1, 1024, "loops L in the group (default 2)"},
     {0},
 };
 static const bench_opt blocking_opts[] = {
@@ -148,6 +155,7 @@ static const bench_workload workloads[] = {
     {"chan", bench_chan_main, "two fibers ping-pong over an unbuffered channel", chan_opts},
     {"xchan", bench_xchan_main, "a shared channel of capacity 1024 between two loops", xchan_opts},
     {"xping", bench_xping_main, "round trips over unbuffered shared channels between two loops", xping_opts},
+    {"skew", bench_skew_main, "one fiber spawns N CPU-bound fibers into a group of L loops", skew_opts},
     {"blocking", bench_blocking_main, "trivial calls through the blocking-work pool", blocking_opts},
     {"fs", bench_fs_main, "random 4 KiB reads of a page-cached file", fs_opts},
     {"fsopen", bench_fsopen_main, "open, read and close small page-cached files", fsopen_opts},

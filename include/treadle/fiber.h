@@ -34,6 +34,11 @@
  * finished after being detached; then the handle is stale and every call
  * given it returns -ESRCH (handles are never reused for another fiber).
  *
+ * Threads: a fiber runs on its loop's thread from its first instruction to
+ * its end.  One spawned into a group (tdl_group_spawn, group.h) is placed
+ * by the group and may start on any of its loops: it may assume nothing
+ * about its thread until it starts, and from then on that it stays.
+ *
  * Cancellation is sticky: after tdl_fiber_cancel(), the fiber's current and
  * every later blocking call returns -ECANCELED, so that it unwinds; calls
  * that do not block (tdl_close, tdl_fiber_yield) still work.  What the fiber

@@ -155,6 +155,113 @@ TDL_API int tdl_port_spawn(tdl_port *port, tdl_fiber_fn fn, void *arg, const tdl
                            tdl_time_t deadline);
 
 /* ------------------------------------------------------------------------ */
+/* Fibers placed by the group                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * tdl_group_spawn starts fn(arg) as a fiber of the group, not of a loop: the
+ * group's placement picks the loop it is queued on, and until it starts it
+ * may still move.  A loop that runs out of work (its runnable fibers done,
+ * about to sleep in its poll) first takes fibers that another loop of the
+ * group has queued but not started, half of that loop's queue at a time:
+ * one fiber spawning 20,000 CPU-bound fibers keeps every loop busy.
+ *
+ * What a group fiber may assume about its thread: nothing until it starts;
+ * from its first instruction on, it stays on the loop that started it, as
+ * every fiber does (treadle.h, THREADS), so its thread-locals, errno and
+ * tdl_group_index() do not change under it.  Only a fiber that has not
+ * started moves: it has run no code and cached no thread's address.  Its
+ * struct and stack come from the loop that starts it, which also frees
+ * them.  A fiber spawned with TDL_GROUP_SPAWN_STAY starts on the loop the
+ * placement picked, never on another.
+ *
+ * Placement (tdl_group_set_placement):
+ *   TDL_GROUP_LEAST_LOADED  the default: the loop with the fewest group
+ *       fibers queued or running, among the caller's loop (from a thread
+ *       outside the group: a loop taken in turn) and up to three others in
+ *       turn (comparing every loop would read a line of each per spawn); a
+ *       tie goes to the caller's loop;
+ *   TDL_GROUP_ROUND_ROBIN   the loops in turn;
+ *   TDL_GROUP_CALLER        the caller's loop (from a thread outside the
+ *       group: the loops in turn); only stealing spreads them.
+ * Stealing (tdl_group_set_stealing) is on by default; off, a fiber starts
+ * where it was placed.
+ *
+ * Cost of a spawn: one allocation (the fiber's descriptor: fn, arg,
+ * options, its result); on the caller's own loop, a store into that loop's
+ * queue (a ring of 256 that other loops take from with a compare-and-swap;
+ * when full, half of it goes to the group's shared queue, under a lock),
+ * and a wake-up of a sleeping loop only when one sleeps and none is already
+ * being woken; on another loop, a compare-and-swap into its inbox and, if
+ * it sleeps, a wake-up.  Starting it costs what tdl_fiber_spawn costs on the
+ * loop that starts it.
+ *
+ * When the group stops (tdl_group_stop), no group fiber starts any more:
+ * those queued end without running, and their joins return -ESHUTDOWN (a
+ * detached one is freed; what its arg holds is the caller's to give back:
+ * join the fibers whose arg must be freed).  Running ones are cancelled
+ * with the loop's other fibers.  By the time tdl_group_wait returns, every
+ * group fiber has ended; handles outlive the group (join them before or
+ * after tdl_group_free).
+ */
+
+/* A handle to a group fiber, for joining and cancelling it from any loop.
+ * Valid until it is joined (successfully, or with an error other than
+ * -ETIMEDOUT, -ECANCELED, -EBUSY, -EDEADLK, -EPERM) or detached. */
+typedef struct tdl_group_fiber tdl_group_fiber;
+
+/* tdl_group_spawn flags. */
+#define TDL_GROUP_SPAWN_STAY 0x1u /* start on the loop the placement picks; never stolen */
+
+typedef enum tdl_group_placement {
+  TDL_GROUP_LEAST_LOADED = 0,
+  TDL_GROUP_ROUND_ROBIN = 1,
+  TDL_GROUP_CALLER = 2,
+} tdl_group_placement;
+
+/*
+ * Queue fn(arg) as a fiber of group g (see above).  opts as for
+ * tdl_fiber_spawn (name, stack size, detached).  *out (NULL, or
+ * opts->detached: no handle, the fiber is detached) receives the handle.
+ * From any thread: a fiber or callback of a group loop (the caller's loop
+ * is the one of the thread), or any other thread.  THREAD-SAFE.
+ * Errors: -EINVAL (g or fn NULL, unknown flags, a stack size out of
+ * range); -ESHUTDOWN (the group is stopping or has stopped); -ENOMEM.
+ */
+TDL_API int tdl_group_spawn(tdl_group_fiber **out, tdl_group *g, tdl_fiber_fn fn, void *arg,
+                            const tdl_fiber_options *opts, unsigned flags);
+
+/*
+ * From a fiber of any loop (of the group or not): wait until gf has ended,
+ * store fn's result (or tdl_fiber_exit's) in *result (may be NULL) and
+ * release the handle.  Returns 0 when it ran; -ESHUTDOWN when the group
+ * stopped before it started; tdl_fiber_spawn's error (-ENOMEM) when the
+ * loop that was to start it could not; in these cases too the handle is
+ * released.  As for tdl_fiber_join, a cancelled caller still waits for a gf
+ * that is cancelled too.  Errors that leave gf joinable: -EPERM (outside a
+ * fiber), -EINVAL (gf NULL), -EBUSY (another fiber joins it), -EDEADLK (gf
+ * is the caller), -ETIMEDOUT, -ECANCELED.
+ */
+TDL_API int tdl_group_fiber_join(tdl_group_fiber *gf, void **result, tdl_time_t deadline);
+
+/* Cancel gf, from any thread: as tdl_fiber_cancel (its blocking calls
+ * return -ECANCELED), at once on its own loop, else through that loop's
+ * port; one not yet started starts cancelled.  Twice is harmless.
+ * THREAD-SAFE.  Errors: -EINVAL (NULL), -ESRCH (it has ended). */
+TDL_API int tdl_group_fiber_cancel(tdl_group_fiber *gf);
+
+/* Let gf release itself when it ends; the handle must not be used again.
+ * THREAD-SAFE.  Errors: -EINVAL (NULL). */
+TDL_API int tdl_group_fiber_detach(tdl_group_fiber *gf);
+
+/* How later spawns into g are placed (default TDL_GROUP_LEAST_LOADED), and
+ * whether loops steal queued fibers from each other (default true).
+ * THREAD-SAFE: they take effect for the spawns and steals that follow.
+ * Errors: -EINVAL (g NULL, an unknown placement). */
+TDL_API int tdl_group_set_placement(tdl_group *g, tdl_group_placement placement);
+TDL_API int tdl_group_set_stealing(tdl_group *g, bool on);
+
+/* ------------------------------------------------------------------------ */
 /* Accepting connections on several loops                                   */
 /* ------------------------------------------------------------------------ */
 

@@ -239,6 +239,7 @@ static void lazy_set(tdl__fiber *f, bool lazy); /* park and wake, below */
 
 static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
 {
+  f->result = result; /* before the cleanups: a group fiber's hands it on */
   /* Most recent first; a cleanup may link more (a destructor that locks). */
   tdl__list *n;
   while ((n = tdl__list_pop(&f->cleanups)) != NULL) {
@@ -249,7 +250,6 @@ static _Noreturn void finish(tdl__sched *s, tdl__fiber *f, void *result)
     tdl_timer_stop(s->loop, &f->timer);
     lazy_set(f, false);
   }
-  f->result = result;
   f->state = TDL__FIBER_DONE;
   s->unfinished--;
   if (f->joiner)

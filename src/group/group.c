@@ -23,40 +23,13 @@
 #include <time.h>
 
 #include "base/thread.h"
-#include "fiber/fiber_internal.h"
+#include "group/members.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define XCHG(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
 
-typedef struct member {
-  tdl_group *g;
-  unsigned index;
-  int cpu;            /* to pin to, or -1 */
-  pthread_t thread;
-  tdl_loop *loop;     /* while it runs (atomic) */
-  tdl_port *port;     /* the group's reference */
-  tdl_wakeup alive;   /* started, never sent: keeps the loop running */
-  tdl_post stop;      /* posted once, by tdl_group_stop */
-  tdl_signal sig[2];  /* loop 0, with stop_on_signals */
-  int result;         /* how its tdl_loop_run ended */
-} member;
-
-struct tdl_group {
-  tdl_group_options opts;
-  tdl_loop_options loop_opts;
-  unsigned n;
-  int stopping;       /* atomic */
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  unsigned ready, ended, started; /* under lock */
-  int start_error;    /* under lock */
-  int go;             /* under lock: 1 every loop exists, run; -1 give up */
-  bool joined;
-  bool mask_changed;
-  sigset_t old_mask;
-  member m[];
-};
+typedef tdl__member member;
 
 static _Thread_local tdl_group *t_group;
 static _Thread_local int t_index = -1;
@@ -86,6 +59,7 @@ static void on_stop(tdl_loop *loop, tdl_post *p)
   tdl_group *g = m->g;
   if (g->opts.on_stop)
     g->opts.on_stop(loop, g->opts.arg);
+  tdl__spawner_stop(m, loop); /* group fibers not started never start */
   tdl_fiber_foreach(loop, cancel_one, loop);
   for (int k = 0; k < 2; k++)
     tdl_signal_stop(loop, &m->sig[k]);
@@ -110,6 +84,8 @@ static void pin(int cpu)
 /* Undo setup (the loop never ran). */
 static void teardown_setup(member *m, tdl_loop *loop)
 {
+  tdl__spawner_stop(m, loop);
+  tdl__spawner_end(m, loop);
   for (int k = 0; k < 2; k++)
     tdl_signal_stop(loop, &m->sig[k]);
   tdl_wakeup_stop(loop, &m->alive);
@@ -129,7 +105,8 @@ static int setup(member *m, tdl_loop **out)
   for (int k = 0; k < 2; k++)
     tdl_signal_init(&m->sig[k], on_signal, g);
   if ((e = tdl_loop_port(&m->port, loop)) == 0 && (e = tdl_wakeup_start(loop, &m->alive)) == 0 &&
-      m->index == 0 && g->opts.stop_on_signals && (e = tdl_signal_start(loop, &m->sig[0], SIGINT)) == 0)
+      (e = tdl__spawner_setup(m, loop)) == 0 && m->index == 0 && g->opts.stop_on_signals &&
+      (e = tdl_signal_start(loop, &m->sig[0], SIGINT)) == 0)
     e = tdl_signal_start(loop, &m->sig[1], SIGTERM);
   if (e < 0) {
     teardown_setup(m, loop);
@@ -179,6 +156,7 @@ static int run(member *m, tdl_loop *loop)
       tdl_group_stop(g); /* the others started theirs: this stop ends us too */
   }
   int r = tdl_loop_run(loop, TDL_LOOP_DEFAULT);
+  tdl__spawner_end(m, loop);
   STORE(&m->loop, NULL);
   int f = teardown(loop); /* -EBUSY: something the user started outlived the stop */
   return e < 0 ? e : r < 0 ? r : f;
@@ -228,11 +206,14 @@ static tdl_group *make(const tdl_group_options *o, unsigned *err)
     *err = EINVAL;
     return NULL;
   }
-  tdl_group *g = TDL__FAULT_ALLOC(calloc(1, sizeof *g + n * sizeof(member)));
+  /* Aligned: each loop's spawn queue has cache lines of its own. */
+  size_t size = (sizeof(tdl_group) + n * sizeof(member) + 63) & ~(size_t)63;
+  tdl_group *g = TDL__FAULT_ALLOC(aligned_alloc(64, size));
   if (!g) {
     *err = ENOMEM;
     return NULL;
   }
+  memset(g, 0, size);
   g->opts = *o;
   if (o->loop)
     g->loop_opts = *o->loop;
@@ -293,6 +274,7 @@ static void destroy(tdl_group *g)
   for (unsigned i = 0; i < g->n; i++)
     tdl_port_release(g->m[i].port);
   restore_mask(g);
+  tdl__spawn_group_destroy(g);
   pthread_cond_destroy(&g->changed);
   pthread_mutex_destroy(&g->lock);
   free(g);
@@ -310,6 +292,10 @@ int tdl_group_new(tdl_group **out, const tdl_group_options *opts)
   if (!g)
     return -(int)err;
   int e = init_sync(g);
+  if (e == 0 && (e = tdl__spawn_group_init(g)) < 0) {
+    pthread_cond_destroy(&g->changed);
+    pthread_mutex_destroy(&g->lock);
+  }
   if (e < 0) {
     free(g);
     return e;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 
 // bench-go: the Go peer of treadle-bench for the fiber-level workloads of
-// docs/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs, fsopen), with the
+// docs/BENCHMARKS.md (ring, chan, idle, pipes --style fiber, fs, fsopen, skew), with the
 // same command line and the same RESULT line as the C driver.
 //
 //	bench-go ring  --threads 503 --hops T [--via wake|chan]
@@ -10,6 +10,7 @@
 //	bench-go pipes --pipes P --messages M --delay-us D [--style fiber]
 //	bench-go fs    --reads N --fibers C --file-mib S [--dir D]
 //	bench-go fsopen --opens N --fibers C --files F [--dir D]
+//	bench-go skew  --tasks N --iters I
 //	bench-go echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
 //
 // impl is always "go"; the GOMAXPROCS in force is reported as the key
@@ -187,11 +188,13 @@ func main() {
 			os.Exit(benchFs(args))
 		case "fsopen":
 			os.Exit(benchFsopen(args))
+		case "skew":
+			os.Exit(benchSkew(args))
 		case "echo-server":
 			os.Exit(echoServer(args))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs|fsopen|echo-server [options]\n"+
+	fmt.Fprintf(os.Stderr, "usage: bench-go ring|chan|idle|pipes|xchan|xping|fs|fsopen|skew|echo-server [options]\n"+
 		"       (see docs/BENCHMARKS.md)\n")
 	os.Exit(2)
 }

@@ -4,6 +4,10 @@
 # (each on both back ends) and the README's program, natively with Debian's
 # musl-gcc.  Not run here: valgrind (make test covers that on glibc) and the
 # installed-copy check (how the install tree is laid out, not libc-specific).
+# The library is built without frame pointers here (TDL_FRAME_POINTERS=OFF,
+# as Release builds it), so that the suite also runs the code paths of a
+# library that has none: call chains of dumps and watchdog reports say they
+# need them instead of walking.
 #   scripts/test-musl.sh      (make test-musl runs this; so does .ci/run)
 # Installs its Debian packages when run as root (scripts/deps.sh musl).  Safe
 # to run again: cmocka is built once per build directory.
@@ -81,7 +85,7 @@ fi
 # --- build --------------------------------------------------------------------
 cmake -S . -B "$build" --no-warn-unused-cli \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-musl.cmake -DTDL_MUSL_PREFIX="$prefix" \
-  -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_TESTS=ON -DTDL_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_TESTS=ON -DTDL_BENCH=OFF -DTDL_FRAME_POINTERS=OFF \
   -DTDL_WERROR="${WERROR:-OFF}" >/dev/null
 cmake --build "$build" -j"$jobs"
 

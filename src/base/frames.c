@@ -5,6 +5,7 @@
 #include <link.h>
 
 #include "base/frames.h"
+#include "base/fmt.h"
 
 /* Not instrumented by ASan: a frame pointer that some code used as a plain
  * register may point into a redzone of the stack it is checked against,
@@ -34,30 +35,10 @@ int tdl__frames_walk(uintptr_t pc, uintptr_t fp, uintptr_t lo, uintptr_t hi, uin
   return n;
 }
 
-static char *put_str(char *p, char *end, const char *s)
-{
-  while (*s && p < end)
-    *p++ = *s++;
-  return p;
-}
-
-static char *put_uint(char *p, char *end, uint64_t v, unsigned base)
-{
-  char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = "0123456789abcdef"[v % base];
-    v /= base;
-  } while (v);
-  while (n && p < end)
-    *p++ = tmp[--n];
-  return p;
-}
-
 static char *put_hex(char *p, char *end, uint64_t v)
 {
-  p = put_str(p, end, "0x");
-  return put_uint(p, end, v, 16);
+  p = tdl__put_str(p, end, "0x");
+  return tdl__put_uint(p, end, v, 16);
 }
 
 /* Whether the module mapped at base is an executable linked at a fixed
@@ -71,27 +52,27 @@ static bool fixed_address(const void *base)
 
 char *tdl__frames_line(char *p, char *end, int i, uintptr_t pc)
 {
-  p = put_str(p, end, "        #");
-  p = put_uint(p, end, (uint64_t)i, 10);
-  p = put_str(p, end, " ");
+  p = tdl__put_str(p, end, "        #");
+  p = tdl__put_uint(p, end, (uint64_t)i, 10);
+  p = tdl__put_str(p, end, " ");
   p = put_hex(p, end, pc);
   Dl_info di;
   /* A return address is the instruction after the call, which may be the
    * first of the next function: look up the call itself. */
   if (!dladdr((void *)(pc - 1), &di) || !di.dli_fbase) {
-    return put_str(p, end, " ??\n");
+    return tdl__put_str(p, end, " ??\n");
   }
   if (di.dli_sname && di.dli_saddr) {
-    p = put_str(p, end, " ");
-    p = put_str(p, end, di.dli_sname);
-    p = put_str(p, end, "+");
+    p = tdl__put_str(p, end, " ");
+    p = tdl__put_str(p, end, di.dli_sname);
+    p = tdl__put_str(p, end, "+");
     p = put_hex(p, end, pc - (uintptr_t)di.dli_saddr);
   } else {
-    p = put_str(p, end, " ??");
+    p = tdl__put_str(p, end, " ??");
   }
-  p = put_str(p, end, " (");
-  p = put_str(p, end, di.dli_fname && di.dli_fname[0] ? di.dli_fname : "?");
-  p = put_str(p, end, "+");
+  p = tdl__put_str(p, end, " (");
+  p = tdl__put_str(p, end, di.dli_fname && di.dli_fname[0] ? di.dli_fname : "?");
+  p = tdl__put_str(p, end, "+");
   p = put_hex(p, end, fixed_address(di.dli_fbase) ? pc : pc - (uintptr_t)di.dli_fbase);
-  return put_str(p, end, ")\n");
+  return tdl__put_str(p, end, ")\n");
 }

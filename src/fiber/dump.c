@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "base/frames.h"
+#include "base/fmt.h"
 #include "base/sys.h"
 #include "base/thread.h"
 #include "fiber/fiber_internal.h"
@@ -73,38 +74,10 @@ static struct {
 
 /* ---- formatting, without stdio ---- */
 
-static char *put_str(char *p, char *end, const char *s)
-{
-  while (*s && p < end)
-    *p++ = *s++;
-  return p;
-}
-
-static char *put_uint(char *p, char *end, uint64_t v, unsigned base)
-{
-  char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = "0123456789abcdef"[v % base];
-    v /= base;
-  } while (v);
-  while (n && p < end)
-    *p++ = tmp[--n];
-  return p;
-}
-
 static char *put_loop(char *p, char *end, const tdl_loop *loop)
 {
-  p = put_str(p, end, "loop 0x");
-  return put_uint(p, end, (uint64_t)(uintptr_t)loop, 16);
-}
-
-static char *put_ms(char *p, char *end, tdl_time_t ns)
-{
-  p = put_uint(p, end, (uint64_t)(ns / TDL_MSEC), 10);
-  p = put_str(p, end, ".");
-  p = put_uint(p, end, (uint64_t)(ns % TDL_MSEC / (100 * TDL_USEC)), 10);
-  return put_str(p, end, " ms");
+  p = tdl__put_str(p, end, "loop 0x");
+  return tdl__put_uint(p, end, (uint64_t)(uintptr_t)loop, 16);
 }
 
 /* ---- a loop's block (its own thread, under D.lock) ---- */
@@ -128,7 +101,7 @@ static void write_fiber(int fd, const tdl__fiber *f)
   char buf[256 + TDL__FRAMES_MAX * 192], *p = buf, *end = buf + sizeof buf;
   tdl_fiber_info in;
   tdl__fiber_info_get(f, &in);
-  p = put_str(p, end, "    ");
+  p = tdl__put_str(p, end, "    ");
   p = tdl__fiber_info_line(p, end, &in);
   if (TDL__HAVE_FRAME_POINTERS && (f->state == TDL__FIBER_PARKED || f->state == TDL__FIBER_RUNNABLE)) {
     uintptr_t pcs[TDL__FRAMES_MAX];
@@ -144,11 +117,11 @@ static void write_block(tdl_loop *loop, int fd)
   char head[128], *p = head, *end = head + sizeof head - 1;
   tdl__sched *s = loop->sched;
   p = put_loop(p, end, loop);
-  p = put_str(p, end, " (");
-  p = put_str(p, end, tdl_loop_backend(loop));
-  p = put_str(p, end, "): ");
-  p = put_uint(p, end, s ? s->live : 0, 10);
-  p = put_str(p, end, " fibers\n");
+  p = tdl__put_str(p, end, " (");
+  p = tdl__put_str(p, end, tdl_loop_backend(loop));
+  p = tdl__put_str(p, end, "): ");
+  p = tdl__put_uint(p, end, s ? s->live : 0, 10);
+  p = tdl__put_str(p, end, " fibers\n");
   (void)tdl__fiber_write_all(fd, head, (size_t)(p - head));
   if (!s)
     return;
@@ -238,29 +211,29 @@ static void write_missing(const request *r, int fd, tdl_time_t now)
   bool watched = r->state != HANDED_BACK && tdl__watchdog_peek(r->loop, &ws);
   p = put_loop(p, end, r->loop);
   if (watched && ws.name[0]) {
-    p = put_str(p, end, " \"");
-    p = put_str(p, end, ws.name);
-    p = put_str(p, end, "\"");
+    p = tdl__put_str(p, end, " \"");
+    p = tdl__put_str(p, end, ws.name);
+    p = tdl__put_str(p, end, "\"");
   }
   if (r->state == HANDED_BACK) {
-    p = put_str(p, end, ": freed before it answered");
+    p = tdl__put_str(p, end, ": freed before it answered");
   } else {
-    p = put_str(p, end, ": did not answer within ");
-    p = put_ms(p, end, ANSWER_WAIT);
+    p = tdl__put_str(p, end, ": did not answer within ");
+    p = tdl__put_ms(p, end, ANSWER_WAIT);
     if (watched && ws.away_since) {
-      p = put_str(p, end, ": away from its poll for ");
-      p = put_ms(p, end, now - ws.away_since);
+      p = tdl__put_str(p, end, ": away from its poll for ");
+      p = tdl__put_ms(p, end, now - ws.away_since);
       if (ws.fiber_id) {
-        p = put_str(p, end, ", in fiber ");
-        p = put_uint(p, end, ws.fiber_id, 10);
-        p = put_str(p, end, " \"");
-        p = put_str(p, end, ws.fiber);
-        p = put_str(p, end, "\"");
+        p = tdl__put_str(p, end, ", in fiber ");
+        p = tdl__put_uint(p, end, ws.fiber_id, 10);
+        p = tdl__put_str(p, end, " \"");
+        p = tdl__put_str(p, end, ws.fiber);
+        p = tdl__put_str(p, end, "\"");
       } else {
-        p = put_str(p, end, ", in a callback (no fiber)");
+        p = tdl__put_str(p, end, ", in a callback (no fiber)");
       }
     } else {
-      p = put_str(p, end, " (stuck in a fiber or a callback, or not in tdl_loop_run)");
+      p = tdl__put_str(p, end, " (stuck in a fiber or a callback, or not in tdl_loop_run)");
     }
   }
   *p++ = '\n';
@@ -287,20 +260,20 @@ static void dump(void)
   pthread_mutex_unlock(&tdl__process_scheds_lock);
 
   char head[256], *p = head, *end = head + sizeof head - 1;
-  p = put_str(p, end, "treadle dump (signal ");
-  p = put_uint(p, end, (uint64_t)signo, 10);
-  p = put_str(p, end, "): ");
-  p = put_uint(p, end, (uint64_t)n, 10);
-  p = put_str(p, end, " loops");
+  p = tdl__put_str(p, end, "treadle dump (signal ");
+  p = tdl__put_uint(p, end, (uint64_t)signo, 10);
+  p = tdl__put_str(p, end, "): ");
+  p = tdl__put_uint(p, end, (uint64_t)n, 10);
+  p = tdl__put_str(p, end, " loops");
   if (unreachable) {
-    p = put_str(p, end, ", and ");
-    p = put_uint(p, end, (uint64_t)unreachable, 10);
-    p = put_str(p, end, " made before the dump was armed that have no port");
+    p = tdl__put_str(p, end, ", and ");
+    p = tdl__put_uint(p, end, (uint64_t)unreachable, 10);
+    p = tdl__put_str(p, end, " made before the dump was armed that have no port");
   }
   if (max && !reqs)
-    p = put_str(p, end, " (no memory to ask them)");
+    p = tdl__put_str(p, end, " (no memory to ask them)");
   if (!TDL__HAVE_FRAME_POINTERS)
-    p = put_str(p, end, "; call chains need treadle built with frame pointers (TDL_FRAME_POINTERS)");
+    p = tdl__put_str(p, end, "; call chains need treadle built with frame pointers (TDL_FRAME_POINTERS)");
   *p++ = '\n';
 
   (void)tdl__fiber_write_all(fd, head, (size_t)(p - head));

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/frames.h"
+#include "base/fmt.h"
 #include "base/sys.h"
 #include "base/thread.h"
 #include "loop/loop_internal.h"
@@ -344,62 +345,33 @@ static bool stall_to_report(tdl__watch *w, tdl_time_t now, tdl_watchdog_report *
 
 /* ---- the default report: one line, one write(2), no stdio, no allocation ---- */
 
-static char *put_str(char *p, char *end, const char *s)
-{
-  while (*s && p < end)
-    *p++ = *s++;
-  return p;
-}
-
-static char *put_uint(char *p, char *end, uint64_t v, unsigned base)
-{
-  char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = "0123456789abcdef"[v % base];
-    v /= base;
-  } while (v);
-  while (n && p < end)
-    *p++ = tmp[--n];
-  return p;
-}
-
-/* ns as milliseconds with one decimal: "312.4 ms". */
-static char *put_ms(char *p, char *end, tdl_time_t ns)
-{
-  p = put_uint(p, end, (uint64_t)(ns / TDL_MSEC), 10);
-  p = put_str(p, end, ".");
-  p = put_uint(p, end, (uint64_t)(ns % TDL_MSEC / (100 * TDL_USEC)), 10);
-  return put_str(p, end, " ms");
-}
-
 static void report_to_stderr(const tdl_watchdog_report *r, void *data)
 {
   (void)data;
   char line[192 + sizeof S.chain], *p = line, *end = line + sizeof line - 1;
-  p = put_str(p, end, "treadle watchdog: loop 0x");
-  p = put_uint(p, end, (uint64_t)(uintptr_t)r->loop, 16);
+  p = tdl__put_str(p, end, "treadle watchdog: loop 0x");
+  p = tdl__put_uint(p, end, (uint64_t)(uintptr_t)r->loop, 16);
   if (r->loop_name[0]) {
-    p = put_str(p, end, " \"");
-    p = put_str(p, end, r->loop_name);
-    p = put_str(p, end, "\"");
+    p = tdl__put_str(p, end, " \"");
+    p = tdl__put_str(p, end, r->loop_name);
+    p = tdl__put_str(p, end, "\"");
   }
-  p = put_str(p, end, " away from its poll for ");
-  p = put_ms(p, end, r->away);
+  p = tdl__put_str(p, end, " away from its poll for ");
+  p = tdl__put_ms(p, end, r->away);
   if (r->fiber) {
-    p = put_str(p, end, ", in fiber ");
-    p = put_uint(p, end, r->fiber_id, 10);
+    p = tdl__put_str(p, end, ", in fiber ");
+    p = tdl__put_uint(p, end, r->fiber_id, 10);
     if (r->fiber[0]) {
-      p = put_str(p, end, " \"");
-      p = put_str(p, end, r->fiber);
-      p = put_str(p, end, "\"");
+      p = tdl__put_str(p, end, " \"");
+      p = tdl__put_str(p, end, r->fiber);
+      p = tdl__put_str(p, end, "\"");
     }
   } else {
-    p = put_str(p, end, ", in a callback (no fiber)");
+    p = tdl__put_str(p, end, ", in a callback (no fiber)");
   }
   if (p < end)
     *p++ = '\n';
-  p = put_str(p, end, tdl_watchdog_report_chain(r));
+  p = tdl__put_str(p, end, tdl_watchdog_report_chain(r));
   /* One write, so that the report is not split by other output; a failure
    * has nowhere to be reported. */
   ssize_t ignored = tdl__sys_write(STDERR_FILENO, line, (size_t)(p - line));

@@ -126,6 +126,7 @@ IMPLS = {
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
     "floor": ("treadle-bench", ["--floor", "1"], {}),
+    "floor-sleep": ("treadle-bench", ["--floor", "2"], {}),
     "treadle-2-loops": ("treadle-bench", ["--style", "callback", "--loops", "2"], {}),
     # skew: a group of one loop, and of two
     "treadle-skew-1": ("treadle-bench", ["--loops", "1"], {}),
@@ -267,8 +268,8 @@ EXPERIMENTS.append(experiment(
     cost("messages", 1.1 * US, 0.1, treadle_2_loops=0.6 * US)))
 EXPERIMENTS.append(experiment(
     "loops", "xping T={trips}", "xping", "--hops {trips}",
-    ["treadle", "treadle-spin", "go-2", "floor"], ["ns_per_round_trip", "cpu_ns_per_round_trip"],
-    cost("trips", 0.7 * US, 0.05, treadle=65 * US, treadle_spin=2.4 * US)))
+    ["treadle", "treadle-spin", "go-2", "floor", "floor-sleep"], ["ns_per_round_trip", "cpu_ns_per_round_trip"],
+    cost("trips", 0.7 * US, 0.05, treadle=65 * US, treadle_spin=2.4 * US, floor_sleep=30 * US)))
 EXPERIMENTS.append(experiment(
     "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
     ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"],
@@ -413,7 +414,9 @@ GROUP_NOTES = {
              "over two unbuffered shared channels (Go: unbuffered channels); treadle-spin lets each "
              "loop spin 100 µs before it sleeps (tdl_loop_options.spin); floor is no library: two threads on "
              "the two CPUs pass a counter through two cache lines, spinning, the least a round trip between "
-             "two threads costs (Go's goroutines share one thread when they can). pipes: the callback-style "
+             "two threads costs (Go's goroutines share one thread when they can); floor-sleep is no library either, "
+             "but each thread sleeps in read(2) on its own eventfd until the other writes it: a round trip "
+             "is two wake-ups of a sleeping thread, the least a loop that does not spin pays. pipes: the callback-style "
              "pipes workload on one loop, and split over a group of 2 (treadle-2-loops: half the pipes and "
              "half the messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
     "blocking": "64 fibers (libuv: 64 requests in flight; tokio: 64 tasks) each call a trivial function "
@@ -605,6 +608,10 @@ TARGETS += [
            "treadle", "go-2", "<=", 1.0),
     target("xping, spinning: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
            "treadle-spin", "go-2", "<=", 1.0),
+    target("xping, spinning: round trip <= 2 x the spinning floor", "loops", "xping T={trips}",
+           "ns_per_round_trip", "treadle-spin", "floor", "<=", 2.0),
+    target("xping, sleeping: round trip <= 2 x two eventfd wake-ups (floor-sleep)", "loops", "xping T={trips}",
+           "ns_per_round_trip", "treadle", "floor-sleep", "<=", 2.0),
     target("pipes on 2 loops: msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
            "treadle-2-loops", "treadle-callback", ">=", 1.8),
     target("skew: tasks/s on 2 loops >= Go's on 2 Ps", "skew", "N={skew_tasks} I={skew_iters}", "tasks_per_s",

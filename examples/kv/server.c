@@ -84,9 +84,11 @@ static int put_bulk(conn *c, const char *p, size_t n)
     if ((e = tdl_writer_flush(&c->w, deadline)) < 0)
       return e;
 #ifdef KV_TLS
-    if (c->tls)
-      return (e = tdl_tls_send_all(c->tls, p, n, NULL, deadline)) < 0 ? e
-                                                                       : tdl_tls_send_all(c->tls, "\r\n", 2, NULL, deadline);
+    if (c->tls) {
+      if ((e = tdl_tls_send_all(c->tls, p, n, NULL, deadline)) < 0)
+        return e;
+      return tdl_tls_send_all(c->tls, "\r\n", 2, NULL, deadline);
+    }
 #endif
     struct iovec iov[2] = {{(void *)p, n}, {"\r\n", 2}};
     return tdl_net_send_allv(c->fd, iov, 2, NULL, deadline);

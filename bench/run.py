@@ -158,6 +158,8 @@ IMPLS = {
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "epoll"}),
     "treadle-kv-uring": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "uring"}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
+    "treadle-kv-tls": ("script:kv_driver.py", ["--server", "kv", "--tls"], {"TDL_BACKEND": "epoll"}),
+    "redis-server-tls": ("script:kv_driver.py", ["--server", "redis-server", "--tls"], {}),
     # hiredis: a fresh redis-server per run, then one client program (drivers/hiredis_driver.py).
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
@@ -305,6 +307,10 @@ for _c, _pl in [(50, 1), (50, 16), (1000, 1)]:
         ["treadle-kv", "treadle-kv-uring", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"],
         # two tests (SET, GET) of N requests each
         cost("kv_requests", (0.2 if _pl > 1 else 2 * 18 if _c == 1000 else 2 * 14) * US, 2.0)))
+EXPERIMENTS.append(experiment(
+    "kv-tls", "-c50 -P1", "kv", "--clients 50 --pipeline 1 --requests {kv_requests}",
+    ["treadle-kv-tls", "redis-server-tls"], ["rps", "cpu_us_per_req", "reads_per_req"],
+    cost("kv_requests", 2 * 40 * US, 2.0)))
 EXPERIMENTS.append(experiment(
     "hiredis", "F={hiredis_fibers} N={hiredis_commands}", "hiredis",
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
@@ -463,6 +469,13 @@ GROUP_NOTES = {
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
           "reads_per_req: the server's read() calls per request (/proc/PID/io syscr; on uring the kernel "
           "receives, and none are made).",
+    "kv-tls": "The kv group's -c50 -P1 row over TLS (TLS 1.3, one self-signed P-256 certificate made for the "
+              "run): treadle-kv-tls is examples/kv --tls-cert/--tls-key on epoll, redis-server-tls redis-server "
+              "with its TLS port only (--port 0 --tls-port, --tls-auth-clients no), both under redis-benchmark "
+              "--tls --cacert, placed as in the kv group; the 50 handshakes come before the first request "
+              "and count in the run. It measures what TLS adds to each request: a record each way, made by "
+              "OpenSSL in user space (by the kernel for kv where its `tls` module is loaded: tls.h). Keys as "
+              "in the kv group; reads_per_req counts OpenSSL's reads of the socket.",
     "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (--save '' "
                "--appendonly no --maxclients F+100) until N commands are done in all, every "
                "reply checked; the server pinned to CPU 0 and the client to CPU 1 "

@@ -76,6 +76,13 @@ static tdl_tls_config *client_cfg(bool insecure)
   return cfg;
 }
 
+/* Whether this run keeps records on OpenSSL's socket BIO (tls.h). */
+static bool socket_bio(void)
+{
+  const char *v = getenv("TREADLE_TLS_BIO");
+  return v && strcmp(v, "socket") == 0;
+}
+
 static void spair(int sv[2])
 {
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
@@ -192,6 +199,7 @@ typedef struct peer {
   int version;
   unsigned ktls;
   bool resumed;
+  bool fiber_io;
   int done;
   /* what to do after the handshake */
   enum { ECHO_ONE, SEND_HELLO, READ_ONLY, NOTHING, SEND_TWO, SEND_CLOSE, DROP } act;
@@ -201,6 +209,7 @@ static void after(peer *p, tdl_tls *s)
 {
   p->version = tdl_tls_version(s);
   p->ktls = tdl_tls_ktls(s);
+  p->fiber_io = tdl_tls_fiber_io(s);
   p->resumed = tdl_tls_resumed(s);
   tdl_tls_alpn(s, p->alpn, sizeof p->alpn);
   switch (p->act) {
@@ -287,6 +296,9 @@ static void handshake_and_echo(void **state)
   assert_string_equal(server.alpn, "http/1.1");
   assert_int_equal(client.version, TDL_TLS_VERSION_1_3);
   assert_int_equal(server.ktls, 0); /* a Unix socket: no kernel TLS */
+  /* So the records went through fiber I/O, unless told to use the socket BIO. */
+  assert_int_equal(client.fiber_io, !socket_bio());
+  assert_int_equal(server.fiber_io, !socket_bio());
   assert_string_equal(client.error, "");
   tdl_tls_config_free(server.cfg);
   tdl_tls_config_free(client.cfg);
@@ -323,6 +335,9 @@ static void ktls_or_fallback(void **state)
   } else {
     assert_true(client.ktls & TDL_TLS_KTLS_TX);
   }
+  /* kTLS in either direction keeps the socket BIO. */
+  assert_int_equal(client.fiber_io, client.ktls == 0 && !socket_bio());
+  assert_int_equal(server.fiber_io, server.ktls == 0 && !socket_bio());
   tdl_tls_config_free(server.cfg);
   tdl_tls_config_free(client.cfg);
 }
@@ -958,12 +973,14 @@ static void misuse(void **state)
   assert_string_equal(b, "");
   assert_int_equal(tdl_tls_alpn(s, NULL, 4), -EINVAL);
   assert_int_equal(tdl_tls_shutdown(s, TDL_FOREVER), 0); /* no handshake yet: nothing to end */
+  assert_false(tdl_tls_fiber_io(s)); /* before the handshake: the socket BIO */
   go(run_bad_args, s);
   for (int i = 0; i < 5; i++)
     tdl_loop_run(L, TDL_LOOP_NOWAIT);
   assert_int_equal(tdl_tls_free(s), 0);
   assert_int_equal(tdl_tls_pending(NULL), 0);
   assert_int_equal(tdl_tls_fd(NULL), -EINVAL);
+  assert_false(tdl_tls_fiber_io(NULL));
   assert_string_equal(tdl_tls_error(NULL), "");
   tdl_close(sv[0]);
   tdl_close(sv[1]);

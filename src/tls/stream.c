@@ -55,6 +55,9 @@ struct tdl_tls {
   bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
   bool fiber_bio; /* records through the fiber BIO (see the top) */
   bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
+  /* The fiber BIO's next read starts a record with nothing buffered: it is
+   * made without waiting (rd_nowait), and found the fd empty (rd_again). */
+  bool rd_nowait, rd_again;
   /* The fiber BIO's: the deadline of the call in progress, taken by each of
    * its reads and writes when it starts (no fiber runs in between), and the
    * error of its last tdl_read or tdl_send. */
@@ -122,9 +125,22 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
 static int fiber_read(BIO *b, char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
+  /* A read that starts a record does not wait: the fd may have looked
+   * ready when it was not (readiness the handshake's reads, outside
+   * treadle, used up).  drive then waits with the buffers given back.
+   * Inside a record the read waits. */
+  int flags = s->rd_nowait ? MSG_DONTWAIT : 0;
+  s->rd_nowait = false;
   s->parked++; /* tdl_tls_free waits for this fiber too */
-  ssize_t n = tdl_read(s->fd, buf, (size_t)len, s->deadline);
+  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, flags, s->deadline);
   s->parked--;
+  if (n == -EAGAIN && flags) {
+    BIO_clear_retry_flags(b);
+    BIO_set_retry_read(b);
+    s->io_rc = 0;
+    s->rd_again = true;
+    return -1;
+  }
   return fiber_result(b, s, n, true);
 }
 
@@ -396,6 +412,8 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     errno = 0;
     s->deadline = deadline;
     s->io_rc = 0;
+    s->rd_nowait = s->fiber_bio && !SSL_has_pending(s->ssl);
+    s->rd_again = false;
     int r = fn(s, buf, len, done);
     int sys_errno = errno;
     if (r > 0)
@@ -411,8 +429,10 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     }
     /* OpenSSL found the socket empty (or full): what the loop saw before is
      * used up.  Decrypted records are never left behind here: OpenSSL
-     * asks to read only when it has none to give. */
-    rc = tdl_fd_blocked(s->fd, wait);
+     * asks to read only when it has none to give.  (On the fiber BIO
+     * without rd_again, OpenSSL read a record that was not data, and
+     * tdl_fd_wait knows what is there, received ahead or not.) */
+    rc = s->fiber_bio && !s->rd_again ? 0 : tdl_fd_blocked(s->fd, wait);
     if (rc < 0)
       return rc;
     /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
@@ -444,6 +464,11 @@ static void to_fiber_bio(tdl_tls *s)
   }
   BIO_set_data(b, s);
   SSL_set_bio(s->ssl, b, b); /* frees the socket BIO */
+  /* A record that is not data (a TLS 1.3 session ticket, a key update)
+   * then ends SSL_read with WANT_READ, so that drive waits with the
+   * buffers given back, instead of OpenSSL reading on, parked in tdl_read
+   * with its buffer held. */
+  SSL_clear_mode(s->ssl, SSL_MODE_AUTO_RETRY);
   s->fiber_bio = true;
 }
 

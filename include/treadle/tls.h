@@ -33,8 +33,8 @@
  * (but where kernel TLS receives): one read per record or per several.
  * The environment variable TREADLE_TLS_BIO=socket, read when a
  * configuration is made, keeps its streams on the socket BIO after the
- * handshake too: it is there to compare the two record paths (bench/, the
- * tests run both).
+ * handshake too: it is there to compare the two record paths (the tests
+ * run both).
  * OpenSSL's handshake needs stack: run streams in fibers with the default
  * stack (TDL_STACK_DEFAULT) or more.
  *

@@ -58,10 +58,11 @@ struct tdl_tls {
   /* The fiber BIO's next read starts a record with nothing buffered: it is
    * made without waiting (rd_nowait), and found the fd empty (rd_again). */
   bool rd_nowait, rd_again;
-  /* The fiber BIO's: the deadline of the call in progress, taken by each of
-   * its reads and writes when it starts (no fiber runs in between), and the
-   * error of its last tdl_read or tdl_send. */
-  tdl_time_t deadline;
+  /* The fiber BIO's: the deadlines of the reading and the writing call in
+   * progress (a reader may be parked inside a record while a writer
+   * calls), and the error of its last tdl_recv or tdl_send, which drive
+   * reads before any other fiber runs. */
+  tdl_time_t rd_deadline, wr_deadline;
   int io_rc;
   /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
   unsigned parked;
@@ -132,7 +133,7 @@ static int fiber_read(BIO *b, char *buf, int len)
   int flags = s->rd_nowait ? MSG_DONTWAIT : 0;
   s->rd_nowait = false;
   s->parked++; /* tdl_tls_free waits for this fiber too */
-  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, flags, s->deadline);
+  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, flags, s->rd_deadline);
   s->parked--;
   if (n == -EAGAIN && flags) {
     BIO_clear_retry_flags(b);
@@ -148,7 +149,7 @@ static int fiber_write(BIO *b, const char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
   s->parked++;
-  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL, s->deadline);
+  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL, s->wr_deadline);
   s->parked--;
   return fiber_result(b, s, n, false);
 }
@@ -410,7 +411,10 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
   for (;;) {
     ERR_clear_error();
     errno = 0;
-    s->deadline = deadline;
+    if (fn != do_write)
+      s->rd_deadline = deadline;
+    if (fn != do_read)
+      s->wr_deadline = deadline;
     s->io_rc = 0;
     s->rd_nowait = s->fiber_bio && !SSL_has_pending(s->ssl);
     s->rd_again = false;

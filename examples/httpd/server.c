@@ -978,8 +978,8 @@ static void conn_serve(httpd_server *s, int fd)
   if (!s->cfg.no_readahead && !s->cfg.tls)
     (void)tdl_fd_readahead(fd, true);
   /* And answers are sent behind: copied, and handed to the kernel with the
-   * loop's next io_uring_enter instead of a send(2) each.  Neither on HTTPS:
-   * OpenSSL reads and writes the socket itself (tls.h). */
+   * loop's next io_uring_enter instead of a send(2) each.  HTTPS turns both
+   * on after its handshake (tls.h). */
   if (!s->cfg.no_writebehind && !s->cfg.tls)
     (void)tdl_fd_writebehind(fd, true);
   conn_link(s, &c);
@@ -991,6 +991,10 @@ static void conn_serve(httpd_server *s, int fd)
     tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
     if (tdl_tls_new(&c.tls, s->cfg.tls, fd, NULL) == 0 &&
         tdl_tls_handshake(c.tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
+      if (!s->cfg.no_readahead && tdl_tls_fiber_io(c.tls))
+        (void)tdl_fd_readahead(fd, true);
+      if (!s->cfg.no_writebehind && tdl_tls_fiber_io(c.tls))
+        (void)tdl_fd_writebehind(fd, true);
       linger = serve(&c);
       if (conn_flush(&c) && !linger)
         (void)tdl_tls_shutdown(c.tls, tdl_after(s->cfg.write_timeout));

@@ -10,23 +10,28 @@
  * MSG_NOSIGNAL, so a peer that has gone is -EPIPE rather than a SIGPIPE.
  *
  * Otherwise the records after the handshake go through the fiber BIO,
- * whose read and write are tdl_read and tdl_send on the fd with the
- * deadline of the call in progress.  Then the fd's records come out of the
+ * whose read and write are tdl_recv and tdl_send on the fd, each with
+ * MSG_DONTWAIT.  Then the fd's records come out of the
  * loop's receive-ahead buffers and go out sent behind on uring loops
  * (tdl_fd_readahead, tdl_fd_writebehind), where the socket BIO would make a
  * read(2) and a send(2) of its own per record.  Swapping BIOs loses nothing:
  * what OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
  * of fiber I/O (-ETIMEDOUT, -ECANCELED, -EPIPE...) are kept in the stream
- * and come out of the call as they are.  After the handshake OpenSSL reads
+ * and come out of the call as they are.  The fiber BIO never waits: on
+ * -EAGAIN it tells OpenSSL to retry, and drive parks the fiber on the fd
+ * outside OpenSSL, as on the socket BIO.  So no fiber is ever inside
+ * OpenSSL while another runs (OpenSSL's SSL object is not re-entrant: a
+ * reader parked inside a record and a writer calling SSL_write would be two
+ * calls at once on one object).  After the handshake OpenSSL reads
  * ahead on either path (unless kTLS receives): one read per record or per
  * several, where it would read a record's header and then its body.
  *
  * An idle stream must not hold OpenSSL's read buffer (16 KiB and more)
  * while its fiber waits.  The socket BIO path gives it back when OpenSSL
- * finds the socket empty; the fiber BIO would park inside SSL_read with the
- * buffer held, so a read on it first waits for the fd, from tdl_tls_read's
- * own frame (a small stack for tdl_fiber_compact_idle to keep), whenever
- * OpenSSL holds nothing, having given the buffers back.
+ * finds the socket empty, and so does drive on the fiber BIO; and a read
+ * on the fiber BIO first waits for the fd, from tdl_tls_read's own frame (a
+ * small stack for tdl_fiber_compact_idle to keep), whenever OpenSSL holds
+ * nothing, having given the buffers back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,14 +60,10 @@ struct tdl_tls {
   bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
   bool fiber_bio; /* records through the fiber BIO (see the top) */
   bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
-  /* The fiber BIO's next read starts a record with nothing buffered: it is
-   * made without waiting (rd_nowait), and found the fd empty (rd_again). */
-  bool rd_nowait, rd_again;
-  /* The fiber BIO's: the deadlines of the reading and the writing call in
-   * progress (a reader may be parked inside a record while a writer
-   * calls), and the error of its last tdl_recv or tdl_send, which drive
+  /* The fiber BIO found the fd empty (or full): drive waits for it. */
+  bool again;
+  /* The error of the fiber BIO's last tdl_recv or tdl_send, which drive
    * reads before any other fiber runs. */
-  tdl_time_t rd_deadline, wr_deadline;
   int io_rc;
   /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
   unsigned parked;
@@ -123,35 +124,32 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
   return -1;
 }
 
+/* -EAGAIN: the fd is empty (or full).  OpenSSL is told to retry, and drive
+ * waits for the fd. */
+static int fiber_again(BIO *b, tdl_tls *s, bool reading)
+{
+  BIO_clear_retry_flags(b);
+  if (reading)
+    BIO_set_retry_read(b);
+  else
+    BIO_set_retry_write(b);
+  s->io_rc = 0;
+  s->again = true;
+  return -1;
+}
+
 static int fiber_read(BIO *b, char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
-  /* A read that starts a record does not wait: the fd may have looked
-   * ready when it was not (readiness the handshake's reads, outside
-   * treadle, used up).  drive then waits with the buffers given back.
-   * Inside a record the read waits. */
-  int flags = s->rd_nowait ? MSG_DONTWAIT : 0;
-  s->rd_nowait = false;
-  s->parked++; /* tdl_tls_free waits for this fiber too */
-  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, flags, s->rd_deadline);
-  s->parked--;
-  if (n == -EAGAIN && flags) {
-    BIO_clear_retry_flags(b);
-    BIO_set_retry_read(b);
-    s->io_rc = 0;
-    s->rd_again = true;
-    return -1;
-  }
-  return fiber_result(b, s, n, true);
+  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER);
+  return n == -EAGAIN ? fiber_again(b, s, true) : fiber_result(b, s, n, true);
 }
 
 static int fiber_write(BIO *b, const char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
-  s->parked++;
-  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL, s->wr_deadline);
-  s->parked--;
-  return fiber_result(b, s, n, false);
+  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER);
+  return n == -EAGAIN ? fiber_again(b, s, false) : fiber_result(b, s, n, false);
 }
 
 static long fiber_ctrl(BIO *b, int cmd, long num, void *ptr)
@@ -411,13 +409,8 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
   for (;;) {
     ERR_clear_error();
     errno = 0;
-    if (fn != do_write)
-      s->rd_deadline = deadline;
-    if (fn != do_read)
-      s->wr_deadline = deadline;
     s->io_rc = 0;
-    s->rd_nowait = s->fiber_bio && !SSL_has_pending(s->ssl);
-    s->rd_again = false;
+    s->again = false;
     int r = fn(s, buf, len, done);
     int sys_errno = errno;
     if (r > 0)
@@ -434,9 +427,9 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     /* OpenSSL found the socket empty (or full): what the loop saw before is
      * used up.  Decrypted records are never left behind here: OpenSSL
      * asks to read only when it has none to give.  (On the fiber BIO
-     * without rd_again, OpenSSL read a record that was not data, and
+     * without `again`, OpenSSL read a record that was not data, and
      * tdl_fd_wait knows what is there, received ahead or not.) */
-    rc = s->fiber_bio && !s->rd_again ? 0 : tdl_fd_blocked(s->fd, wait);
+    rc = s->fiber_bio && !s->again ? 0 : tdl_fd_blocked(s->fd, wait);
     if (rc < 0)
       return rc;
     /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
@@ -468,11 +461,6 @@ static void to_fiber_bio(tdl_tls *s)
   }
   BIO_set_data(b, s);
   SSL_set_bio(s->ssl, b, b); /* frees the socket BIO */
-  /* A record that is not data (a TLS 1.3 session ticket, a key update)
-   * then ends SSL_read with WANT_READ, so that drive waits with the
-   * buffers given back, instead of OpenSSL reading on, parked in tdl_read
-   * with its buffer held. */
-  SSL_clear_mode(s->ssl, SSL_MODE_AUTO_RETRY);
   s->fiber_bio = true;
 }
 

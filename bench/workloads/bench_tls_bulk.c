@@ -22,12 +22,12 @@
  * server_cpu_s and client_cpu_s (each loop thread's own CPU time).  The
  * span covers the group's start, both handshakes and its end.
  */
+#include "bench.h" /* declares the workload: no empty file where TLS is not built */
+
 #ifdef TDL_HAVE_TLS
 
 #include <treadle.h>
 #include <treadle/tls.h>
-
-#include "bench.h"
 
 #include <errno.h>
 #include <netinet/in.h>

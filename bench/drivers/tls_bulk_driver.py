@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # importing a sibling driver leaves nothing in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_driver import free_port, make_cert  # noqa: E402
 

@@ -22,7 +22,8 @@ is not counted, s_server's read(2) calls on the pipe and s_client's writes
 to /dev/null are (treadle's ends make neither).  The bytes are checked:
 s_client's write count (/proc/PID/io wchar, read before it is reaped), less
 its stderr, must be B plus at most its side of the handshake.  Wall time
-runs from s_client's start to the exit of both.  The RESULT line:
+runs from the feeder's start (once the handshake is over) to the exit of
+both.  The RESULT line:
 
     cpu_s_per_gib           user+sys of both processes over B in GiB
     mb_per_s                B over the wall time, 10^6 bytes per second
@@ -37,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True  # importing a sibling driver leaves nothing in the source tree
@@ -55,6 +57,19 @@ def listening(port):
             return any(l.split()[1] == want and l.split()[3] == "0A" for l in f.readlines()[1:])
     except OSError:
         return False
+
+
+def settled(cli_err):
+    """Wait until s_client has verified the certificate (its notes on stderr)
+    and a little longer, for the handshake's last flight.  s_server runs the
+    handshake lazily inside its select loop: when data is waiting on stdin
+    before the client's Finished has been read, an SSL_write can consume the
+    Finished that select had announced, and the SSL_read that follows blocks
+    for good; -nbio avoids that, but spins on every full socket buffer."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and b"verify return" not in open(cli_err.name, "rb").read():
+        time.sleep(0.01)
+    time.sleep(0.2)
 
 
 def reap(pid):
@@ -92,26 +107,33 @@ def main():
         port = free_port()
         err = open(os.path.join(tmp, "stderr"), "w+")
         cli_err = open(os.path.join(tmp, "client-stderr"), "w+")
-        feeder = subprocess.Popen(["head", "-c", str(o.bytes), "/dev/zero"], stdout=subprocess.PIPE)
+        # s_server's stdin stays empty until the handshake is over (see
+        # settled()): the feeder writes into the pipe only then.
+        pipe_r, pipe_w = os.pipe()
         srv = subprocess.Popen(pinned(0, ["openssl", "s_server", "-quiet", "-naccept", "1", "-tls1_3",
                                           "-accept", f"127.0.0.1:{port}", "-cert", cert, "-key", key]),
-                               stdin=feeder.stdout, stdout=subprocess.DEVNULL, stderr=err)
-        feeder.stdout.close()  # s_server's now
+                               stdin=pipe_r, stdout=subprocess.DEVNULL, stderr=err)
+        os.close(pipe_r)
         deadline = time.monotonic() + 10
         while not listening(port) and srv.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         if not listening(port):
             srv.kill()
             srv.wait()
-            feeder.kill()
-            feeder.wait()
+            os.close(pipe_w)
             err.seek(0)
             print(f"tls_bulk_driver: s_server did not listen: {err.read().strip()[-300:]}", file=sys.stderr)
             return 1
-        t0 = time.monotonic()
         cli = subprocess.Popen(pinned(1, ["openssl", "s_client", "-quiet", "-tls1_3", "-connect",
                                           f"127.0.0.1:{port}"]),
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=cli_err)
+        settled(cli_err)
+        t0 = time.monotonic()
+        feeder = subprocess.Popen(["head", "-c", str(o.bytes), "/dev/zero"], stdout=pipe_w)
+        os.close(pipe_w)
+        # A run that hangs all the same is killed, so that it fails instead.
+        guard = threading.Timer(30 + o.bytes / 20e6, lambda: [p.kill() for p in (cli, srv, feeder)])
+        guard.start()
         got, client_cpu, client_rc = reap(cli.pid)
         # wchar counts every write: its notes on stderr, and its side of the
         # handshake on the socket (a few hundred bytes).
@@ -120,6 +142,7 @@ def main():
         wall = time.monotonic() - t0
         cli.returncode, srv.returncode = client_rc, server_rc  # reaped here, not by Popen
         feeder.wait()
+        guard.cancel()
         err.seek(0)
         cli_err.seek(0)
         stderr = err.read() + cli_err.read()

@@ -605,9 +605,10 @@ GROUP_NOTES["tls"] += (
     "from one buffer and a client fiber on loop 1 reading into a 16 KiB buffer, the loops pinned to CPU 0 and 1; "
     "openssl-pair is `openssl s_server -quiet -naccept 1` on CPU 0, fed by `head -c B /dev/zero` through a pipe "
     "(head's CPU not counted, s_server's reads of the pipe counted), and `openssl s_client -quiet` on CPU 1 "
-    "writing to /dev/null (bench/drivers/tls_bulk_driver.py); each process's start and handshake are counted. "
-    "cpu_s_per_gib is user+sys of both ends per GiB, mb_per_s the bytes over the wall time, server_cpu_s and "
-    "client_cpu_s each end's own CPU seconds.")
+    "writing to /dev/null (bench/drivers/tls_bulk_driver.py), fed only once the handshake is over; each "
+    "process's start and handshake are in its CPU time. cpu_s_per_gib is user+sys of both ends per GiB, mb_per_s "
+    "the bytes over the wall time (treadle: from the group's start; the pair: from the feeder's), server_cpu_s "
+    "and client_cpu_s each end's own CPU seconds.")
 
 
 # The targets, as data: the verdict reads only this.  Each compares one figure

@@ -101,6 +101,10 @@ SIZES = {
     # TLS: idle connections held open, for the RSS each costs.
     "idle_conns": (2_000, 200),
     "balance_seconds": (2, 1),
+    # TLS: seconds of each openssl s_time run (new, then resumed), and the
+    # bytes of the bulk transfer.
+    "resume_seconds": (5, 1),
+    "tls_bulk_bytes": (1 << 30, 64 << 20),
 }
 # The HTTP groups' connection counts (--conns): full run, --quick run.
 CONNS = ([75, 1000], [75])
@@ -189,6 +193,14 @@ for _k in dict.fromkeys(HTTP_ONE + HTTP_TWO + HTTP_CLOSE):
 TLS_ONE = ["httpd-1-tls", "httpd-1u-tls", "go-1-https", "nginx-1-tls"]
 for _k in TLS_ONE:
     IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-tls", "").replace("-https", ""), "--tls"], {})
+
+# HTTPS on two cores (httpd --loops 2 against two nginx workers), and the
+# bulk transfer: treadle-bench tls-bulk against openssl s_server + s_client.
+TLS_TWO = ["httpd-2d-tls", "httpd-2du-tls", "nginx-2-tls"]
+for _k in TLS_TWO:
+    IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-tls", ""), "--tls"], {})
+IMPLS["treadle-tls-bulk"] = ("treadle-bench", [], {})
+IMPLS["openssl-pair"] = ("script:tls_bulk_driver.py", [], {})
 
 FIBER_PEERS = ["go-1", "go", "tokio-ct", "tokio-mt"]
 C_PEERS = ["libev", "libuv", "libevent"]
@@ -374,6 +386,30 @@ def http_experiments(conns):
         "http-close", f"c={conns[0]}", "http",
         f"--conns {conns[0]} --duration {{close_seconds}} --warmup {{http_warmup}} --place pinned --close",
         HTTP_CLOSE, HTTP_KEYS, lambda impl, s: cost("close_seconds", 1.0, 1.2)(impl, s) + s["http_warmup"]))
+    # tls beyond keep-alive: a full handshake per request (the servers issue
+    # no tickets: wrk would resume), new against resumed connections, two
+    # cores, and the bulk transfer.
+    out.append(experiment(
+        "tls", f"close c={conns[0]}", "http",
+        f"--conns {conns[0]} --duration {{close_seconds}} --warmup {{http_warmup}} --place pinned --close "
+        "--no-resumption",
+        TLS_ONE, HTTP_KEYS, lambda impl, s: cost("close_seconds", 1.0, 1.2)(impl, s) + s["http_warmup"],
+        also_vs=["nginx-1-tls"]))
+    out.append(experiment(
+        "tls", "resume", "resume", "--duration {resume_seconds} --place pinned", ["httpd-1-tls", "nginx-1-tls"],
+        ["new_conns_per_s", "resumed_conns_per_s", "server_cpu_us_per_new", "server_cpu_us_per_resumed",
+         "cpu_new_over_resumed", "resumed_frac"],
+        cost("resume_seconds", 2.0, 1.5), also_vs=["nginx-1-tls"]))
+    for place, text in (("shared", "shared"), ("wrk1", "wrk on CPU 1")):
+        for c in conns:
+            out.append(experiment(
+                "tls", f"2 cores c={c} {text}", "http",
+                f"--conns {c} --duration {{http_seconds}} --warmup {{http_warmup}} --place {place}",
+                TLS_TWO, HTTP_KEYS, with_warmup, also_vs=["nginx-2-tls"]))
+    out.append(experiment(
+        "tls", "bulk B={tls_bulk_bytes}", "tls-bulk", "--bytes {tls_bulk_bytes}", ["treadle-tls-bulk", "openssl-pair"],
+        ["cpu_s_per_gib", "mb_per_s", "server_cpu_s", "client_cpu_s"], cost("tls_bulk_bytes", 2.5e-9, 0.3),
+        also_vs=["openssl-pair"]))
     return out
 
 
@@ -560,6 +596,35 @@ GROUP_NOTES = {
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
              "copies the page tables; the vfork-style methods do not.",
 }
+
+
+# The tls group's rows beyond keep-alive (http_experiments), said after the
+# note above.
+GROUP_NOTES["tls"] += (
+    " close: every request with \"Connection: close\" (wrk -H), so a TLS 1.3 handshake per request, and a full "
+    "one: wrk would resume (it keeps one SSL object per connection slot and SSL_clear keeps the session, so each "
+    "reconnection offers the last ticket back), so the servers issue no tickets (httpd --tls-no-resumption, "
+    "bench-go-http -tls-no-tickets, nginx `ssl_session_tickets off` with its session cache left at none); "
+    "server_cpu_us_per_req is then per handshake. resume: `openssl s_time -tls1_3 -www /` pinned to CPU 1 as wrk "
+    "is, one connection at a time (GET / over HTTP/1.0, read to the close), S seconds with -new (a full handshake "
+    "each) then S with -reuse (one session resumed with its TLS 1.3 ticket, psk_dhe_ke: no certificate, still "
+    "an X25519 exchange); the servers as configured for the keep-alive rows (httpd issues tickets by default, "
+    "nginx with its defaults: ssl_session_tickets on, tickets from a key made at start, ssl_session_cache none); "
+    "server_cpu_us_per_new and _per_resumed are the server's CPU per connection, cpu_new_over_resumed what "
+    "resuming saves, resumed_frac the share s_time saw resumed (a run below 0.5 fails). One connection at a "
+    "time leaves the server idle while s_time works: the rates are latency-bound, the CPU figures are the ones "
+    "to compare. 2 cores: httpd-2d-tls is httpd --loops 2 --accept distribute on epoll, httpd-2du-tls the same "
+    "on io_uring, nginx-2-tls two workers, placed as the http-2 group (shared, and wrk on CPU 1). bulk: B bytes "
+    "over one TLS 1.3 connection on loopback, both ends on the machine, TLS_AES_256_GCM_SHA384 with X25519 (what "
+    "OpenSSL 3 picks by default; neither side sets a cipher), records in user space on both (no kernel TLS); "
+    "treadle-tls-bulk is treadle-bench tls-bulk, one process, a server fiber on loop 0 writing 16 KiB at a time "
+    "from one buffer and a client fiber on loop 1 reading into a 16 KiB buffer, the loops pinned to CPU 0 and 1; "
+    "openssl-pair is `openssl s_server -quiet -naccept 1` on CPU 0, fed by `head -c B /dev/zero` through a pipe "
+    "(head's CPU not counted, s_server's reads of the pipe counted), and `openssl s_client -quiet` on CPU 1 "
+    "writing to /dev/null (bench/drivers/tls_bulk_driver.py), fed only once the handshake is over; each "
+    "process's start and handshake are in its CPU time. cpu_s_per_gib is user+sys of both ends per GiB, mb_per_s "
+    "the bytes over the wall time (treadle: from the group's start; the pair: from the feeder's), server_cpu_s "
+    "and client_cpu_s each end's own CPU seconds.")
 
 
 # The targets, as data: the verdict reads only this.  Each compares one figure
@@ -875,7 +940,7 @@ def main():
         return 0
     if opts.quick and opts.write:
         print("run.py: --quick never writes the doc; ignoring --write", file=sys.stderr)
-    if any(e["bench"] in ("http", "balance", "idle") for e in selected):
+    if any(e["bench"] in ("http", "balance", "idle", "resume") for e in selected):
         ensure_http_tools()
 
     # Locate binaries once; a missing one is a note, not an error.

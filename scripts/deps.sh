@@ -14,6 +14,9 @@ case "${1:-test}" in
 esac
 # libtreadle-tls and its tests: OpenSSL 3, the openssl command, curl.
 [ "${1:-test}" = test ] && pkgs="$pkgs libssl-dev openssl curl"
+# The tls benchmark group: treadle-bench tls-bulk (libtreadle-tls), and the
+# openssl command (certificates, s_time, s_server and s_client).
+[ "${1:-test}" = bench ] && pkgs="$pkgs libssl-dev openssl"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

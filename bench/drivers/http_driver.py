@@ -7,6 +7,7 @@ server, load it with wrk, stop it, print one RESULT line.
                         [--warmup S] [--place pinned|shared|wrk1] [--close]
     http_driver.py balance --server httpd-2d|httpd-2r --build DIR [--conns C] [--duration S]
     http_driver.py idle --server KEY --tls --build DIR [--conns N]
+    http_driver.py resume --server KEY --tls --build DIR [--duration S]
 
 Every server answers GET / with "Hello, World!" on 127.0.0.1, a free port.
 KEY names the server and how many cores it is given:
@@ -67,6 +68,27 @@ the server's RSS (every process of it, /proc/PID/status VmRSS) before they
 came and after, over N:
 
     rss_kb_per_conn         KiB of RSS per idle connection
+
+--no-resumption (with --tls): the server issues no session tickets, so that
+every connection makes a full handshake: httpd --tls-no-resumption,
+bench-go-http -tls-no-tickets, nginx `ssl_session_tickets off` (its session
+cache stays at its default, none).  Without it wrk resumes: it keeps one SSL
+object per connection slot and SSL_clear keeps its session, so with
+--close every reconnection offers the last TLS 1.3 ticket back.
+
+`resume` (--tls): `openssl s_time -tls1_3 -www /` against the server for S
+seconds making new connections one after another (-new: a full handshake
+each), then as long again resuming one session (-reuse: a TLS 1.3 ticket
+each time), s_time placed as wrk is; each connection sends GET / over
+HTTP/1.0 and reads the answer to its close.  The server's CPU time and the
+wall time are read around each s_time run:
+
+    new_conns_per_s, resumed_conns_per_s         connections per second
+    server_cpu_us_per_new, server_cpu_us_per_resumed
+                                                 the server's CPU time per connection, µs
+    cpu_new_over_resumed    the first over the second: what resuming saves
+    resumed_frac            the share of -reuse connections that resumed (s_time's
+                            "r"); below 0.5 the run fails
 
 A program that is missing (wrk, nginx, httpd, bench-go-http, or
 treadle-bench without uring-floor) is an exit status of 77 with a note: the
@@ -230,7 +252,7 @@ def seconds(s):
 
 
 class Server:
-    def __init__(self, key, path, tmp, place, tls=False):
+    def __init__(self, key, path, tmp, place, tls=False, resumption=True):
         kind, args, env, self.cores = SERVERS[key]
         self.kind, self.proc, self.port = kind, None, free_port()
         listen = f"127.0.0.1:{self.port}"
@@ -239,12 +261,16 @@ class Server:
             argv = [path, "--listen", listen] + args
             if tls:
                 argv += ["--tls-cert", cert, "--tls-key", key_file]
+            if tls and not resumption:
+                argv += ["--tls-no-resumption"]
         elif kind == "floor":
             argv = [path, "uring-floor", "--listen", listen, "--mode", "http"] + args
         elif kind == "go":
             argv = [path, "-listen", listen]
             if tls:
                 argv += ["-tls-cert", cert, "-tls-key", key_file]
+            if tls and not resumption:
+                argv += ["-tls-no-tickets"]
         else:
             with open(os.path.join(ROOT, "bench", "peers", "nginx", "nginx.conf.in")) as f:
                 conf = f.read()
@@ -253,6 +279,8 @@ class Server:
                                     "listen 127.0.0.1:@PORT@ ssl backlog=4096;\n"
                                     f"        ssl_certificate {cert};\n        ssl_certificate_key {key_file};\n"
                                     "        ssl_protocols TLSv1.3;")
+            if tls and not resumption:
+                conf = conf.replace("ssl_protocols TLSv1.3;", "ssl_protocols TLSv1.3;\n        ssl_session_tickets off;")
             conf = conf.replace("@PREFIX@", tmp).replace("@PORT@", str(self.port))
             conf = conf.replace("@WORKERS@", str(self.cores))
             with open(os.path.join(tmp, "nginx.conf"), "w") as f:
@@ -335,9 +363,39 @@ def wrk(port, conns, duration, close, cpus, timeout, tls=False):
     return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
 
 
+def s_time(port, mode, duration, cpus, timeout):
+    """One `openssl s_time -MODE` run: (connections, resumed, wall seconds)."""
+    argv = ["openssl", "s_time", "-connect", f"127.0.0.1:{port}", f"-{mode}", "-time", str(duration), "-tls1_3",
+            "-www", "/"]
+    if cpus:
+        argv = ["taskset", "-c", cpus] + argv
+    t0 = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
+    wall = time.monotonic() - t0
+    m = re.search(r"^(\d+) connections in [\d.]+s;", out, re.M)
+    if not m:
+        raise ValueError(f"s_time -{mode} printed no count: {' '.join(out.split())[-300:]}")
+    # One character per timed connection: "r" resumed, "*" a new session.
+    marks = "".join(l for l in out.splitlines() if re.fullmatch(r"[*r]+", l))
+    return int(m.group(1)), marks.count("r"), wall
+
+
+def resume(srv, duration, cpus, timeout):
+    """New and resumed connections per second, and the server's CPU per each."""
+    out = {}
+    for mode in ("new", "reuse"):
+        cpu0 = cpu_seconds(srv.proc.pid)
+        n, resumed, wall = s_time(srv.port, mode, duration, cpus, timeout)
+        cpu1 = cpu_seconds(srv.proc.pid)
+        if n < 1:
+            raise ValueError(f"s_time -{mode} made no connection")
+        out[mode] = (n / wall, (cpu1 - cpu0) * 1e6 / n, resumed / n)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workload", choices=["http", "balance", "idle"])
+    ap.add_argument("workload", choices=["http", "balance", "idle", "resume"])
     ap.add_argument("--server", choices=sorted(SERVERS), required=True)
     ap.add_argument("--build", default="build")
     ap.add_argument("--conns", type=int, default=75)
@@ -347,6 +405,8 @@ def main():
     ap.add_argument("--close", action="store_true", help='every request with "Connection: close"')
     ap.add_argument("--timeout", type=float, default=120, help="seconds for each wrk run beyond --duration")
     ap.add_argument("--tls", action="store_true", help="over HTTPS (the tls group)")
+    ap.add_argument("--no-resumption", action="store_true",
+                    help="with --tls: the server issues no session tickets (a full handshake per connection)")
     o = ap.parse_args()
     if o.conns < 1 or o.duration < 1 or o.warmup < 0:
         ap.error("--conns and --duration must be positive, --warmup not negative")
@@ -354,6 +414,8 @@ def main():
         ap.error("balance runs httpd-2d or httpd-2r")
     if o.tls and SERVERS[o.server][0] == "floor":
         ap.error("--tls: the floor has no TLS")
+    if (o.no_resumption or o.workload == "resume") and not o.tls:
+        ap.error("--no-resumption and resume need --tls")
     if o.tls and not shutil.which("openssl"):
         print("http_driver: --tls needs the openssl command (Debian: openssl)")
         return 77
@@ -374,7 +436,8 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     with tempfile.TemporaryDirectory(prefix="treadle-http-") as tmp:
-        srv = Server(o.server, path, tmp, "shared" if o.workload == "balance" else place, o.tls)
+        srv = Server(o.server, path, tmp, "shared" if o.workload == "balance" else place, o.tls,
+                     not o.no_resumption)
         err_text = ""
         try:
             if not ready(srv.port, srv.proc, time.monotonic() + 10, o.tls):
@@ -397,6 +460,18 @@ def main():
                 per = idle(srv, o.conns, o.tls)
                 print(f"RESULT impl={o.server} bench=idle tls={int(o.tls)} conns={o.conns} rss_kb_per_conn={per:.2f}")
                 return 0
+            if o.workload == "resume":
+                r = resume(srv, o.duration, wrk_cpus, o.duration + o.timeout)
+                (new_rate, new_cpu, _), (re_rate, re_cpu, re_frac) = r["new"], r["reuse"]
+                if re_frac < 0.5:
+                    print(f"http_driver: {o.server}: only {re_frac:.0%} of s_time -reuse's connections resumed",
+                          file=sys.stderr)
+                    return 1
+                print(f"RESULT impl={o.server} bench=resume tls=1 duration_s={o.duration} place={place} "
+                      f"new_conns_per_s={new_rate:.0f} resumed_conns_per_s={re_rate:.0f} "
+                      f"server_cpu_us_per_new={new_cpu:.2f} server_cpu_us_per_resumed={re_cpu:.2f} "
+                      f"cpu_new_over_resumed={new_cpu / re_cpu if re_cpu else 0:.3f} resumed_frac={re_frac:.3f}")
+                return 0
             if o.warmup:
                 wrk(srv.port, o.conns, o.warmup, o.close, wrk_cpus, o.warmup + o.timeout, o.tls)
             cpu0 = cpu_seconds(srv.proc.pid)
@@ -408,6 +483,9 @@ def main():
             return 1
         except subprocess.TimeoutExpired:
             print("http_driver: wrk did not finish in time", file=sys.stderr)
+            return 1
+        except ValueError as ex:
+            print(f"http_driver: {o.server}: {ex}", file=sys.stderr)
             return 1
         finally:
             if srv.proc.returncode is None:

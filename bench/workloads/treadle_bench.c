@@ -25,6 +25,7 @@
 #pragma weak bench_echo_server_main
 #pragma weak bench_uring_floor_main
 #pragma weak bench_skew_main
+#pragma weak bench_tls_bulk_main
 
 #define COUNT(name, dflt, help) {name, "N", 1, LONG_MAX, help " (default " dflt ")"}
 
@@ -147,6 +148,12 @@ static const bench_opt uring_floor_opts[] = {
      "answer with send(2), or with a send request on the ring (needs --recv multishot; default plain)"},
     {0},
 };
+static const bench_opt tls_bulk_opts[] = {
+    {"bytes", "N", 1, LONG_MAX, "bytes B over one TLS 1.3 connection (default 1073741824: 1 GiB)"},
+    {"chunk", "N", 1, 1L << 20, "bytes per write, and the reader's buffer (default 16384: one record)"},
+    {"ktls", "yes|no", 0, 0, "let the kernel make the records where it can (default no: user space)"},
+    {0},
+};
 
 static const bench_workload workloads[] = {
     {"pipes", bench_pipes_main, "M 1-byte messages through P pipes, each read D us after it arrives", pipes_opts},
@@ -169,6 +176,9 @@ static const bench_workload workloads[] = {
     {"uring-floor", bench_uring_floor_main,
      "no treadle: an echo or HTTP server on liburing directly, one thread, until stdin ends (the floor)",
      uring_floor_opts},
+    {"tls-bulk", bench_tls_bulk_main,
+     "B bytes over one loopback TLS 1.3 connection between two loops, and its CPU per byte (built with TLS)",
+     tls_bulk_opts},
 };
 
 int main(int argc, char **argv)

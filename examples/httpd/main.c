@@ -48,6 +48,8 @@ static void usage(FILE *f, int code)
              "  --tls-cert FILE         serve HTTPS (ALPN http/1.1) with this PEM certificate chain...\n"
              "  --tls-key FILE          ...and its PEM private key (both or neither; the handshake must\n"
              "                          end within the first-byte timeout)\n"
+             "  --tls-no-resumption     issue no session tickets, so that every HTTPS connection makes a\n"
+             "                          full handshake (bench/run.py's tls group measures one)\n"
              "  --idle-timeout S        close a connection idle between requests this long (default 60)\n"
              "  --read-timeout S        the longest one whole request may take to arrive (default 10)\n"
              "  --write-timeout S       the longest one response may take to send (default 10)\n"
@@ -98,6 +100,7 @@ static unsigned long long count(const char *opt, const char *v, unsigned long lo
 /* The command line into cfg and the loop settings; exits on --help (0) or
  * on anything wrong (2), naming the option and the value. */
 static const char *tls_cert, *tls_key;
+static bool tls_no_resumption;
 
 static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *loops, tdl_acceptor_mode *mode,
                           bool *pin)
@@ -116,6 +119,10 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     }
     if (strcmp(a, "--no-writebehind") == 0) {
       cfg->no_writebehind = true;
+      continue;
+    }
+    if (strcmp(a, "--tls-no-resumption") == 0) {
+      tls_no_resumption = true;
       continue;
     }
     if (strcmp(a, "--metrics") == 0) {
@@ -196,7 +203,7 @@ static void tls_setup(httpd_config *cfg)
 #ifdef HTTPD_TLS
   char why[512];
   tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = tls_cert, .key_file = tls_key, .alpn = "http/1.1",
-                       .error = why, .error_cap = sizeof why};
+                       .no_resumption = tls_no_resumption, .error = why, .error_cap = sizeof why};
   int e = tdl_tls_config_new(&cfg->tls, &o);
   if (e < 0) {
     fprintf(stderr, "httpd: TLS: %s\n", why);

@@ -73,6 +73,16 @@ rc, out, err = run("pipes", "--pipes", "2", "--messages=20", "--delay-us", "0", 
 check("a valid command line runs", rc == 0 and re.search(r"^RESULT .*bench=pipes .*pipes=2 messages=20", out, re.M),
       f"exit {rc}, stdout {out!r}, stderr {err!r}")
 
+# tls-bulk, where libtreadle-tls is built: a tiny transfer arrives whole, in
+# writes that are not a multiple of the total.
+rc, out, _ = run("tls-bulk", "--help")
+if "not built" not in out:
+    rc, out, err = run("tls-bulk", "--bytes", "100000", "--chunk", "3000")
+    check("tls-bulk moves every byte", rc == 0 and re.search(r"^RESULT .*bench=tls-bulk bytes=100000 chunk=3000 "
+                                                            r"tls_version=0x304 ", out, re.M),
+          f"exit {rc}, stdout {out!r}, stderr {err!r}")
+    refused("tls-bulk with a bad --ktls", ["tls-bulk", "--ktls", "maybe"], "maybe", "--ktls")
+
 for f in failures:
     print("FAIL", f)
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failure(s)")

@@ -16,6 +16,9 @@ KEY names the server and how many cores it is given:
                  httpd does there by default)
     httpd-1us    httpd-1u with --no-readahead: a receive request per read
     httpd-1un    httpd-1u with --no-writebehind: a send(2) per answer
+    httpd-1c     httpd-1 with --compact-idle 100: the stacks of connections
+                 idle 100 ms are given back (tdl_fiber_compact_idle)
+    httpd-1uc    httpd-1u with --compact-idle 100
     floor-1      no library: treadle-bench uring-floor --mode http, liburing
                  directly on one thread (bench/workloads/bench_uring_floor.c),
                  one receive at a time per connection
@@ -98,6 +101,8 @@ SERVERS = {
     "httpd-1u": ("httpd", ["--loops", "1"], URING, 1),
     "httpd-1us": ("httpd", ["--loops", "1", "--no-readahead"], URING, 1),
     "httpd-1un": ("httpd", ["--loops", "1", "--no-writebehind"], URING, 1),
+    "httpd-1c": ("httpd", ["--loops", "1", "--compact-idle", "100"], {}, 1),
+    "httpd-1uc": ("httpd", ["--loops", "1", "--compact-idle", "100"], URING, 1),
     "floor-1": ("floor", ["--recv", "single", "--accept", "multishot", "--send", "plain"], {}, 1),
     "floor-1m": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "plain"], {}, 1),
     "floor-1mr": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "ring"], {}, 1),

@@ -46,7 +46,6 @@
 #define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
 #define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
 #define POOL_TRIM TDL_SEC    /* how often the buffer pool gives back what went unused meanwhile */
-#define PREWAIT_TLS 256      /* an idle HTTPS connection's first read, before it takes buffers */
 
 /* A connection's buffers while it serves a request: taken from the
  * server's pool when a request begins, given back when the connection goes
@@ -393,14 +392,17 @@ enum { QUIET_CLOSE = 0 };
  * c->in, or the fd is readable), false to close quietly (peer gone, idle
  * too long, shutting down, out of memory).
  *
- * How it waits costs no system call more than reading would: a plain
+ * How it waits costs no system call more than reading would.  A plain
  * connection waits for readability, which treadle knows for certain after
- * the short read that ended the last request; an HTTPS one reads the first
- * bytes into a few hundred bytes here (OpenSSL reads the socket itself, and
- * what the loop saw of it says nothing), and the rest of a longer head
- * comes from the record OpenSSL has already decrypted.  Where neither
- * holds (a uring loop receiving with a request per read: the read itself
- * is the wait, in the ring), the buffers stay taken.
+ * the short read that ended the last request.  On an HTTPS one OpenSSL reads
+ * the socket itself, so what the loop saw of it says nothing: first a read
+ * that may not wait (a deadline already past) takes what has come, whole
+ * (OpenSSL reads a record with one read(2) into a buffer this large), or
+ * finds the socket empty with OpenSSL's own read(2), which tells the loop
+ * so (tls.h); the wait for readability then waits, and the read after it is
+ * the one read the request costs, as before.  On a uring loop without
+ * receiving ahead (a receive request per read, or HTTPS) the buffers stay
+ * taken and the read is the wait (conn_serve says why).
  */
 static bool conn_wait_request(httpd_conn *c)
 {
@@ -411,27 +413,23 @@ static bool conn_wait_request(httpd_conn *c)
     return false;
   c->in_off = c->in_len = 0;
   tdl_time_t deadline = tdl_conn_idle(&c->track);
-  ssize_t n;
-  if (c->prewait) {
-    conn_drop_buf(c);
+  ssize_t n = -ETIMEDOUT;
 #ifdef HTTPD_TLS
-    char first[PREWAIT_TLS];
-    if (c->tls) {
-      n = tdl_tls_read(c->tls, first, sizeof first, deadline);
-      if (n <= 0 || !conn_take_buf(c))
-        return false;
-      memcpy(c->in, first, (size_t)n);
-      c->in_len = (size_t)n;
-    } else
-#endif
-    {
-      if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
-        return false;
-      n = conn_fill(c, deadline);
-    }
-  } else {
-    n = conn_fill(c, deadline);
+  if (c->tls && c->prewait) {
+    if (!conn_take_buf(c))
+      return false;
+    n = tdl_tls_read(c->tls, c->in, c->in_cap, tdl_now());
   }
+#endif
+  if (n == -ETIMEDOUT && c->prewait) {
+    conn_drop_buf(c);
+    if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
+      return false;
+  }
+  if (n == -ETIMEDOUT)
+    n = conn_fill(c, deadline);
+  else if (n > 0)
+    c->in_len = (size_t)n;
   if (n <= 0)
     return false;
   tdl_conn_busy(&c->track);
@@ -1121,16 +1119,18 @@ static void conn_serve(httpd_server *s, int fd)
   tdl_net_nodelay(fd, true);
   /* On a uring loop the kernel receives requests as they come, with no
    * receive request per read; every read of fd here is treadle's, and it is
-   * closed with tdl_close, as receiving ahead asks.  (-ENOTSUP elsewhere;
-   * turning it off, which changes nothing, tells a uring loop the same way.) */
-  int ahead = s->cfg.tls ? 0 : tdl_fd_readahead(fd, !s->cfg.no_readahead);
+   * closed with tdl_close, as receiving ahead asks.  Not on HTTPS: OpenSSL
+   * reads the socket itself (tls.h).  -ENOTSUP: not a uring loop (turning
+   * it off, which changes nothing, says the same). */
+  bool want_ahead = !s->cfg.no_readahead && !s->cfg.tls;
+  int ahead = tdl_fd_readahead(fd, want_ahead);
   /* An idle connection waits with no buffers taken where that costs no
-   * system call (conn_wait_request): on HTTPS (OpenSSL's read is a
-   * readiness wait on every back end), on epoll and poll loops, and on uring
-   * loops receiving ahead (the wait is for what came ahead).  On a uring
-   * loop with a receive request per read, that request is the wait, and it
-   * needs the buffer. */
-  c->prewait = s->cfg.tls || ahead == -ENOTSUP || (ahead == 0 && !s->cfg.no_readahead);
+   * system call (conn_wait_request): on epoll and poll loops, and on uring
+   * loops receiving ahead (the wait is for what came ahead).  Not on a uring
+   * loop otherwise: a receive request per read is itself the wait, and
+   * needs the buffer; and OpenSSL's wait there is a poll request in the
+   * ring, which the read that may not wait would submit and cancel. */
+  c->prewait = ahead == -ENOTSUP || (ahead == 0 && want_ahead);
   if (!c->prewait && !conn_take_buf(c))
     c->prewait = true; /* out of memory now: the first request tries again */
   /* And answers are sent behind: copied, and handed to the kernel with the

@@ -46,6 +46,7 @@
 #define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
 #define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
 #define POOL_TRIM TDL_SEC    /* how often the buffer pool gives back what went unused meanwhile */
+#define FIRST_TLS 256        /* an idle HTTPS connection's first read, before it takes buffers */
 
 /* A connection's buffers while it serves a request: taken from the
  * server's pool when a request begins, given back when the connection goes
@@ -394,15 +395,13 @@ enum { QUIET_CLOSE = 0 };
  *
  * How it waits costs no system call more than reading would.  A plain
  * connection waits for readability, which treadle knows for certain after
- * the short read that ended the last request.  On an HTTPS one OpenSSL reads
- * the socket itself, so what the loop saw of it says nothing: first a read
- * that may not wait (a deadline already past) takes what has come, whole
- * (OpenSSL reads a record with one read(2) into a buffer this large), or
- * finds the socket empty with OpenSSL's own read(2), which tells the loop
- * so (tls.h); the wait for readability then waits, and the read after it is
- * the one read the request costs, as before.  On a uring loop without
- * receiving ahead (a receive request per read, or HTTPS) the buffers stay
- * taken and the read is the wait (conn_serve says why).
+ * the short read that ended the last request.  An HTTPS one reads its first
+ * bytes into a few hundred bytes here: OpenSSL reads the socket itself, so
+ * what the loop saw of it says nothing, and OpenSSL reads a record's header
+ * and its body apart whatever the buffer (no read-ahead), so a small buffer
+ * costs no read(2) more; the rest of a longer head comes from the record it
+ * has decrypted.  On a uring loop with a receive request per read, the
+ * read itself is the wait, in the ring, and the buffers stay taken.
  */
 static bool conn_wait_request(httpd_conn *c)
 {
@@ -413,23 +412,27 @@ static bool conn_wait_request(httpd_conn *c)
     return false;
   c->in_off = c->in_len = 0;
   tdl_time_t deadline = tdl_conn_idle(&c->track);
-  ssize_t n = -ETIMEDOUT;
-#ifdef HTTPD_TLS
-  if (c->tls && c->prewait) {
-    if (!conn_take_buf(c))
-      return false;
-    n = tdl_tls_read(c->tls, c->in, c->in_cap, tdl_now());
-  }
-#endif
-  if (n == -ETIMEDOUT && c->prewait) {
+  ssize_t n;
+  if (c->prewait) {
     conn_drop_buf(c);
-    if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
-      return false;
-  }
-  if (n == -ETIMEDOUT)
+#ifdef HTTPD_TLS
+    char first[FIRST_TLS];
+    if (c->tls) {
+      n = tdl_tls_read(c->tls, first, sizeof first, deadline);
+      if (n <= 0 || !conn_take_buf(c))
+        return false;
+      memcpy(c->in, first, (size_t)n);
+      c->in_len = (size_t)n;
+    } else
+#endif
+    {
+      if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
+        return false;
+      n = conn_fill(c, deadline);
+    }
+  } else {
     n = conn_fill(c, deadline);
-  else if (n > 0)
-    c->in_len = (size_t)n;
+  }
   if (n <= 0)
     return false;
   tdl_conn_busy(&c->track);
@@ -1125,12 +1128,11 @@ static void conn_serve(httpd_server *s, int fd)
   bool want_ahead = !s->cfg.no_readahead && !s->cfg.tls;
   int ahead = tdl_fd_readahead(fd, want_ahead);
   /* An idle connection waits with no buffers taken where that costs no
-   * system call (conn_wait_request): on epoll and poll loops, and on uring
-   * loops receiving ahead (the wait is for what came ahead).  Not on a uring
-   * loop otherwise: a receive request per read is itself the wait, and
-   * needs the buffer; and OpenSSL's wait there is a poll request in the
-   * ring, which the read that may not wait would submit and cancel. */
-  c->prewait = ahead == -ENOTSUP || (ahead == 0 && want_ahead);
+   * system call (conn_wait_request): on HTTPS, on epoll and poll loops, and
+   * on uring loops receiving ahead (the wait is for what came ahead).  Not
+   * on a uring loop with a receive request per read: that request is the
+   * wait, and needs the buffer. */
+  c->prewait = s->cfg.tls || ahead == -ENOTSUP || (ahead == 0 && want_ahead);
   if (!c->prewait && !conn_take_buf(c))
     c->prewait = true; /* out of memory now: the first request tries again */
   /* And answers are sent behind: copied, and handed to the kernel with the

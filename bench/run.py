@@ -127,6 +127,7 @@ IMPLS = {
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
     "floor": ("treadle-bench", ["--floor", "1"], {}),
+    "floor-sleep": ("treadle-bench", ["--floor", "2"], {}),
     "treadle-2-loops": ("treadle-bench", ["--style", "callback", "--loops", "2"], {}),
     # skew: a group of one loop, and of two
     "treadle-skew-1": ("treadle-bench", ["--loops", "1"], {}),
@@ -158,6 +159,8 @@ IMPLS = {
     "treadle-kv": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "epoll"}),
     "treadle-kv-uring": ("script:kv_driver.py", ["--server", "kv"], {"TDL_BACKEND": "uring"}),
     "redis-server": ("script:kv_driver.py", ["--server", "redis-server"], {}),
+    "treadle-kv-tls": ("script:kv_driver.py", ["--server", "kv", "--tls"], {"TDL_BACKEND": "epoll"}),
+    "redis-server-tls": ("script:kv_driver.py", ["--server", "redis-server", "--tls"], {}),
     # hiredis: a fresh redis-server per run, then one client program (drivers/hiredis_driver.py).
     "treadle-hook": ("script:hiredis_driver.py", ["--impl", "treadle-hook"], {}),
     "pthreads": ("script:hiredis_driver.py", ["--impl", "pthreads"], {}),
@@ -268,8 +271,8 @@ EXPERIMENTS.append(experiment(
     cost("messages", 1.1 * US, 0.1, treadle_2_loops=0.6 * US)))
 EXPERIMENTS.append(experiment(
     "loops", "xping T={trips}", "xping", "--hops {trips}",
-    ["treadle", "treadle-spin", "go-2", "floor"], ["ns_per_round_trip", "cpu_ns_per_round_trip"],
-    cost("trips", 0.7 * US, 0.05, treadle=65 * US, treadle_spin=2.4 * US)))
+    ["treadle", "treadle-spin", "go-2", "floor", "floor-sleep"], ["ns_per_round_trip", "cpu_ns_per_round_trip"],
+    cost("trips", 0.7 * US, 0.05, treadle=65 * US, treadle_spin=2.4 * US, floor_sleep=30 * US)))
 EXPERIMENTS.append(experiment(
     "spawn", "small parent, K={spawns}", "spawn", "--count {spawns}",
     ["treadle", "posix_spawn", "vfork", "fork", "popen"], ["spawns_per_s", "cpu_us_per_spawn"],
@@ -305,6 +308,10 @@ for _c, _pl in [(50, 1), (50, 16), (1000, 1)]:
         ["treadle-kv", "treadle-kv-uring", "redis-server"], ["rps", "cpu_us_per_req", "reads_per_req"],
         # two tests (SET, GET) of N requests each
         cost("kv_requests", (0.2 if _pl > 1 else 2 * 18 if _c == 1000 else 2 * 14) * US, 2.0)))
+EXPERIMENTS.append(experiment(
+    "kv-tls", "-c50 -P1", "kv", "--clients 50 --pipeline 1 --requests {kv_requests}",
+    ["treadle-kv-tls", "redis-server-tls"], ["rps", "cpu_us_per_req", "reads_per_req"],
+    cost("kv_requests", 2 * 40 * US, 2.0)))
 EXPERIMENTS.append(experiment(
     "hiredis", "F={hiredis_fibers} N={hiredis_commands}", "hiredis",
     "--fibers {hiredis_fibers} --commands {hiredis_commands}",
@@ -419,7 +426,9 @@ GROUP_NOTES = {
              "over two unbuffered shared channels (Go: unbuffered channels); treadle-spin lets each "
              "loop spin 100 µs before it sleeps (tdl_loop_options.spin); floor is no library: two threads on "
              "the two CPUs pass a counter through two cache lines, spinning, the least a round trip between "
-             "two threads costs (Go's goroutines share one thread when they can). pipes: the callback-style "
+             "two threads costs (Go's goroutines share one thread when they can); floor-sleep is no library either, "
+             "but each thread sleeps in read(2) on its own eventfd until the other writes it: a round trip "
+             "is two wake-ups of a sleeping thread, the least a loop that does not spin pays. pipes: the callback-style "
              "pipes workload on one loop, and split over a group of 2 (treadle-2-loops: half the pipes and "
              "half the messages each); msgs_per_s is wall time, so the ratio is the speed-up.",
     "blocking": "64 fibers (libuv: 64 requests in flight; tokio: 64 tasks) each call a trivial function "
@@ -466,6 +475,13 @@ GROUP_NOTES = {
           "served more); cpu_us_per_req: the server's CPU time (user+sys) per request; "
           "reads_per_req: the server's read() calls per request (/proc/PID/io syscr; on uring the kernel "
           "receives, and none are made).",
+    "kv-tls": "The kv group's -c50 -P1 row over TLS (TLS 1.3, one self-signed P-256 certificate made for the "
+              "run): treadle-kv-tls is examples/kv --tls-cert/--tls-key on epoll, redis-server-tls redis-server "
+              "with its TLS port only (--port 0 --tls-port, --tls-auth-clients no), both under redis-benchmark "
+              "--tls --cacert, placed as in the kv group; the 50 handshakes come before the first request "
+              "and count in the run. It measures what TLS adds to each request: a record each way, made by "
+              "OpenSSL in user space (by the kernel for kv where its `tls` module is loaded: tls.h). Keys as "
+              "in the kv group; reads_per_req counts OpenSSL's reads of the socket.",
     "hiredis": "F clients loop { SET key:i v; GET key:i } against a fresh redis-server (--save '' "
                "--appendonly no --maxclients F+100) until N commands are done in all, every "
                "reply checked; the server pinned to CPU 0 and the client to CPU 1 "
@@ -613,6 +629,10 @@ TARGETS += [
            "treadle", "go-2", "<=", 1.0),
     target("xping, spinning: round trip <= Go's", "loops", "xping T={trips}", "ns_per_round_trip",
            "treadle-spin", "go-2", "<=", 1.0),
+    target("xping, spinning: round trip <= 2 x the spinning floor", "loops", "xping T={trips}",
+           "ns_per_round_trip", "treadle-spin", "floor", "<=", 2.0),
+    target("xping, sleeping: round trip <= 2 x two eventfd wake-ups (floor-sleep)", "loops", "xping T={trips}",
+           "ns_per_round_trip", "treadle", "floor-sleep", "<=", 2.0),
     target("pipes on 2 loops: msgs/s >= 1.8 x one loop's", "loops", "pipes P=1000 D=0", "msgs_per_s",
            "treadle-2-loops", "treadle-callback", ">=", 1.8),
     target("skew: tasks/s on 2 loops >= Go's on 2 Ps", "skew", "N={skew_tasks} I={skew_iters}", "tasks_per_s",

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The ABI check: libtreadle.so and libtreadle-hook.so against the baselines
-# in abi/ (abixml files, libabigail's format), so that within one MAJOR the
-# ABI only grows (include/treadle.h, COMPATIBILITY).
+# The ABI check: libtreadle.so, libtreadle-hook.so and, where the build
+# makes it (OpenSSL 3 found), libtreadle-tls.so against the baselines in abi/
+# (abixml files, libabigail's format), so that within one MAJOR the ABI only
+# grows (include/treadle.h, COMPATIBILITY).
 #   scripts/abi-check.sh BUILD_DIR             check (make abi-check; .ci/run)
 #   scripts/abi-check.sh BUILD_DIR --update    rewrite abi/*.abi from this build
+#   scripts/abi-check.sh BUILD_DIR --update LIB...
+#                                              rewrite only those (libtreadle-tls)
 #
 # BUILD_DIR is configured RelWithDebInfo (tests and benchmarks off) if it has
 # no build yet; an existing one is used as it is, and must be built with -g
-# (RelWithDebInfo or Debug) from this source tree.  Only the two libraries are
+# (RelWithDebInfo or Debug) from this source tree.  Only the libraries are
 # built.  Installs its Debian packages when run as root (scripts/deps.sh abi:
 # abigail-tools, and liburing-dev so that the build is the one users get).
 #
 # What counts: abidw reads the DWARF of the library and keeps the exported
 # functions (only tdl_* are exported: -fvisibility=hidden; for the hook
-# library, the libc calls it overrides and tdl_hook_*) with every type they
+# library, the libc calls it overrides and tdl_hook_*; for the TLS library,
+# tdl_tls_*) with every type they
 # reach that is defined in include/ (--headers-dir include/
 # --drop-private-types): the public structs with all their fields, private
 # ones included, since callers allocate them; a type defined in src/ and
@@ -62,13 +66,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 BUILD_DIR [--update]" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+usage() { echo "usage: $0 BUILD_DIR [--update [LIB...]]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
 build=$1
+shift
 update=0
-if [ $# = 2 ]; then
-  [ "$2" = --update ] || usage
+only=""
+if [ $# -ge 1 ]; then
+  [ "$1" = --update ] || usage
   update=1
+  shift
+  for l in "$@"; do
+    case $l in libtreadle | libtreadle-hook | libtreadle-tls) only="$only $l" ;; *) usage ;; esac
+  done
 fi
 jobs=${JOBS:-2}
 src=$(pwd -P)
@@ -92,7 +102,22 @@ if [ $update = 1 ] && ! grep -qxF -- "CMAKE_C_FLAGS:STRING=$prefix_map" "$build/
   echo "abi-check: --update needs a build configured by this script (a new BUILD_DIR, e.g. build/abi)" >&2
   exit 2
 fi
-cmake --build "$build" -j"$jobs" --target treadle_shared treadle_hook >/dev/null
+libs="libtreadle libtreadle-hook"
+targets="treadle_shared treadle_hook"
+# libtreadle-tls where the build makes it (TDL_TLS, OpenSSL 3 found).
+# (The list is read whole first: grep -q would end the pipe early, which
+# pipefail takes for a failure.)
+known=$(cmake --build "$build" --target help 2>/dev/null || true)
+if grep -qw treadle_tls <<<"$known"; then
+  libs="$libs libtreadle-tls"
+  targets="$targets treadle_tls"
+elif [ -f abi/libtreadle-tls.abi ]; then
+  echo "abi-check: libtreadle-tls.so is not built in $build (no OpenSSL 3): not checked"
+fi
+cmake --build "$build" -j"$jobs" --target $targets >/dev/null
+for l in $only; do
+  case " $libs " in *" $l "*) ;; *) echo "abi-check: $l.so is not built in $build: nothing to update" >&2; exit 2 ;; esac
+done
 
 # What abidiff filters out as harmless (an enumerator added at the end, a
 # field renamed in place, a typedef for the same type...) is shown, not
@@ -108,7 +133,8 @@ note_harmless() {
 dump=$build/abi-dump
 mkdir -p "$dump" abi
 status=0
-for lib in libtreadle libtreadle-hook; do
+for lib in $libs; do
+  case " $only " in "  ") ;; *" $lib "*) ;; *) continue ;; esac
   so=$(readlink -f "$build/$lib.so")
   if ! readelf -S --wide "$so" | grep -q ' \.debug_info '; then
     echo "abi-check: $so has no debug information: build $build with -g (RelWithDebInfo)" >&2

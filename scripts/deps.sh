@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Installs (as root) or names (otherwise) the Debian packages a job needs.
-#   scripts/deps.sh test|bench|aarch64|musl|abi
+#   scripts/deps.sh test|bench|aarch64|musl|abi|fuzz
 set -eu
 case "${1:-test}" in
   test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db liburing-dev libcurl4-openssl-dev python3-prometheus-client gdb linux-perf" ;;
@@ -9,7 +9,8 @@ case "${1:-test}" in
   aarch64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch python3" ;;
   musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
   abi)     pkgs="cmake make gcc pkg-config liburing-dev abigail-tools" ;;
-  *) echo "usage: $0 test|bench|aarch64|musl|abi" >&2; exit 2 ;;
+  fuzz)    pkgs="clang" ;;
+  *) echo "usage: $0 test|bench|aarch64|musl|abi|fuzz" >&2; exit 2 ;;
 esac
 # libtreadle-tls and its tests: OpenSSL 3, the openssl command, curl.
 [ "${1:-test}" = test ] && pkgs="$pkgs libssl-dev openssl curl"

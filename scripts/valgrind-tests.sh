@@ -3,6 +3,27 @@
 # Runs every test binary under valgrind memcheck, once per back end; fails on
 # any error or any definite/indirect leak.   scripts/valgrind-tests.sh BUILD_DIR
 set -u
+# One run (the list below hands these out): --one TEST BACKEND LABEL
+if [ "${1:-}" = --one ]; then
+  t=$2 be=$3 label=$4
+  log=$(mktemp)
+  # --fair-sched=yes: valgrind runs one thread at a time, and by default
+  # hands the lock over unfairly: a loop kept busy on purpose (test_remote's
+  # posts under load) could starve the threads it waits for, for minutes.
+  # timeout: a hang fails the run instead of stalling CI.
+  if TDL_BACKEND=$be timeout 600 valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full \
+       --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
+       --child-silent-after-fork=yes "$t" >"$log" 2>&1; then
+    echo "valgrind ok   $label"
+    rm -f "$log"
+    exit 0
+  fi
+  # One block, so that two runs failing at once do not interleave.
+  { echo "valgrind FAIL $label"; tail -40 "$log"; } >"$log.out"
+  cat "$log.out"
+  rm -f "$log" "$log.out"
+  exit 1
+fi
 dir=${1:-build/test}
 status=0
 bes="epoll poll"
@@ -24,6 +45,7 @@ test_net_emfile"
 # back end's suffix: test_ring, test_readahead, ...) run once, not once per
 # back end: $TDL_BACKEND changes nothing for them.
 own=$(ctest --test-dir "$dir" -N 2>/dev/null | sed -n 's/.*Test *#[0-9]*: \(test_[a-z_]*\)$/\1/p')
+jobs=$(mktemp)
 for t in "$dir"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
@@ -38,22 +60,13 @@ for t in "$dir"/tests/test_*; do
       [ "$be" = epoll ] || continue
       label=$name
     fi
-    log=$(mktemp)
-    # --fair-sched=yes: valgrind runs one thread at a time, and by default
-    # hands the lock over unfairly: a loop kept busy on purpose (test_remote's
-    # posts under load) could starve the threads it waits for, for minutes.
-    # timeout: a hang fails the run instead of stalling CI.
-    if TDL_BACKEND=$be timeout 600 valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full \
-         --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
-         --child-silent-after-fork=yes "$t" >"$log" 2>&1; then
-      echo "valgrind ok   $label"
-    else
-      echo "valgrind FAIL $label"; tail -40 "$log"; status=1
-    fi
-    rm -f "$log"
+    echo "$t $be $label" >>"$jobs"
   done
 done
-# The kv example talks to real clients; run its test with kv under valgrind.
+# Two (JOBS) at a time: each run is one process on one core at a time
+# (valgrind serialises a program's threads), so the runs share the machine.
+xargs -P "${JOBS:-2}" -L 1 "$0" --one <"$jobs" || status=1
+rm -f "$jobs"
 kv="$dir/examples/kv/kv"
 if [ -x "$kv" ] && command -v redis-server >/dev/null; then
   log=$(mktemp)

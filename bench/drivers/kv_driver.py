@@ -4,7 +4,7 @@
 server on one CPU, redis-benchmark on the other, one RESULT line.
 
     kv_driver.py kv --server kv|redis-server --build DIR
-                    [--clients C] [--pipeline P] [--requests N] [--tests set,get]
+                    [--clients C] [--pipeline P] [--requests N] [--tests set,get] [--tls]
 
 The server is started here, pinned to CPU 0 (taskset), redis-benchmark pinned
 to CPU 1.  Over the benchmark's run only, the server's own counters are read
@@ -17,7 +17,14 @@ is what syscr counts).  The RESULT line has
     reads_per_req     server read() calls per request
     requests          requests sent
 
-A missing redis-server or redis-benchmark is an exit status of 77 with a note.
+--tls: the same over TLS, with a self-signed P-256 certificate made for the
+run (the openssl command): kv with --tls-cert/--tls-key, redis-server with
+its TLS port only (--port 0 --tls-port, clients not asked for certificates),
+and redis-benchmark --tls --cacert, which makes each client's handshake
+(TLS 1.3) before its first request and keeps its connection.
+
+A missing redis-server, redis-benchmark or openssl, or a redis-benchmark
+without --tls, is an exit status of 77 with a note.
 """
 
 import argparse
@@ -26,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -61,6 +69,15 @@ def reads(pid):
     return 0
 
 
+def make_cert(tmp):
+    """A self-signed P-256 certificate for 127.0.0.1 in tmp: (cert, key)."""
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
 def wait_listening(port, proc):
     for _ in range(500):
         if proc.poll() is not None:
@@ -82,6 +99,7 @@ def main():
     ap.add_argument("--pipeline", type=int, default=1)
     ap.add_argument("--requests", type=int, default=200000)
     ap.add_argument("--tests", default="set,get")
+    ap.add_argument("--tls", action="store_true", help="over TLS: a certificate made for the run")
     o = ap.parse_args()
 
     bench = shutil.which("redis-benchmark")
@@ -93,22 +111,41 @@ def main():
         print(f"kv_driver: {'redis-benchmark' if not bench else o.server} not found "
               "(Debian: redis-tools, redis-server)")
         return 77
+    if o.tls:
+        if not shutil.which("openssl"):
+            print("kv_driver: --tls needs the openssl command (Debian: openssl)")
+            return 77
+        h = subprocess.run([bench, "--help"], capture_output=True, text=True)
+        if "--tls" not in h.stdout + h.stderr:
+            print("kv_driver: this redis-benchmark was built without TLS")
+            return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        return run(o, bench, server, make_cert(tmp) if o.tls else None)
+
+
+def run(o, bench, server, cert):
     ncpu = os.cpu_count() or 1
     pin_server, pin_client = (["taskset", "-c", "0"], ["taskset", "-c", "1"]) if ncpu >= 2 else ([], [])
 
     port = free_port()
     if o.server == "kv":
         cmd = [server, "--listen", f"127.0.0.1:{port}"]
+        if cert:
+            cmd += ["--tls-cert", cert[0], "--tls-key", cert[1]]
     else:
         cmd = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                "--maxclients", "10000", "--loglevel", "warning"]
+        if cert:
+            cmd[1:3] = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", cert[0], "--tls-key-file", cert[1],
+                        "--tls-ca-cert-file", cert[0], "--tls-auth-clients", "no"]
+    tls_args = ["--tls", "--cacert", cert[0]] if cert else []
     srv = subprocess.Popen(pin_server + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, srv)
         cpu0, rd0 = cpu_seconds(srv.pid), reads(srv.pid)
         p = subprocess.run(pin_client + [bench, "-h", "127.0.0.1", "-p", str(port), "-c", str(o.clients),
                                          "-P", str(o.pipeline), "-n", str(o.requests), "-t", o.tests,
-                                         "-r", "100000", "--csv"],
+                                         "-r", "100000", "--csv", *tls_args],
                            capture_output=True, text=True, timeout=600)
         cpu1, rd1 = cpu_seconds(srv.pid), reads(srv.pid)
         if p.returncode != 0:
@@ -124,7 +161,7 @@ def main():
         if total == 0:
             print("kv_driver: no results from redis-benchmark:", p.stdout[-400:], file=sys.stderr)
             return 1
-        print(f"RESULT workload=kv server={o.server} clients={o.clients} pipeline={o.pipeline} "
+        print(f"RESULT workload=kv server={o.server} tls={int(bool(cert))} clients={o.clients} pipeline={o.pipeline} "
               f"requests={total} rps={total / times:.0f} "
               f"cpu_us_per_req={(cpu1 - cpu0) * 1e6 / total:.3f} reads_per_req={(rd1 - rd0) / total:.4f}")
         return 0

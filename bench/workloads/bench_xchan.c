@@ -13,7 +13,8 @@
  * xping --floor 1: no treadle at all: two threads pinned to two CPUs pass a
  * counter back and forth through two cache lines, spinning.  The least any
  * round trip between two threads costs on the machine at hand: the floor under
- * the fiber figures.
+ * the fiber figures.  --floor 2: the same two threads, each asleep in read(2)
+ * on an eventfd until the other writes it: the floor under loops that sleep.
  */
 #include <treadle.h>
 
@@ -23,7 +24,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 static struct {
@@ -184,15 +187,74 @@ static int floor_main(void)
   return 0;
 }
 
+/* ---- xping --floor 2 ---- */
+
+/* No treadle either, but each thread sleeps until woken: it blocks in
+ * read(2) on its own eventfd, and wakes the other by writing to the other's.
+ * A round trip is two wake-ups of a sleeping thread: the floor under a
+ * loop's round trip when neither loop spins. */
+static int efd[2];
+
+static void wait_and_clear(int fd)
+{
+  uint64_t v;
+  while (read(fd, &v, sizeof v) != sizeof v)
+    if (errno != EINTR)
+      bench_die("read(eventfd): %s", strerror(errno));
+}
+
+static void wake(int fd)
+{
+  uint64_t one = 1;
+  while (write(fd, &one, sizeof one) != sizeof one)
+    if (errno != EINTR)
+      bench_die("write(eventfd): %s", strerror(errno));
+}
+
+static void *floor_sleep_answer(void *arg)
+{
+  (void)arg;
+  pin_to(1);
+  for (long i = 1; i <= X.hops; i++) {
+    wait_and_clear(efd[1]);
+    wake(efd[0]);
+  }
+  return NULL;
+}
+
+static int floor_sleep_main(void)
+{
+  if ((efd[0] = eventfd(0, EFD_CLOEXEC)) < 0 || (efd[1] = eventfd(0, EFD_CLOEXEC)) < 0)
+    bench_die("eventfd: %s", strerror(errno));
+  pthread_t t;
+  pin_to(0);
+  bench_span s;
+  bench_begin(&s);
+  if (pthread_create(&t, NULL, floor_sleep_answer, NULL) != 0)
+    bench_die("pthread_create failed");
+  for (long i = 1; i <= X.hops; i++) {
+    wake(efd[1]);
+    wait_and_clear(efd[0]);
+  }
+  pthread_join(t, NULL);
+  bench_end(&s);
+  bench_result("floor-sleep", "xping", &s, "hops=%ld ns_per_round_trip=%.1f cpu_ns_per_round_trip=%.1f", X.hops,
+               s.wall_s * 1e9 / (double)X.hops, (s.user_s + s.sys_s) * 1e9 / (double)X.hops);
+  close(efd[0]);
+  close(efd[1]);
+  return 0;
+}
+
 int bench_xping_main(int argc, char **argv)
 {
   X.hops = bench_opt_long(argc, argv, "hops", 1000000);
   tdl_time_t spin = bench_opt_long(argc, argv, "spin", 0);
   if (X.hops < 1)
     bench_die("xping: need --hops >= 1");
-  if (bench_opt_long(argc, argv, "floor", 0)) {
+  long floor = bench_opt_long(argc, argv, "floor", 0);
+  if (floor) {
     ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return floor_main();
+    return floor == 2 ? floor_sleep_main() : floor_main();
   }
   int rc;
   if ((rc = tdl_chan_new_shared(&X.ch, sizeof(long), 0)) < 0 || (rc = tdl_chan_new_shared(&X.back, sizeof(long), 0)) < 0)

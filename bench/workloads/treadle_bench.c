@@ -75,7 +75,9 @@ static const bench_opt xchan_opts[] = {
 static const bench_opt xping_opts[] = {
     COUNT("hops", "1000000", "round trips T between fibers on two loops"),
     {"spin", "N", 0, LONG_MAX, "nanoseconds each loop spins before it sleeps (default 0)"},
-    {"floor", "0|1", 0, 1, "1: no treadle, two pinned threads spinning on two cache lines (the floor)"},
+    {"floor", "0|1|2", 0, 2,
+     "no treadle: two pinned threads passing a counter, 1 spinning on two cache lines, 2 each asleep "
+     "in read(2) on an eventfd until the other writes it (the floors)"},
     {0},
 };
 static const bench_opt skew_opts[] = {

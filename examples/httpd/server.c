@@ -396,11 +396,10 @@ enum { QUIET_CLOSE = 0 };
  * How it waits costs no system call more than reading would.  A plain
  * connection waits for readability, which treadle knows for certain after
  * the short read that ended the last request.  An HTTPS one reads its first
- * bytes into a few hundred bytes here: OpenSSL reads the socket itself, so
- * what the loop saw of it says nothing, and OpenSSL reads a record's header
- * and its body apart whatever the buffer (no read-ahead), so a small buffer
- * costs no read(2) more; the rest of a longer head comes from the record it
- * has decrypted.  On a uring loop with a receive request per read, the
+ * bytes into a few hundred bytes here: what the loop saw of the socket says
+ * nothing of whole records, and OpenSSL reads records into its own buffer
+ * whatever the size of ours, so a small one costs no read more; the rest
+ * of a longer head comes from the record it has decrypted.  On a uring loop with a receive request per read, the
  * read itself is the wait, in the ring, and the buffers stay taken.
  */
 static bool conn_wait_request(httpd_conn *c)
@@ -1122,9 +1121,9 @@ static void conn_serve(httpd_server *s, int fd)
   tdl_net_nodelay(fd, true);
   /* On a uring loop the kernel receives requests as they come, with no
    * receive request per read; every read of fd here is treadle's, and it is
-   * closed with tdl_close, as receiving ahead asks.  Not on HTTPS: OpenSSL
-   * reads the socket itself (tls.h).  -ENOTSUP: not a uring loop (turning
-   * it off, which changes nothing, says the same). */
+   * closed with tdl_close, as receiving ahead asks.  HTTPS turns it on
+   * after its handshake (below).  -ENOTSUP: not a uring loop (turning it
+   * off, which changes nothing, says the same). */
   bool want_ahead = !s->cfg.no_readahead && !s->cfg.tls;
   int ahead = tdl_fd_readahead(fd, want_ahead);
   /* An idle connection waits with no buffers taken where that costs no
@@ -1136,8 +1135,8 @@ static void conn_serve(httpd_server *s, int fd)
   if (!c->prewait && !conn_take_buf(c))
     c->prewait = true; /* out of memory now: the first request tries again */
   /* And answers are sent behind: copied, and handed to the kernel with the
-   * loop's next io_uring_enter instead of a send(2) each.  Neither on HTTPS:
-   * OpenSSL reads and writes the socket itself (tls.h). */
+   * loop's next io_uring_enter instead of a send(2) each.  HTTPS turns both
+   * on after its handshake (tls.h). */
   if (!s->cfg.no_writebehind && !s->cfg.tls)
     (void)tdl_fd_writebehind(fd, true);
   conn_link(s, c);
@@ -1149,6 +1148,10 @@ static void conn_serve(httpd_server *s, int fd)
     tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
     if (tdl_tls_new(&c->tls, s->cfg.tls, fd, NULL) == 0 &&
         tdl_tls_handshake(c->tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
+      if (!s->cfg.no_readahead && tdl_tls_fiber_io(c->tls))
+        (void)tdl_fd_readahead(fd, true);
+      if (!s->cfg.no_writebehind && tdl_tls_fiber_io(c->tls))
+        (void)tdl_fd_writebehind(fd, true);
       linger = serve(c);
       if (conn_flush(c) && !linger)
         (void)tdl_tls_shutdown(c->tls, tdl_after(s->cfg.write_timeout));

@@ -3,11 +3,16 @@
  * kv: a Redis-protocol server on treadle (see server.c).
  *
  *   kv [--listen ADDR] [--max-request BYTES] [--idle-timeout SECONDS]
+ *      [--tls-cert FILE --tls-key FILE [--tls-handshake-timeout SECONDS]]
  *
  * ADDR as treadle reads addresses: "127.0.0.1:6380" (the default),
  * ":6380", "*:6380", "[::1]:6380", "localhost:6380".  SIGINT and SIGTERM
  * stop it.  TDL_BACKEND=uring in the environment runs it on io_uring, where
  * it accepts and receives ahead and sends behind (server.c).
+ *
+ * With --tls-cert and --tls-key (in a build with libtreadle-tls) it speaks
+ * Redis over TLS only, as redis-server's --tls-port does:
+ * `redis-cli --tls --cacert CA.pem -p 6380`.
  */
 #include <errno.h>
 #include <signal.h>
@@ -16,9 +21,16 @@
 #include <string.h>
 
 #include "server.h"
+#ifdef KV_TLS
+#include <treadle/tls.h>
+#endif
 
 static const char *listen_at = "127.0.0.1:6380";
-static kv_config cfg = {.max_request = (size_t)512 << 20, .idle_timeout = 0, .io_timeout = 30 * TDL_SEC};
+static kv_config cfg = {.max_request = (size_t)512 << 20,
+                        .idle_timeout = 0,
+                        .io_timeout = 30 * TDL_SEC,
+                        .handshake_timeout = 10 * TDL_SEC};
+static const char *tls_cert, *tls_key;
 static tdl_fiber_t server;
 
 static void on_signal(tdl_loop *loop, tdl_signal *s, int signum)
@@ -47,7 +59,7 @@ static void *serve(void *arg)
   tdl_signal_init(&sigs[1], on_signal, NULL);
   tdl_signal_start(loop, &sigs[0], SIGINT);
   tdl_signal_start(loop, &sigs[1], SIGTERM);
-  fprintf(stderr, "kv: serving on %s\n", listen_at);
+  fprintf(stderr, "kv: serving%s on %s\n", cfg.tls ? " TLS" : "", listen_at);
   int e = kv_serve(lfd, &cfg);
   tdl_signal_stop(loop, &sigs[0]);
   tdl_signal_stop(loop, &sigs[1]);
@@ -60,9 +72,15 @@ static void *serve(void *arg)
 static void usage(FILE *f, int code)
 {
   fprintf(f, "usage: kv [--listen ADDR] [--max-request BYTES] [--idle-timeout SECONDS]\n"
+             "          [--tls-cert FILE --tls-key FILE [--tls-handshake-timeout SECONDS]]\n"
              "  --listen ADDR          where to listen (default 127.0.0.1:6380)\n"
              "  --max-request BYTES    the largest argument accepted (default 536870912)\n"
-             "  --idle-timeout SECONDS close a connection silent this long (default: never)\n");
+             "  --idle-timeout SECONDS close a connection silent this long (default: never)\n"
+             "  --tls-cert FILE        speak TLS only (redis-cli --tls), with this PEM certificate chain...\n"
+             "  --tls-key FILE         ...and its PEM private key (both or neither)\n"
+             "  --tls-handshake-timeout SECONDS\n"
+             "                         close a client whose TLS handshake has not ended by then\n"
+             "                         (default 10; 1 or more)\n");
   exit(code);
 }
 
@@ -78,13 +96,38 @@ static long long number(const char *opt, const char *v)
   return n;
 }
 
+/* The TLS configuration; exits when the files will not do, naming the file
+ * and why. */
+static void tls_setup(void)
+{
+  if (!tls_cert)
+    return;
+#ifdef KV_TLS
+  char why[512];
+  tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = tls_cert, .key_file = tls_key, .error = why,
+                       .error_cap = sizeof why};
+  if (tdl_tls_config_new(&cfg.tls, &o) < 0) {
+    fprintf(stderr, "kv: TLS: %s\n", why);
+    exit(1);
+  }
+#else
+  fprintf(stderr, "kv: --tls-cert: this kv was built without libtreadle-tls (OpenSSL 3)\n");
+  exit(2);
+#endif
+}
+
 int main(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0)
       usage(stdout, 0);
-    if (strcmp(o, "--listen") != 0 && strcmp(o, "--max-request") != 0 && strcmp(o, "--idle-timeout") != 0) {
+    static const char *const with_value[] = {"--listen", "--max-request", "--idle-timeout", "--tls-cert", "--tls-key",
+                                             "--tls-handshake-timeout"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+      known = known || strcmp(o, with_value[k]) == 0;
+    if (!known) {
       fprintf(stderr, "kv: unknown option \"%s\"\n", o);
       usage(stderr, 2);
     }
@@ -102,11 +145,29 @@ int main(int argc, char **argv)
       listen_at = v;
     } else if (strcmp(o, "--max-request") == 0)
       cfg.max_request = (size_t)number(o, v);
-    else
+    else if (strcmp(o, "--tls-cert") == 0)
+      tls_cert = v;
+    else if (strcmp(o, "--tls-key") == 0)
+      tls_key = v;
+    else if (strcmp(o, "--tls-handshake-timeout") == 0) {
+      cfg.handshake_timeout = number(o, v) * TDL_SEC;
+      if (cfg.handshake_timeout == 0) { /* a handshake is always bounded */
+        fprintf(stderr, "kv: %s wants 1 or more\n", o);
+        exit(2);
+      }
+    } else
       cfg.idle_timeout = number(o, v) * TDL_SEC;
   }
+  if (!tls_cert != !tls_key) {
+    fprintf(stderr, "kv: --tls-cert and --tls-key go together\n");
+    usage(stderr, 2);
+  }
+  tls_setup();
   void *failed = NULL;
   int e = tdl_fiber_main(serve, NULL, &failed);
+#ifdef KV_TLS
+  tdl_tls_config_free(cfg.tls);
+#endif
   if (e < 0)
     fprintf(stderr, "kv: %s\n", tdl_strerror(e));
   return e < 0 || failed ? 1 : 0;

@@ -15,6 +15,11 @@
  * timeout), KVSTATS (connections and waiting fibers now), CONFIG GET
  * (answers an empty list; redis-benchmark asks).
  * Answers and errors are Redis's own, byte for byte, for these commands.
+ *
+ * With a TLS configuration (cfg->tls, in a build with libtreadle-tls), each
+ * connection's fiber first runs the handshake within cfg->handshake_timeout,
+ * then reads and writes through the same tdl_reader and tdl_writer, set up
+ * over the TLS stream (tls.h): the code above the stream does not change.
  */
 #include "server.h"
 
@@ -25,15 +30,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "resp.h"
 #include "store.h"
+#ifdef KV_TLS
+#include <treadle/tls.h>
+#endif
 
 enum { RBUF = 16 * 1024, WBUF = 16 * 1024 };
 #define BIG_VALUE ((size_t)1 << 20) /* larger values skip the writer */
 
 typedef struct conn {
   int fd;
+  struct tdl_tls *tls; /* TLS: every byte goes through it; NULL: plain */
   tdl_reader r;
   tdl_writer w;
   const kv_config *cfg;
@@ -70,14 +80,34 @@ static int put_bulk(conn *c, const char *p, size_t n)
       (e = tdl_writer_put(&c->w, "\r\n", 2)) < 0)
     return e;
   if (n >= BIG_VALUE) { /* out of the writer: what is queued first, then it */
-    if ((e = tdl_writer_flush(&c->w, tdl_after(c->cfg->io_timeout))) < 0)
+    tdl_time_t deadline = tdl_after(c->cfg->io_timeout);
+    if ((e = tdl_writer_flush(&c->w, deadline)) < 0)
       return e;
+#ifdef KV_TLS
+    if (c->tls) {
+      if ((e = tdl_tls_send_all(c->tls, p, n, NULL, deadline)) < 0)
+        return e;
+      return tdl_tls_send_all(c->tls, "\r\n", 2, NULL, deadline);
+    }
+#endif
     struct iovec iov[2] = {{(void *)p, n}, {"\r\n", 2}};
-    return tdl_net_send_allv(c->fd, iov, 2, NULL, tdl_after(c->cfg->io_timeout));
+    return tdl_net_send_allv(c->fd, iov, 2, NULL, deadline);
   }
   if ((e = tdl_writer_put(&c->w, p, n)) < 0)
     return e;
   return tdl_writer_put(&c->w, "\r\n", 2);
+}
+
+/* Bytes that TLS has already decrypted and the reader not yet taken: they
+ * make the socket no more readable, so a wait on it would miss them. */
+static bool pending(const conn *c)
+{
+#ifdef KV_TLS
+  return c->tls && tdl_tls_pending(c->tls) > 0;
+#else
+  (void)c;
+  return false;
+#endif
 }
 
 static int put_nil(conn *c) { return tdl_writer_put(&c->w, "$-1\r\n", 5); }
@@ -170,7 +200,7 @@ static int cmd_waitkey(conn *c, const resp_cmd *cmd)
         {.kind = TDL_SELECT_PARK},
         {.kind = TDL_SELECT_FD, .fd = c->fd, .events = TDL_READ},
     };
-    r = tdl_select(ops, 2, deadline);
+    r = pending(c) ? 1 : tdl_select(ops, 2, deadline);
     if (r != 1)
       break;
     /* The client sent something: more commands (kept for later) or EOF. */
@@ -273,15 +303,62 @@ static int answer_buffered(conn *c, resp_cmd *cmd, size_t *want)
   }
 }
 
+#ifdef KV_TLS
+/* A client that does not speak TLS (a plaintext redis-cli): end with a FIN
+ * after reading what it sent, not with the RST that closing over unread
+ * bytes makes, so that it sees the server close.  Bounded in time and
+ * bytes. */
+static void refuse(conn *c)
+{
+  if (tdl_net_shutdown(c->fd, SHUT_WR) < 0)
+    return;
+  tdl_time_t deadline = tdl_after(2 * TDL_SEC);
+  size_t total = 0;
+  while (total < RBUF) {
+    ssize_t n = tdl_read(c->fd, c->rmem, RBUF, deadline);
+    if (n <= 0)
+      break;
+    total += (size_t)n;
+  }
+}
+#endif
+
+/* Set up c's reader and writer, over TLS after its handshake when the
+ * server speaks TLS. */
+static int conn_open(conn *c)
+{
+  /* The largest request: the largest argument and room for the rest. */
+  size_t max = c->cfg->max_request + 64 * 1024;
+  if (max < RBUF)
+    max = RBUF;
+  int e;
+#ifdef KV_TLS
+  if (c->cfg->tls) {
+    /* Within its own deadline: a client that says nothing, half a hello or
+     * plaintext is closed, quietly. */
+    if ((e = tdl_tls_new(&c->tls, c->cfg->tls, c->fd, NULL)) < 0)
+      return e;
+    if ((e = tdl_tls_handshake(c->tls, tdl_after(c->cfg->handshake_timeout))) < 0) {
+      if (e == -EPROTO)
+        refuse(c);
+      return e;
+    }
+    if ((e = tdl_tls_reader_init(&c->r, c->tls, c->rmem, RBUF, max)) < 0)
+      return e;
+    return tdl_tls_writer_init(&c->w, c->tls, c->wmem, WBUF, (size_t)64 << 20);
+  }
+#endif
+  if ((e = tdl_reader_init(&c->r, c->fd, c->rmem, RBUF, max)) < 0)
+    return e;
+  return tdl_writer_init(&c->w, c->fd, c->wmem, WBUF, (size_t)64 << 20);
+}
+
 static void *connection(void *arg)
 {
   conn *c = arg;
   resp_cmd *cmd = malloc(sizeof *cmd);
   stats.connections++;
-  /* The largest request: the largest argument and room for the rest. */
-  size_t max = c->cfg->max_request + 64 * 1024;
-  if (cmd && tdl_reader_init(&c->r, c->fd, c->rmem, RBUF, max < RBUF ? RBUF : max) == 0 &&
-      tdl_writer_init(&c->w, c->fd, c->wmem, WBUF, (size_t)64 << 20) == 0) {
+  if (cmd && conn_open(c) == 0) {
     for (;;) {
       size_t want = 0;
       if (answer_buffered(c, cmd, &want) < 0)
@@ -299,8 +376,17 @@ static void *connection(void *arg)
         break; /* EOF, a reset, the idle timeout, a cancel */
     }
   }
+#ifdef KV_TLS
+  /* close_notify, so that the client sees an end and not a truncation (a
+   * stream that failed refuses at once). */
+  if (c->tls)
+    (void)tdl_tls_shutdown(c->tls, tdl_after(c->cfg->io_timeout));
+#endif
   tdl_reader_destroy(&c->r);
   tdl_writer_destroy(&c->w);
+#ifdef KV_TLS
+  tdl_tls_free(c->tls); /* after the reader and writer, which it carries */
+#endif
   tdl_close(c->fd);
   free(cmd);
   free(c);
@@ -329,13 +415,20 @@ int kv_serve(int lfd, const kv_config *cfg)
      * of a whole loop iteration go with its one io_uring_enter, as Redis
      * writes its clients' replies before it sleeps.  Every read and write of
      * fd is treadle's, and tdl_close closes it, as both ask.  Elsewhere they
-     * are -ENOTSUP, and nothing changes. */
-    (void)tdl_fd_readahead(fd, true);
-    (void)tdl_fd_writebehind(fd, true);
+     * are -ENOTSUP, and nothing changes.  Neither over TLS: OpenSSL reads
+     * and writes the socket itself (tls.h). */
+    if (!cfg->tls) {
+      (void)tdl_fd_readahead(fd, true);
+      (void)tdl_fd_writebehind(fd, true);
+    }
     conn *c = malloc(sizeof *c);
     if (c) {
       c->fd = fd;
       c->cfg = cfg;
+      c->tls = NULL;
+      /* Zeroed, destroying them is harmless when setting up fails halfway. */
+      memset(&c->r, 0, sizeof c->r);
+      memset(&c->w, 0, sizeof c->w);
     }
     if (!c || tdl_fiber_spawn(NULL, tdl_fiber_loop(), connection, c, &(tdl_fiber_options){.name = "conn", .detached = true}) < 0) {
       free(c);

@@ -11,6 +11,9 @@ typedef struct kv_config {
   size_t max_request;      /* the largest argument (Redis: 512 MB) */
   tdl_time_t idle_timeout; /* close a silent connection after this (0: never) */
   tdl_time_t io_timeout;   /* a client that does not read its answers */
+  struct tdl_tls_config *tls;   /* TLS: a server configuration of libtreadle-tls (tls.h), in a build
+                                   with it (KV_TLS); NULL: plain TCP */
+  tdl_time_t handshake_timeout; /* TLS: a client that has not ended its handshake by then is closed */
 } kv_config;
 
 typedef struct kv_stats {

@@ -12,15 +12,29 @@
  * fiber, -EPERM outside a fiber.  A stream belongs to its loop; one reading
  * and one writing fiber at a time (-EBUSY otherwise, as fd.h).
  *
- * How it waits.  OpenSSL reads and writes the non-blocking socket itself
- * (its socket BIO, with sends made with MSG_NOSIGNAL: a peer that has gone
- * is -EPIPE, never a SIGPIPE); when it says it wants to read or to write,
- * the fiber parks on the fd (tdl_fd_blocked, then tdl_fd_wait) until the
- * kernel reports it ready, or the deadline passes.  Records that OpenSSL
- * has already decrypted are returned first, without parking.  Because
- * OpenSSL owns the socket, kernel TLS (below) can take the record layer
- * over after the handshake; and because it does, a TLS stream's fd must not
- * receive ahead or send behind (fd.h): those would take bytes past OpenSSL.
+ * How it waits.  The handshake runs on OpenSSL's socket BIO: OpenSSL
+ * reads and writes the non-blocking socket itself (sends made with
+ * MSG_NOSIGNAL: a peer that has gone is -EPIPE, never a SIGPIPE), and when
+ * it says it wants to read or to write, the fiber parks on the fd
+ * (tdl_fd_blocked, then tdl_fd_wait) until the kernel reports it ready, or
+ * the deadline passes.  Because OpenSSL owns the socket then, kernel TLS
+ * (below) can take the record layer over at the handshake.  Where it took
+ * neither direction, the records after the handshake go through fiber I/O
+ * instead (tdl_read and tdl_send on the fd, with the call's deadline), so
+ * that on a uring loop the fd may receive ahead and send behind (fd.h):
+ * records then come out of the loop's buffers and go out with its next
+ * submission, no system call of their own.  tdl_tls_fiber_io says which
+ * path a stream took.  Turn tdl_fd_readahead and tdl_fd_writebehind on only
+ * after tdl_tls_handshake returned, and only where tdl_tls_fiber_io is true:
+ * during the handshake, or on the socket BIO, they would take bytes past
+ * OpenSSL.  A read parks, when OpenSSL holds nothing, before it asks
+ * OpenSSL for a record, and records that OpenSSL has already decrypted are
+ * returned first, without parking.  After the handshake OpenSSL reads ahead
+ * (but where kernel TLS receives): one read per record or per several.
+ * The environment variable TREADLE_TLS_BIO=socket, read when a
+ * configuration is made, keeps its streams on the socket BIO after the
+ * handshake too: it is there to compare the two record paths (the tests
+ * run both).
  * OpenSSL's handshake needs stack: run streams in fibers with the default
  * stack (TDL_STACK_DEFAULT) or more.
  *
@@ -43,9 +57,12 @@
  * no `tls` module, records stay in user space; nothing else changes.
  *
  * Memory.  OpenSSL's read and write buffers (about 34 KiB together) are
- * given back whenever a call finds nothing buffered (SSL_MODE_RELEASE_BUFFERS):
- * an idle stream keeps the SSL object with its session and record state, and
- * its fiber keeps the stack pages the handshake touched.  `bench/run.py
+ * given back whenever a call finds nothing buffered (SSL_MODE_RELEASE_BUFFERS),
+ * and before a read parks: an idle stream keeps the SSL object with its
+ * session and record state, and its fiber keeps the stack pages the
+ * handshake touched (a read parks in tdl_tls_read's own frame, so that
+ * tdl_fiber_compact_idle keeps little of it).  A record that has come in
+ * part holds the read buffer until the rest comes.  `bench/run.py
  * --only tls` measures the RSS of an idle HTTPS connection (its idle row),
  * beside nginx's and Go's.
  */
@@ -268,6 +285,12 @@ TDL_API int tdl_tls_version(const tdl_tls *s);
  * kernel has no `tls` module, with no_ktls, or for a cipher the kernel
  * lacks). */
 TDL_API unsigned tdl_tls_ktls(const tdl_tls *s);
+
+/* Whether the stream's records go through fiber I/O (tdl_read, tdl_send on
+ * its fd): true after the handshake where kernel TLS took neither direction
+ * and TREADLE_TLS_BIO is not "socket"; false before the handshake.  Only
+ * then may its fd receive ahead and send behind (fd.h). */
+TDL_API bool tdl_tls_fiber_io(const tdl_tls *s);
 
 /* Whether the handshake resumed an earlier session (no certificate was
  * sent). */

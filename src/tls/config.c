@@ -346,6 +346,10 @@ int tdl_tls_config_new(tdl_tls_config **out, const tdl_tls_options *opts)
   cfg->role = o->role;
   cfg->verify = !o->insecure;
   cfg->resumption = !o->no_resumption;
+  /* Read once here, not per stream: a getenv per connection is a scan of
+   * the environment on the accept path. */
+  const char *bio = getenv("TREADLE_TLS_BIO");
+  cfg->socket_bio = bio && strcmp(bio, "socket") == 0;
   pthread_mutex_init(&cfg->lock, NULL);
   *out = cfg;
   return 0;

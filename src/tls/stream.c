@@ -1,14 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * TLS streams: OpenSSL's socket BIO on the non-blocking fd, the fiber parked
- * on the fd whenever OpenSSL wants to read or write.
+ * TLS streams: two record paths over one fd.
  *
- * Why the socket BIO and not a BIO over fiber I/O: OpenSSL moves records
- * into the kernel (kTLS) only for a socket BIO, and a BIO of our own would
- * add a call and a copy per record for nothing else; parking on
- * WANT_READ/WANT_WRITE costs the same tdl_fd_wait that fiber I/O would
- * make.  The one change to OpenSSL's socket BIO: sends are made with
+ * The handshake runs on OpenSSL's socket BIO on the non-blocking fd, the
+ * fiber parked on the fd whenever OpenSSL wants to read or write: OpenSSL
+ * moves records into the kernel (kTLS) only for its socket BIO, and decides
+ * so at the handshake.  Where kTLS took either direction, the stream stays
+ * on the socket BIO.  The one change to it: sends are made with
  * MSG_NOSIGNAL, so a peer that has gone is -EPIPE rather than a SIGPIPE.
+ *
+ * Otherwise the records after the handshake go through the fiber BIO,
+ * whose read and write are tdl_read and tdl_send on the fd with the
+ * deadline of the call in progress.  Then the fd's records come out of the
+ * loop's receive-ahead buffers and go out sent behind on uring loops
+ * (tdl_fd_readahead, tdl_fd_writebehind), where the socket BIO would make a
+ * read(2) and a send(2) of its own per record.  Swapping BIOs loses nothing:
+ * what OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
+ * of fiber I/O (-ETIMEDOUT, -ECANCELED, -EPIPE...) are kept in the stream
+ * and come out of the call as they are.  After the handshake OpenSSL reads
+ * ahead on either path (unless kTLS receives): one read per record or per
+ * several, where it would read a record's header and then its body.
+ *
+ * An idle stream must not hold OpenSSL's read buffer (16 KiB and more)
+ * while its fiber waits.  The socket BIO path gives it back when OpenSSL
+ * finds the socket empty; the fiber BIO would park inside SSL_read with the
+ * buffer held, so a read on it first waits for the fd, from tdl_tls_read's
+ * own frame (a small stack for tdl_fiber_compact_idle to keep), whenever
+ * OpenSSL holds nothing, having given the buffers back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +53,17 @@ struct tdl_tls {
   bool resumed;
   unsigned ktls;
   bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
+  bool fiber_bio; /* records through the fiber BIO (see the top) */
+  bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
+  /* The fiber BIO's next read starts a record with nothing buffered: it is
+   * made without waiting (rd_nowait), and found the fd empty (rd_again). */
+  bool rd_nowait, rd_again;
+  /* The fiber BIO's: the deadlines of the reading and the writing call in
+   * progress (a reader may be parked inside a record while a writer
+   * calls), and the error of its last tdl_recv or tdl_send, which drive
+   * reads before any other fiber runs. */
+  tdl_time_t rd_deadline, wr_deadline;
+  int io_rc;
   /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
   unsigned parked;
   char *name; /* a client's server name, the key of its session */
@@ -44,6 +73,7 @@ struct tdl_tls {
 /* ---- the socket BIO, sending with MSG_NOSIGNAL ---- */
 
 static BIO_METHOD *bio_method;
+static BIO_METHOD *fiber_method;
 static int (*sock_write)(BIO *, const char *, int);
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
 static int ssl_index = -1;
@@ -65,8 +95,94 @@ static int bio_write(BIO *b, const char *buf, int len)
   return (int)n;
 }
 
+/* ---- the fiber BIO: tdl_read and tdl_send on the fd ---- */
+
+/* Errors that lose nothing: OpenSSL is told to try again (its state as
+ * after an EAGAIN), and drive returns the error kept in the stream. */
+static bool retryable(ssize_t rc)
+{
+  return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -EPERM || rc == -EBUSY || rc == -EAGAIN;
+}
+
+static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
+{
+  BIO_clear_retry_flags(b);
+  if (n >= 0) {
+    s->io_rc = 0;
+    if (n == 0 && reading)
+      s->rd_eof = true;
+    return (int)n;
+  }
+  s->io_rc = (int)n;
+  if (retryable(n)) {
+    if (reading)
+      BIO_set_retry_read(b);
+    else
+      BIO_set_retry_write(b);
+  }
+  return -1;
+}
+
+static int fiber_read(BIO *b, char *buf, int len)
+{
+  tdl_tls *s = BIO_get_data(b);
+  /* A read that starts a record does not wait: the fd may have looked
+   * ready when it was not (readiness the handshake's reads, outside
+   * treadle, used up).  drive then waits with the buffers given back.
+   * Inside a record the read waits. */
+  int flags = s->rd_nowait ? MSG_DONTWAIT : 0;
+  s->rd_nowait = false;
+  s->parked++; /* tdl_tls_free waits for this fiber too */
+  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, flags, s->rd_deadline);
+  s->parked--;
+  if (n == -EAGAIN && flags) {
+    BIO_clear_retry_flags(b);
+    BIO_set_retry_read(b);
+    s->io_rc = 0;
+    s->rd_again = true;
+    return -1;
+  }
+  return fiber_result(b, s, n, true);
+}
+
+static int fiber_write(BIO *b, const char *buf, int len)
+{
+  tdl_tls *s = BIO_get_data(b);
+  s->parked++;
+  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL, s->wr_deadline);
+  s->parked--;
+  return fiber_result(b, s, n, false);
+}
+
+static long fiber_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+  (void)num, (void)ptr;
+  tdl_tls *s = BIO_get_data(b);
+  switch (cmd) {
+  case BIO_CTRL_FLUSH:
+    return 1; /* what was sent behind goes with the loop's next submission */
+  case BIO_CTRL_EOF:
+    /* OpenSSL tells a truncated stream from a retry by this. */
+    return s && s->rd_eof;
+  default:
+    return 0;
+  }
+}
+
+static int fiber_create(BIO *b)
+{
+  BIO_set_init(b, 1);
+  return 1;
+}
+
 static void bio_setup(void)
 {
+  BIO_METHOD *f = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "treadle fiber");
+  if (!f || !BIO_meth_set_read(f, fiber_read) || !BIO_meth_set_write(f, fiber_write) ||
+      !BIO_meth_set_ctrl(f, fiber_ctrl) || !BIO_meth_set_create(f, fiber_create)) {
+    BIO_meth_free(f);
+    return;
+  }
   const BIO_METHOD *sock = BIO_s_socket();
   BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle socket");
   if (!m)
@@ -80,6 +196,7 @@ static void bio_setup(void)
   BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
   ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
   bio_method = m;
+  fiber_method = f;
 }
 
 int tdl__tls_ssl_index(void)
@@ -108,7 +225,7 @@ int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_n
   if (cfg->role == TDL_TLS_CLIENT && cfg->verify && !server_name)
     return -EINVAL;
   pthread_once(&bio_once, bio_setup);
-  if (!bio_method || ssl_index < 0)
+  if (!bio_method || !fiber_method || ssl_index < 0)
     return -ENOMEM;
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0)
@@ -217,6 +334,10 @@ static int outcome(tdl_tls *s, int ret, int sys_errno, unsigned *wait)
     s->eof = true;
     return 0;
   case SSL_ERROR_SYSCALL:
+    if (s->io_rc < 0 && ERR_peek_error() == 0) {
+      snprintf(s->error, sizeof s->error, "%s", tdl_strerror(s->io_rc));
+      return s->io_rc;
+    }
     if (ERR_peek_error() == 0) {
       if (sys_errno == 0 || sys_errno == EAGAIN) {
         note(s, "peer closed without close_notify");
@@ -290,6 +411,13 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
   for (;;) {
     ERR_clear_error();
     errno = 0;
+    if (fn != do_write)
+      s->rd_deadline = deadline;
+    if (fn != do_read)
+      s->wr_deadline = deadline;
+    s->io_rc = 0;
+    s->rd_nowait = s->fiber_bio && !SSL_has_pending(s->ssl);
+    s->rd_again = false;
     int r = fn(s, buf, len, done);
     int sys_errno = errno;
     if (r > 0)
@@ -298,10 +426,17 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     int rc = outcome(s, r, sys_errno, &wait);
     if (!wait)
       return rc;
+    if (s->io_rc < 0) {
+      /* The fiber BIO's wait failed: OpenSSL was told to try again. */
+      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(s->io_rc));
+      return s->io_rc;
+    }
     /* OpenSSL found the socket empty (or full): what the loop saw before is
      * used up.  Decrypted records are never left behind here: OpenSSL
-     * asks to read only when it has none to give. */
-    rc = tdl_fd_blocked(s->fd, wait);
+     * asks to read only when it has none to give.  (On the fiber BIO
+     * without rd_again, OpenSSL read a record that was not data, and
+     * tdl_fd_wait knows what is there, received ahead or not.) */
+    rc = s->fiber_bio && !s->rd_again ? 0 : tdl_fd_blocked(s->fd, wait);
     if (rc < 0)
       return rc;
     /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
@@ -321,6 +456,26 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
   }
 }
 
+/* After the handshake: records through the fiber BIO (see the top).  What
+ * OpenSSL has read already is in the SSL's buffer and stays there.  Without
+ * memory for the BIO the stream stays on the socket BIO, which works. */
+static void to_fiber_bio(tdl_tls *s)
+{
+  BIO *b = BIO_new(fiber_method);
+  if (!b) {
+    ERR_clear_error();
+    return;
+  }
+  BIO_set_data(b, s);
+  SSL_set_bio(s->ssl, b, b); /* frees the socket BIO */
+  /* A record that is not data (a TLS 1.3 session ticket, a key update)
+   * then ends SSL_read with WANT_READ, so that drive waits with the
+   * buffers given back, instead of OpenSSL reading on, parked in tdl_read
+   * with its buffer held. */
+  SSL_clear_mode(s->ssl, SSL_MODE_AUTO_RETRY);
+  s->fiber_bio = true;
+}
+
 static int handshake(tdl_tls *s, tdl_time_t deadline)
 {
   if (s->dead)
@@ -336,6 +491,10 @@ static int handshake(tdl_tls *s, tdl_time_t deadline)
     s->ktls = (BIO_get_ktls_send(SSL_get_wbio(s->ssl)) ? TDL_TLS_KTLS_TX : 0) |
               (BIO_get_ktls_recv(SSL_get_rbio(s->ssl)) ? TDL_TLS_KTLS_RX : 0);
 #endif
+    if (!(s->ktls & TDL_TLS_KTLS_RX))
+      SSL_set_read_ahead(s->ssl, 1);
+    if (s->ktls == 0 && !s->cfg->socket_bio)
+      to_fiber_bio(s);
     return 0;
   }
   if (rc == 0) {
@@ -375,6 +534,19 @@ ssize_t tdl_tls_read(tdl_tls *s, void *buf, size_t len, tdl_time_t deadline)
     return rc;
   if (s->eof || len == 0)
     return 0;
+  if (s->fiber_bio && !SSL_has_pending(s->ssl)) {
+    /* See the top: park here, with OpenSSL's buffers given back, not in
+     * tdl_read under SSL_read.  On a uring loop that receives ahead this
+     * returns at once when bytes were received. */
+    SSL_free_buffers(s->ssl);
+    s->parked++;
+    rc = tdl_fd_wait(s->fd, TDL_READ, deadline);
+    s->parked--;
+    if (rc < 0) {
+      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(rc));
+      return rc;
+    }
+  }
   size_t n = 0;
   rc = drive(s, do_read, buf, len, &n, deadline);
   if (rc == 1)
@@ -492,6 +664,11 @@ int tdl_tls_version(const tdl_tls *s)
 unsigned tdl_tls_ktls(const tdl_tls *s)
 {
   return s ? s->ktls : 0;
+}
+
+bool tdl_tls_fiber_io(const tdl_tls *s)
+{
+  return s && s->fiber_bio;
 }
 
 bool tdl_tls_resumed(const tdl_tls *s)

@@ -23,6 +23,9 @@ struct tdl_tls_config {
   tdl_tls_role role;
   bool verify;
   bool resumption;
+  /* TREADLE_TLS_BIO=socket: records through OpenSSL's socket BIO after the
+   * handshake too, to compare the two record paths (stream.c). */
+  bool socket_bio;
   /* Guards ctx (swapped by a reload) and the sessions. */
   pthread_mutex_t lock;
   /* The current SSL_CTX.  A stream's SSL holds its own reference to the

@@ -17,6 +17,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 RUN = os.path.join(ROOT, "bench", "run.py")
 GROUPS = ["pipes-callback", "pipes-watch", "timers", "ring", "chan", "idle", "pipes-fiber", "loops", "spawn",
           "blocking", "fs", "fsopen", "responsive", "kv", "hiredis", "uring", "echo", "http", "http-2", "http-close"]
+GROUPS += ["kv-tls"]
 failures = []
 
 

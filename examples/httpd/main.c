@@ -42,6 +42,8 @@ static void usage(FILE *f, int code)
              "                          (tdl_fd_readahead)\n"
              "  --no-writebehind        on io_uring loops, a send(2) per answer instead of sending\n"
              "                          behind (tdl_fd_writebehind)\n"
+             "  --compact-idle MS       give back the stack pages of connections idle longer than MS\n"
+             "                          milliseconds, 1 or more (tdl_fiber_compact_idle); default: off\n"
              "  --metrics               answer GET /-/metrics with treadle's metrics of the process and\n"
              "                          of every loop, in the Prometheus text format\n"
              "  --root DIR              serve the files under DIR at /static/\n"
@@ -132,7 +134,7 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     static const char *const with_value[] = {"--loops", "--accept", "--listen", "--root", "--idle-timeout",
                                              "--read-timeout", "--write-timeout", "--grace", "--max-body",
                                              "--max-head", "--max-conns", "--first-byte-timeout",
-                                             "--tls-cert", "--tls-key"};
+                                             "--tls-cert", "--tls-key", "--compact-idle"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
       known = known || strcmp(a, with_value[k]) == 0;
@@ -177,6 +179,8 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
       cfg->max_conns = (unsigned)count(a, v, 1, UINT_MAX);
     else if (strcmp(a, "--first-byte-timeout") == 0)
       cfg->first_byte_timeout = seconds(a, v);
+    else if (strcmp(a, "--compact-idle") == 0)
+      cfg->compact_idle = (tdl_time_t)count(a, v, 1, 1000000000) * TDL_MSEC;
     else if (strcmp(a, "--tls-cert") == 0)
       tls_cert = v;
     else if (strcmp(a, "--tls-key") == 0)

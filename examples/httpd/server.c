@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,7 +35,7 @@
 
 #define OUT_CAP (16 * 1024)  /* responses are batched here, then sent with one call */
 #define IN_SPARE (8 * 1024)  /* the input buffer holds a maximal head and this much more */
-#define IN_LOCAL (16 * 1024) /* an input buffer this large lives in the connection (default heads) */
+#define IN_LOCAL (16 * 1024) /* a pool buffer's input part (default heads); larger heads get their own */
 #define FRAMES (48 * 1024)   /* a connection fiber's stack beyond its httpd_conn: serve()'s frames,
                                 libc's, a signal frame; measured use is under 12 KiB */
 #define TLS_FRAMES (32 * 1024) /* OpenSSL's handshake and record frames, on HTTPS connections */
@@ -44,23 +45,37 @@
 #define SENDFILE_MAX ((size_t)1 << 30) /* per call (the kernel stops short of 2 GiB anyway) */
 #define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
 #define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
+#define POOL_TRIM TDL_SEC    /* how often the buffer pool gives back what went unused meanwhile */
+#define FIRST_TLS 256        /* an idle HTTPS connection's first read, before it takes buffers */
 
-/* A connection's state.  It lives on its fiber's stack (conn_serve), buffers
- * included: a closed connection's memory goes back with its stack, which the
- * loop's stack cache keeps while it is hot and returns when it is not. */
+/* A connection's buffers while it serves a request: taken from the
+ * server's pool when a request begins, given back when the connection goes
+ * idle, so that an idle connection holds none (conn_wait_request). */
+struct httpd_buf {
+  httpd_buf *next;
+  char out[OUT_CAP];
+  char in[IN_LOCAL];
+};
+
+/* A connection's state.  It lives on its fiber's stack (conn_serve) and is
+ * small: the buffers are the pool's (httpd_buf), and an idle connection's
+ * fiber waits in a shallow frame, so that what stays on its stack while it
+ * waits is a page at most, which compacting (cfg.compact_idle) gives back. */
 struct httpd_conn {
   httpd_conn *next, *prev;
   httpd_server *srv;
   tdl_fiber_t fiber;
   int fd;
+  bool prewait; /* wait for a request without a buffer (conn_wait_request) */
   struct tdl_tls *tls; /* HTTPS: every byte goes through it; NULL: plain */
   tdl_conn track; /* in srv->track: idle (evictable) while waiting for a request */
   tdl_time_t req_deadline;
   size_t in_off, in_len, in_cap; /* unconsumed input is in[in_off .. in_len) */
   size_t out_len;
-  char *in;     /* in_local, or from malloc for heads larger than it holds */
-  char out[OUT_CAP];
-  char in_local[IN_LOCAL];
+  httpd_buf *buf; /* while a request is served; NULL while idle */
+  char *in;       /* buf->in, or big */
+  char *out;      /* buf->out */
+  char *big;      /* from malloc, for the connection's life, for heads larger than buf->in holds */
 };
 
 httpd_config httpd_defaults(void)
@@ -78,6 +93,78 @@ httpd_config httpd_defaults(void)
       .grace = 5 * TDL_SEC,
       .handle_signals = true,
   };
+}
+
+/* ------------------------------------------------------------------------ */
+/* The buffer pool                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Buffers go to a connection when a request begins and come back when it
+ * goes idle: the pool holds what the busiest moment needed, and a request
+ * costs a pop and a push.  Blocks are mapped on their own, so that what the
+ * pool gives back leaves the process instead of a hole in malloc's heap; a
+ * block's pages are touched only as far as heads and answers reach.  Once
+ * a second (pool_trim) the blocks that no request used meanwhile go back.
+ */
+static httpd_buf *buf_get(httpd_server *s)
+{
+  httpd_buf *b = s->pool;
+  if (b) {
+    s->pool = b->next;
+    if (--s->pool_len < s->pool_low)
+      s->pool_low = s->pool_len;
+    return b;
+  }
+  void *m = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : m;
+}
+
+static void buf_put(httpd_server *s, httpd_buf *b)
+{
+  b->next = s->pool;
+  s->pool = b;
+  s->pool_len++;
+}
+
+/* Give back the blocks that stayed in the pool the whole time since the
+ * last trim (all of them, with trim_all). */
+static void pool_trim(httpd_server *s, bool trim_all)
+{
+  unsigned n = trim_all ? s->pool_len : s->pool_low;
+  for (; n > 0; n--) {
+    httpd_buf *b = s->pool;
+    s->pool = b->next;
+    s->pool_len--;
+    munmap(b, sizeof *b);
+  }
+  s->pool_low = s->pool_len;
+}
+
+static void pool_trim_cb(tdl_loop *loop, tdl_timer *t)
+{
+  (void)loop;
+  pool_trim(t->data, false);
+}
+
+/* Take buffers for a request; false: out of memory. */
+static bool conn_take_buf(httpd_conn *c)
+{
+  if (!c->buf && !(c->buf = buf_get(c->srv)))
+    return false;
+  c->out = c->buf->out;
+  c->in = c->big ? c->big : c->buf->in;
+  return true;
+}
+
+/* Give them back, with nothing left in them. */
+static void conn_drop_buf(httpd_conn *c)
+{
+  if (c->buf)
+    buf_put(c->srv, c->buf);
+  c->buf = NULL;
+  c->out = NULL;
+  c->in = c->big;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -152,6 +239,7 @@ void httpd_destroy(httpd_server *s)
   s->lfd = s->rootfd = -1;
   if (s->track.loop)
     tdl_conns_destroy(&s->track); /* (-EBUSY only if httpd_run never returned) */
+  pool_trim(s, true);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -293,47 +381,81 @@ static ssize_t conn_fill(httpd_conn *c, tdl_time_t deadline)
 
 enum { QUIET_CLOSE = 0 };
 
-/* Read until a whole head is buffered at c->in + c->in_off.  Returns its
- * length, a negated status to answer before closing, or QUIET_CLOSE (peer
- * gone, idle too long, shutting down). */
+/*
+ * Wait for the next request with no buffers taken and in a shallow frame:
+ * an idle connection then holds neither its buffers nor more than this
+ * frame and the wait's on its fiber's stack.  Answers batched for a
+ * pipelining client go out first, while the connection still counts as
+ * busy; then it waits and may be closed to make room for a new connection
+ * (net.h, tdl_conns: an eviction cancels this fiber).  The wait is bounded
+ * by the first-byte deadline until a request has come, then by the idle
+ * timeout.  Returns true when a request has begun (its first bytes are in
+ * c->in, or the fd is readable), false to close quietly (peer gone, idle
+ * too long, shutting down, out of memory).
+ *
+ * How it waits costs no system call more than reading would.  A plain
+ * connection waits for readability, which treadle knows for certain after
+ * the short read that ended the last request.  An HTTPS one reads its first
+ * bytes into a few hundred bytes here: what the loop saw of the socket says
+ * nothing of whole records, and OpenSSL reads records into its own buffer
+ * whatever the size of ours, so a small one costs no read more; the rest
+ * of a longer head comes from the record it has decrypted.  On a uring loop with a receive request per read, the
+ * read itself is the wait, in the ring, and the buffers stay taken.
+ */
+static bool conn_wait_request(httpd_conn *c)
+{
+  httpd_server *s = c->srv;
+  if (s->stopping)
+    return false; /* draining: no new requests */
+  if (!conn_flush(c))
+    return false;
+  c->in_off = c->in_len = 0;
+  tdl_time_t deadline = tdl_conn_idle(&c->track);
+  ssize_t n;
+  if (c->prewait) {
+    conn_drop_buf(c);
+#ifdef HTTPD_TLS
+    char first[FIRST_TLS];
+    if (c->tls) {
+      n = tdl_tls_read(c->tls, first, sizeof first, deadline);
+      if (n <= 0 || !conn_take_buf(c))
+        return false;
+      memcpy(c->in, first, (size_t)n);
+      c->in_len = (size_t)n;
+    } else
+#endif
+    {
+      if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
+        return false;
+      n = conn_fill(c, deadline);
+    }
+  } else {
+    n = conn_fill(c, deadline);
+  }
+  if (n <= 0)
+    return false;
+  tdl_conn_busy(&c->track);
+  return true;
+}
+
+/* Read until a whole head is buffered at c->in + c->in_off, of which some
+ * bytes are there already.  Returns its length, a negated status to answer
+ * before closing, or QUIET_CLOSE (peer gone, shutting down). */
 static int read_head(httpd_conn *c, http_request *req)
 {
   httpd_server *s = c->srv;
   http_parser p;
   http_parser_init(&p, s->cfg.max_head);
-  bool started = c->in_len > c->in_off;
-  if (started)
-    c->req_deadline = tdl_after(s->cfg.read_timeout);
+  c->req_deadline = tdl_after(s->cfg.read_timeout);
   for (;;) {
-    if (started) {
-      int r = http_parse_head(&p, c->in + c->in_off, c->in_len - c->in_off, req);
-      if (r != HTTP_PARSE_INCOMPLETE)
-        return r;
-    } else if (s->stopping) {
-      return QUIET_CLOSE; /* draining: no new requests */
-    }
-    tdl_time_t deadline = c->req_deadline;
-    if (!started) {
-      /* Answers batched for a pipelining client go out first, while the
-       * connection still counts as busy; then it waits for a request and
-       * may be closed to make room for a new connection (net.h, tdl_conns:
-       * an eviction cancels this fiber).  The wait is bounded by the
-       * first-byte deadline until a request has come, then by the idle
-       * timeout. */
-      if (!conn_flush(c))
-        return QUIET_CLOSE;
-      deadline = tdl_conn_idle(&c->track);
-    }
-    ssize_t n = conn_fill(c, deadline);
+    int r = http_parse_head(&p, c->in + c->in_off, c->in_len - c->in_off, req);
+    if (r != HTTP_PARSE_INCOMPLETE)
+      return r;
+    ssize_t n = conn_fill(c, c->req_deadline);
     if (n == -ETIMEDOUT)
-      return started ? -408 : QUIET_CLOSE;
+      return -408;
     if (n <= 0)
       return QUIET_CLOSE;
-    if (!started) {
-      started = true;
-      tdl_conn_busy(&c->track);
-      c->req_deadline = tdl_after(s->cfg.read_timeout);
-    }
   }
 }
 
@@ -823,59 +945,73 @@ static void route(httpd_server *s, const char *buf, const http_request *req, rep
 /* One connection                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Serve requests until the connection should close.  Returns true when the
- * close should linger (an error answer may still be unread by a client that
- * is sending). */
-static bool serve(httpd_conn *c)
+enum { NEXT = 2, CLOSE = 1 }; /* serve_one's answers besides false (close, no linger) */
+
+/* One request, whose first bytes are buffered.  Returns NEXT to go on with
+ * the connection, CLOSE to close it with a linger (an error answer may
+ * still be unread by a client that is sending), 0 to close it. */
+static __attribute__((noinline)) int serve_one(httpd_conn *c)
 {
   httpd_server *s = c->srv;
+  http_request req;
+  int head = read_head(c, &req);
+  if (head == QUIET_CLOSE)
+    return 0;
+  if (head < 0) { /* malformed, too large, too slow: answer and close */
+    put_error(c, -head, false, 1, false);
+    return CLOSE;
+  }
+
+  if (req.form == HTTP_TARGET_ASTERISK || req.form == HTTP_TARGET_AUTHORITY) {
+    /* OPTIONS * and CONNECT: no route serves them.  After a CONNECT the
+     * client may already be sending tunnel bytes, which are no request:
+     * answer and close. */
+    put_error(c, 501, false, req.minor, false);
+    return CLOSE;
+  }
+
+  reply r;
+  route(s, c->in + c->in_off, &req, &r);
+  c->in_off += (size_t)head;
+
+  int e = 0;
+  bool has_body = req.chunked || req.content_length > 0;
+  if (req.expect_other && req.minor >= 1)
+    e = -417;
+  else if (req.content_length > 0 && (uint64_t)req.content_length > s->cfg.max_body)
+    e = -413; /* refuse before reading a byte of it */
+  else if (has_body) {
+    if (req.expect_continue && req.minor >= 1 && c->in_off == c->in_len)
+      put_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    e = skip_body(c, &req);
+  }
+  if (e != 0) {
+    if (r.file >= 0)
+      close(r.file);
+    if (e == BODY_GONE)
+      return 0;
+    put_error(c, -e, false, req.minor, false);
+    return CLOSE;
+  }
+
+  bool keep = req.keep_alive && !s->stopping;
+  if (!put_reply(c, &r, keep, req.minor))
+    return 0;
+  return keep ? NEXT : 0;
+}
+
+/* Serve requests until the connection should close.  Returns true when the
+ * close should linger.  Between requests the fiber waits here, above
+ * serve_one's frame (conn_wait_request); a pipelined request already
+ * buffered is served at once. */
+static bool serve(httpd_conn *c)
+{
   for (;;) {
-    http_request req;
-    int head = read_head(c, &req);
-    if (head == QUIET_CLOSE)
+    if (c->in_off == c->in_len && !conn_wait_request(c))
       return false;
-    if (head < 0) { /* malformed, too large, too slow: answer and close */
-      put_error(c, -head, false, 1, false);
-      return true;
-    }
-
-    if (req.form == HTTP_TARGET_ASTERISK || req.form == HTTP_TARGET_AUTHORITY) {
-      /* OPTIONS * and CONNECT: no route serves them.  After a CONNECT the
-       * client may already be sending tunnel bytes, which are no request:
-       * answer and close. */
-      put_error(c, 501, false, req.minor, false);
-      return true;
-    }
-
-    reply r;
-    route(s, c->in + c->in_off, &req, &r);
-    c->in_off += (size_t)head;
-
-    int e = 0;
-    bool has_body = req.chunked || req.content_length > 0;
-    if (req.expect_other && req.minor >= 1)
-      e = -417;
-    else if (req.content_length > 0 && (uint64_t)req.content_length > s->cfg.max_body)
-      e = -413; /* refuse before reading a byte of it */
-    else if (has_body) {
-      if (req.expect_continue && req.minor >= 1 && c->in_off == c->in_len)
-        put_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-      e = skip_body(c, &req);
-    }
-    if (e != 0) {
-      if (r.file >= 0)
-        close(r.file);
-      if (e == BODY_GONE)
-        return false;
-      put_error(c, -e, false, req.minor, false);
-      return true;
-    }
-
-    bool keep = req.keep_alive && !s->stopping;
-    if (!put_reply(c, &r, keep, req.minor))
-      return false;
-    if (!keep)
-      return false;
+    int r = serve_one(c);
+    if (r != NEXT)
+      return r == CLOSE;
   }
 }
 
@@ -954,18 +1090,29 @@ static int track_ready(httpd_server *s)
  * already counts it. */
 static void conn_serve(httpd_server *s, int fd)
 {
-  httpd_conn c; /* ~33 KiB, on this fiber's stack: see httpd_conn_stack_size */
-  c.srv = s;
-  c.fd = fd;
-  c.tls = NULL;
-  c.fiber = tdl_fiber_self();
-  c.in_off = c.in_len = c.out_len = 0;
-  c.in_cap = (size_t)s->cfg.max_head + IN_SPARE;
-  c.in = c.in_cap <= IN_LOCAL ? c.in_local : malloc(c.in_cap);
+  /* On the heap, not this fiber's stack: the server's list and the tracker
+   * reach it while the fiber waits, and a compacted fiber's stack may not be
+   * read or written then (fiber.h). */
+  httpd_conn *c = malloc(sizeof *c);
+  if (!c) {
+    tdl_close(fd);
+    conn_done(s);
+    return;
+  }
+  c->srv = s;
+  c->fd = fd;
+  c->tls = NULL;
+  c->fiber = tdl_fiber_self();
+  c->in_off = c->in_len = c->out_len = 0;
+  c->in_cap = (size_t)s->cfg.max_head + IN_SPARE;
+  c->buf = NULL;
+  c->in = c->out = NULL;
+  c->big = c->in_cap <= IN_LOCAL ? NULL : malloc(c->in_cap);
   /* At the cap with every connection busy: not taken (tdl_conns). */
-  if (s->stopping || !c.in || track_ready(s) < 0 || tdl_conns_admit(&s->track, &c.track, c.fiber) < 0) {
-    if (c.in != c.in_local)
-      free(c.in);
+  if (s->stopping || (c->in_cap > IN_LOCAL && !c->big) || track_ready(s) < 0 ||
+      tdl_conns_admit(&s->track, &c->track, c->fiber) < 0) {
+    free(c->big);
+    free(c);
     tdl_close(fd);
     conn_done(s);
     return;
@@ -974,44 +1121,55 @@ static void conn_serve(httpd_server *s, int fd)
   tdl_net_nodelay(fd, true);
   /* On a uring loop the kernel receives requests as they come, with no
    * receive request per read; every read of fd here is treadle's, and it is
-   * closed with tdl_close, as receiving ahead asks.  (-ENOTSUP elsewhere.) */
-  if (!s->cfg.no_readahead && !s->cfg.tls)
-    (void)tdl_fd_readahead(fd, true);
+   * closed with tdl_close, as receiving ahead asks.  HTTPS turns it on
+   * after its handshake (below).  -ENOTSUP: not a uring loop (turning it
+   * off, which changes nothing, says the same). */
+  bool want_ahead = !s->cfg.no_readahead && !s->cfg.tls;
+  int ahead = tdl_fd_readahead(fd, want_ahead);
+  /* An idle connection waits with no buffers taken where that costs no
+   * system call (conn_wait_request): on HTTPS, on epoll and poll loops, and
+   * on uring loops receiving ahead (the wait is for what came ahead).  Not
+   * on a uring loop with a receive request per read: that request is the
+   * wait, and needs the buffer. */
+  c->prewait = s->cfg.tls || ahead == -ENOTSUP || (ahead == 0 && want_ahead);
+  if (!c->prewait && !conn_take_buf(c))
+    c->prewait = true; /* out of memory now: the first request tries again */
   /* And answers are sent behind: copied, and handed to the kernel with the
    * loop's next io_uring_enter instead of a send(2) each.  HTTPS turns both
    * on after its handshake (tls.h). */
   if (!s->cfg.no_writebehind && !s->cfg.tls)
     (void)tdl_fd_writebehind(fd, true);
-  conn_link(s, &c);
+  conn_link(s, c);
   bool linger = false;
 #ifdef HTTPD_TLS
   /* The handshake within the first-byte deadline: a client that says
    * nothing, half a hello, or plaintext is closed quietly. */
   if (s->cfg.tls) {
     tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
-    if (tdl_tls_new(&c.tls, s->cfg.tls, fd, NULL) == 0 &&
-        tdl_tls_handshake(c.tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
-      if (!s->cfg.no_readahead && tdl_tls_fiber_io(c.tls))
+    if (tdl_tls_new(&c->tls, s->cfg.tls, fd, NULL) == 0 &&
+        tdl_tls_handshake(c->tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
+      if (!s->cfg.no_readahead && tdl_tls_fiber_io(c->tls))
         (void)tdl_fd_readahead(fd, true);
-      if (!s->cfg.no_writebehind && tdl_tls_fiber_io(c.tls))
+      if (!s->cfg.no_writebehind && tdl_tls_fiber_io(c->tls))
         (void)tdl_fd_writebehind(fd, true);
-      linger = serve(&c);
-      if (conn_flush(&c) && !linger)
-        (void)tdl_tls_shutdown(c.tls, tdl_after(s->cfg.write_timeout));
+      linger = serve(c);
+      if (conn_flush(c) && !linger)
+        (void)tdl_tls_shutdown(c->tls, tdl_after(s->cfg.write_timeout));
     }
   } else
 #endif
-    linger = serve(&c);
-  if (conn_flush(&c) && linger)
-    linger_close(&c);
+    linger = serve(c);
+  if (conn_flush(c) && linger)
+    linger_close(c);
 #ifdef HTTPD_TLS
-  tdl_tls_free(c.tls);
+  tdl_tls_free(c->tls);
 #endif
-  tdl_conn_release(&c.track);
-  tdl_close(c.fd);
-  conn_unlink(s, &c);
-  if (c.in != c.in_local)
-    free(c.in);
+  tdl_conn_release(&c->track);
+  tdl_close(c->fd);
+  conn_unlink(s, c);
+  conn_drop_buf(c);
+  free(c->big);
+  free(c);
   conn_done(s);
 }
 
@@ -1134,7 +1292,13 @@ int httpd_run(httpd_server *s)
       return e;
     }
   }
-  e = 0;
+  /* Before any connection's fiber is spawned: only those spawned after it
+   * are compacted. */
+  if (s->cfg.compact_idle && (e = tdl_fiber_compact_idle(s->loop, s->cfg.compact_idle)) < 0)
+    goto out;
+  tdl_timer_init(&s->pool_timer, pool_trim_cb, s);
+  if ((e = tdl_timer_start(s->loop, &s->pool_timer, POOL_TRIM, POOL_TRIM)) < 0)
+    goto out;
   if (s->lfd >= 0) /* else connections come through httpd_serve_conn */
     e = tdl_fiber_spawn(&s->acceptor, s->loop, accept_fiber, s, &(tdl_fiber_options){.name = "http-accept"});
   if (e == 0) {
@@ -1165,6 +1329,11 @@ int httpd_run(httpd_server *s)
       }
     }
   }
+  tdl_timer_stop(s->loop, &s->pool_timer);
+  pool_trim(s, true);
+out:
+  if (s->cfg.compact_idle)
+    (void)tdl_fiber_compact_idle(s->loop, 0);
   if (s->cfg.handle_signals) {
     tdl_signal_stop(s->loop, &s->sigint);
     tdl_signal_stop(s->loop, &s->sigterm);

@@ -49,6 +49,9 @@ typedef struct httpd_config {
   struct tdl_tls_config *tls; /* HTTPS: a server configuration of libtreadle-tls (tls.h; ALPN
                                http/1.1), in a build with it (HTTPD_TLS); NULL: plain HTTP.  The
                                handshake must end within first_byte_timeout */
+  tdl_time_t compact_idle;  /* compact the fibers of connections idle this long (fiber.h,
+                               tdl_fiber_compact_idle, on the server's loop from httpd_run on):
+                               their stacks' pages go back to the kernel.  0: off */
   bool metrics;             /* answer GET /-/metrics with treadle's metrics of the process and of
                                every loop (a group's, when the server runs in one), in the
                                Prometheus text format (metrics.h) */
@@ -60,12 +63,13 @@ typedef struct httpd_config {
 httpd_config httpd_defaults(void);
 
 /* The stack a connection's fiber should have (a tdl_acceptor's stack_size
- * for httpd_serve_conn): a connection's buffers live on it, so that the
- * memory of connections that have closed goes back with their stacks
- * (fiber.h; the loop trims its cache of stacks when they are not needed). */
+ * for httpd_serve_conn).  A connection's buffers are not on it: they come
+ * from the server's pool while a request is served, and go back to it while
+ * the connection is idle. */
 size_t httpd_conn_stack_size(const httpd_config *cfg);
 
 typedef struct httpd_conn httpd_conn;
+typedef struct httpd_buf httpd_buf;
 
 typedef struct httpd_server {
   httpd_config cfg;
@@ -81,6 +85,11 @@ typedef struct httpd_server {
   uint64_t served; /* responses sent */
   uint64_t sendfile_bytes; /* bytes of files sent by sendfile (the rest: pread + send) */
   tdl_signal sigint, sigterm;
+  /* Buffers for requests being served: taken as one begins, given back as
+   * its connection goes idle; what went unused for a second is unmapped. */
+  httpd_buf *pool;
+  unsigned pool_len, pool_low; /* blocks in it now, and the fewest since the last trim */
+  tdl_timer pool_timer;
   /* The Date header, and the benchmark route's whole response, rebuilt at
    * most once a second. */
   tdl_time_t date_next;

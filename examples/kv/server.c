@@ -343,6 +343,12 @@ static int conn_open(conn *c)
         refuse(c);
       return e;
     }
+    /* Records through fiber I/O from here (tdl_tls_fiber_io): then the
+     * fd may receive ahead and send behind, as plaintext connections do. */
+    if (tdl_tls_fiber_io(c->tls)) {
+      (void)tdl_fd_readahead(c->fd, true);
+      (void)tdl_fd_writebehind(c->fd, true);
+    }
     if ((e = tdl_tls_reader_init(&c->r, c->tls, c->rmem, RBUF, max)) < 0)
       return e;
     return tdl_tls_writer_init(&c->w, c->tls, c->wmem, WBUF, (size_t)64 << 20);
@@ -415,8 +421,8 @@ int kv_serve(int lfd, const kv_config *cfg)
      * of a whole loop iteration go with its one io_uring_enter, as Redis
      * writes its clients' replies before it sleeps.  Every read and write of
      * fd is treadle's, and tdl_close closes it, as both ask.  Elsewhere they
-     * are -ENOTSUP, and nothing changes.  Neither over TLS: OpenSSL reads
-     * and writes the socket itself (tls.h). */
+     * are -ENOTSUP, and nothing changes.  Over TLS, only after the
+     * handshake, which OpenSSL reads and writes itself (tls.h, conn_open). */
     if (!cfg->tls) {
       (void)tdl_fd_readahead(fd, true);
       (void)tdl_fd_writebehind(fd, true);

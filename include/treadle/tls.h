@@ -20,7 +20,8 @@
  * the deadline passes.  Because OpenSSL owns the socket then, kernel TLS
  * (below) can take the record layer over at the handshake.  Where it took
  * neither direction, the records after the handshake go through fiber I/O
- * instead (tdl_read and tdl_send on the fd, with the call's deadline), so
+ * instead (tdl_recv and tdl_send on the fd, never waiting inside OpenSSL:
+ * when the fd is empty or full the fiber parks on it as above), so
  * that on a uring loop the fd may receive ahead and send behind (fd.h):
  * records then come out of the loop's buffers and go out with its next
  * submission, no system call of their own.  tdl_tls_fiber_io says which

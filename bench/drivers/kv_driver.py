@@ -36,15 +36,11 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # importing a sibling driver leaves nothing in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_driver import free_port, make_cert  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def find_kv(build):
@@ -67,15 +63,6 @@ def reads(pid):
             if line.startswith("syscr:"):
                 return int(line.split()[1])
     return 0
-
-
-def make_cert(tmp):
-    """A self-signed P-256 certificate for 127.0.0.1 in tmp: (cert, key)."""
-    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
 
 
 def wait_listening(port, proc):

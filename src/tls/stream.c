@@ -102,9 +102,12 @@ static int bio_write(BIO *b, const char *buf, int len)
  * after an EAGAIN), and drive returns the error kept in the stream. */
 static bool retryable(ssize_t rc)
 {
-  return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -EPERM || rc == -EBUSY || rc == -EAGAIN;
+  return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -EPERM || rc == -EBUSY;
 }
 
+/* What the fiber BIO tells OpenSSL of a tdl_recv or tdl_send.  -EAGAIN: the
+ * fd is empty (or full); OpenSSL is told to retry, and drive waits for the
+ * fd. */
 static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
 {
   BIO_clear_retry_flags(b);
@@ -114,8 +117,9 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
       s->rd_eof = true;
     return (int)n;
   }
-  s->io_rc = (int)n;
-  if (retryable(n)) {
+  s->again = n == -EAGAIN;
+  s->io_rc = s->again ? 0 : (int)n;
+  if (s->again || retryable(n)) {
     if (reading)
       BIO_set_retry_read(b);
     else
@@ -124,32 +128,16 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
   return -1;
 }
 
-/* -EAGAIN: the fd is empty (or full).  OpenSSL is told to retry, and drive
- * waits for the fd. */
-static int fiber_again(BIO *b, tdl_tls *s, bool reading)
-{
-  BIO_clear_retry_flags(b);
-  if (reading)
-    BIO_set_retry_read(b);
-  else
-    BIO_set_retry_write(b);
-  s->io_rc = 0;
-  s->again = true;
-  return -1;
-}
-
 static int fiber_read(BIO *b, char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
-  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER);
-  return n == -EAGAIN ? fiber_again(b, s, true) : fiber_result(b, s, n, true);
+  return fiber_result(b, s, tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER), true);
 }
 
 static int fiber_write(BIO *b, const char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
-  ssize_t n = tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER);
-  return n == -EAGAIN ? fiber_again(b, s, false) : fiber_result(b, s, n, false);
+  return fiber_result(b, s, tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER), false);
 }
 
 static long fiber_ctrl(BIO *b, int cmd, long num, void *ptr)

@@ -46,7 +46,6 @@
 #define SENDFILE_BURST 64    /* sendfile calls without a wait before the fiber yields once */
 #define RETRY_AFTER "1"      /* seconds, in a 503's Retry-After */
 #define POOL_TRIM TDL_SEC    /* how often the buffer pool gives back what went unused meanwhile */
-#define FIRST_TLS 256        /* an idle HTTPS connection's first read, before it takes buffers */
 
 /* A connection's buffers while it serves a request: taken from the
  * server's pool when a request begins, given back when the connection goes
@@ -395,12 +394,11 @@ enum { QUIET_CLOSE = 0 };
  *
  * How it waits costs no system call more than reading would.  A plain
  * connection waits for readability, which treadle knows for certain after
- * the short read that ended the last request.  An HTTPS one reads its first
- * bytes into a few hundred bytes here: what the loop saw of the socket says
- * nothing of whole records, and OpenSSL reads records into its own buffer
- * whatever the size of ours, so a small one costs no read more; the rest
- * of a longer head comes from the record it has decrypted.  On a uring loop with a receive request per read, the
- * read itself is the wait, in the ring, and the buffers stay taken.
+ * the short read that ended the last request; an HTTPS one until OpenSSL
+ * holds bytes or the socket is readable (tdl_tls_wait), which is what its
+ * read would wait for first too.  On a uring loop with a receive request
+ * per read, the read itself is the wait, in the ring, and the buffers stay
+ * taken.
  */
 static bool conn_wait_request(httpd_conn *c)
 {
@@ -415,20 +413,13 @@ static bool conn_wait_request(httpd_conn *c)
   if (c->prewait) {
     conn_drop_buf(c);
 #ifdef HTTPD_TLS
-    char first[FIRST_TLS];
-    if (c->tls) {
-      n = tdl_tls_read(c->tls, first, sizeof first, deadline);
-      if (n <= 0 || !conn_take_buf(c))
-        return false;
-      memcpy(c->in, first, (size_t)n);
-      c->in_len = (size_t)n;
-    } else
+    int w = c->tls ? tdl_tls_wait(c->tls, deadline) : tdl_fd_wait(c->fd, TDL_READ, deadline);
+#else
+    int w = tdl_fd_wait(c->fd, TDL_READ, deadline);
 #endif
-    {
-      if (tdl_fd_wait(c->fd, TDL_READ, deadline) < 0 || !conn_take_buf(c))
-        return false;
-      n = conn_fill(c, deadline);
-    }
+    if (w < 0 || !conn_take_buf(c))
+      return false;
+    n = conn_fill(c, deadline);
   } else {
     n = conn_fill(c, deadline);
   }

@@ -59,13 +59,13 @@
  *
  * Memory.  OpenSSL's read and write buffers (about 34 KiB together) are
  * given back whenever a call finds nothing buffered (SSL_MODE_RELEASE_BUFFERS),
- * and before a read parks: an idle stream keeps the SSL object with its
- * session and record state, and its fiber keeps the stack pages the
- * handshake touched (a read parks in tdl_tls_read's own frame, so that
- * tdl_fiber_compact_idle keeps little of it).  A record that has come in
- * part holds the read buffer until the rest comes.  `bench/run.py
- * --only tls` measures the RSS of an idle HTTPS connection (its idle row),
- * beside nginx's and Go's.
+ * and before a read parks.  An idle stream keeps the SSL object with its
+ * session and record state (about 14.5 KiB of OpenSSL's), some 100 bytes of
+ * this library's, and its fiber's stack: a read or tdl_tls_wait parks in a
+ * small frame of its own, so that tdl_fiber_compact_idle keeps little of
+ * that stack.  A record that has come in part holds the read buffer until
+ * the rest comes.  `bench/run.py --only tls` measures the RSS of an idle
+ * HTTPS connection (its idle row), beside nginx's and Go's.
  */
 #ifndef TREADLE_TLS_H
 #define TREADLE_TLS_H
@@ -219,6 +219,19 @@ TDL_API int tdl_tls_handshake(tdl_tls *s, tdl_time_t deadline);
  * without close_notify (truncation), and the errors of tdl_tls_handshake.
  */
 TDL_API ssize_t tdl_tls_read(tdl_tls *s, void *buf, size_t len, tdl_time_t deadline);
+
+/*
+ * Wait until a read would not wait for the peer: OpenSSL holds bytes of
+ * the stream (decrypted, or read ahead), the fd is readable, or the stream
+ * has ended.  Runs the handshake first if it was not run.  It takes no
+ * buffer of the caller's: a server's connection between requests waits
+ * here, with no buffer taken and in a small frame (see Memory), then takes
+ * a buffer and reads.  A record that has come only in part
+ * makes the fd readable: the read then waits for the rest.  Returns 0, or
+ * -ETIMEDOUT, -ECANCELED, -EPERM (outside a fiber), -EINVAL (s NULL), and
+ * the errors of tdl_tls_handshake when it ran it.
+ */
+TDL_API int tdl_tls_wait(tdl_tls *s, tdl_time_t deadline);
 
 /*
  * Write up to len bytes as TLS records; returns the count written (> 0),

@@ -9,32 +9,32 @@
  * on the socket BIO.  The one change to it: sends are made with
  * MSG_NOSIGNAL, so a peer that has gone is -EPIPE rather than a SIGPIPE.
  *
- * Otherwise the records after the handshake go through the fiber BIO,
- * whose read and write are tdl_recv and tdl_send on the fd, each with
- * MSG_DONTWAIT.  Then the fd's records come out of the
- * loop's receive-ahead buffers and go out sent behind on uring loops
+ * Otherwise the records after the handshake go through fiber I/O: the
+ * same BIO's read and write become tdl_recv and tdl_send on the fd, each
+ * with MSG_DONTWAIT (below, "the BIO").  Then the fd's records come out of
+ * the loop's receive-ahead buffers and go out sent behind on uring loops
  * (tdl_fd_readahead, tdl_fd_writebehind), where the socket BIO would make a
- * read(2) and a send(2) of its own per record.  Swapping BIOs loses nothing:
- * what OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
+ * read(2) and a send(2) of its own per record.  Turning loses nothing: what
+ * OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
  * of fiber I/O (-ETIMEDOUT, -ECANCELED, -EPIPE...) are kept in the stream
- * and come out of the call as they are.  The fiber BIO never waits: on
- * -EAGAIN it tells OpenSSL to retry, and drive parks the fiber on the fd
- * outside OpenSSL, as on the socket BIO.  So no fiber is ever inside
- * OpenSSL while another runs (OpenSSL's SSL object is not re-entrant: a
- * reader parked inside a record and a writer calling SSL_write would be two
- * calls at once on one object).  After the handshake OpenSSL reads
- * ahead on either path (unless kTLS receives): one read per record or per
- * several, where it would read a record's header and then its body.
+ * and come out of the call as they are.  The BIO never waits: on -EAGAIN
+ * it tells OpenSSL to retry, and drive parks the fiber on the fd outside
+ * OpenSSL, as on the socket path.  So no fiber is ever inside OpenSSL while
+ * another runs (OpenSSL's SSL object is not re-entrant: a reader parked
+ * inside a record and a writer calling SSL_write would be two calls at once
+ * on one object).  After the handshake OpenSSL reads ahead on either path
+ * (unless kTLS receives): one read per record or per several, where it
+ * would read a record's header and then its body.
  *
  * An idle stream must not hold OpenSSL's read buffer (16 KiB and more)
- * while its fiber waits.  The socket BIO path gives it back when OpenSSL
- * finds the socket empty, and so does drive on the fiber BIO; and a read
- * on the fiber BIO first waits for the fd, from tdl_tls_read's own frame (a
- * small stack for tdl_fiber_compact_idle to keep), whenever OpenSSL holds
- * nothing, having given the buffers back.
+ * while its fiber waits: every wait for readability gives it back first
+ * (wait_readable).  A read through fiber I/O, and tdl_tls_wait, wait for
+ * the fd from their own small frame (a small stack for
+ * tdl_fiber_compact_idle to keep) whenever OpenSSL holds nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,45 +58,67 @@ struct tdl_tls {
   bool resumed;
   unsigned ktls;
   bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
-  bool fiber_bio; /* records through the fiber BIO (see the top) */
-  bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
-  /* The fiber BIO found the fd empty (or full): drive waits for it. */
+  bool fiber_bio; /* records through fiber I/O (see the top) */
+  bool rd_eof;    /* the BIO read the peer's end of the stream (fiber I/O) */
+  /* The BIO found the fd empty (or full) (fiber I/O): drive waits for it. */
   bool again;
-  /* The error of the fiber BIO's last tdl_recv or tdl_send, which drive
+  /* The error of the BIO's last tdl_recv or tdl_send, which drive
    * reads before any other fiber runs. */
   int io_rc;
   /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
   unsigned parked;
   char *name; /* a client's server name, the key of its session */
-  char error[200];
+  /* The words of the last failure (tdl_tls_error): ERROR_CAP bytes taken at
+   * the first one, so that a stream that never fails carries none. */
+  char *error;
+  bool error_lost; /* a failure came and there was no memory for its words */
 };
 
-/* ---- the socket BIO, sending with MSG_NOSIGNAL ---- */
+enum { ERROR_CAP = 200 };
+
+/* Where the words of a failure go, or NULL without memory for them. */
+static char *error_room(tdl_tls *s)
+{
+  if (!s->error && !(s->error = malloc(ERROR_CAP)))
+    s->error_lost = true;
+  return s->error;
+}
+
+/* Say what failed, printf-style. */
+__attribute__((format(printf, 2, 3))) static void say(tdl_tls *s, const char *fmt, ...)
+{
+  char *e = error_room(s);
+  if (!e)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e, ERROR_CAP, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the BIO: the socket's, then fiber I/O ----
+ *
+ * One BIO per stream, of a method made from OpenSSL's socket BIO: during
+ * the handshake (and wherever a stream stays on the socket path) its read,
+ * write and controls are the socket BIO's, but that sends go with
+ * MSG_NOSIGNAL; once the stream has turned to fiber I/O (s->fiber_bio),
+ * its read and write are tdl_recv and tdl_send.  One object rather than a
+ * second BIO swapped in after the handshake: a BIO and its lock are some
+ * 250 bytes that an idle connection would hold, and an allocation per
+ * connection.  The stream is found through the BIO's callback argument,
+ * which OpenSSL reads only for a callback, and none is set. */
 
 static BIO_METHOD *bio_method;
-static BIO_METHOD *fiber_method;
+static int (*sock_read)(BIO *, char *, int);
 static int (*sock_write)(BIO *, const char *, int);
+static long (*sock_ctrl)(BIO *, int, long, void *);
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
 static int ssl_index = -1;
 
-static int bio_write(BIO *b, const char *buf, int len)
+static tdl_tls *bio_stream(BIO *b)
 {
-#ifndef OPENSSL_NO_KTLS
-  /* kTLS sends its control records through cmsgs that only OpenSSL's own
-   * write knows. */
-  if (BIO_get_ktls_send(b))
-    return sock_write(b, buf, len);
-#endif
-  int fd = -1;
-  BIO_get_fd(b, &fd);
-  ssize_t n = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
-  BIO_clear_retry_flags(b);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-    BIO_set_retry_write(b);
-  return (int)n;
+  return (tdl_tls *)BIO_get_callback_arg(b);
 }
-
-/* ---- the fiber BIO: tdl_read and tdl_send on the fd ---- */
 
 /* Errors that lose nothing: OpenSSL is told to try again (its state as
  * after an EAGAIN), and drive returns the error kept in the stream. */
@@ -105,8 +127,8 @@ static bool retryable(ssize_t rc)
   return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -EPERM || rc == -EBUSY;
 }
 
-/* What the fiber BIO tells OpenSSL of a tdl_recv or tdl_send.  -EAGAIN: the
- * fd is empty (or full); OpenSSL is told to retry, and drive waits for the
+/* What the BIO tells OpenSSL of a tdl_recv or tdl_send.  -EAGAIN: the fd
+ * is empty (or full); OpenSSL is told to retry, and drive waits for the
  * fd. */
 static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
 {
@@ -128,61 +150,71 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
   return -1;
 }
 
-static int fiber_read(BIO *b, char *buf, int len)
+static int bio_read(BIO *b, char *buf, int len)
 {
-  tdl_tls *s = BIO_get_data(b);
+  tdl_tls *s = bio_stream(b);
+  if (!s->fiber_bio)
+    return sock_read(b, buf, len);
   return fiber_result(b, s, tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER), true);
 }
 
-static int fiber_write(BIO *b, const char *buf, int len)
+static int bio_write(BIO *b, const char *buf, int len)
 {
-  tdl_tls *s = BIO_get_data(b);
-  return fiber_result(b, s, tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER), false);
+  tdl_tls *s = bio_stream(b);
+  if (s->fiber_bio)
+    return fiber_result(b, s, tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER), false);
+#ifndef OPENSSL_NO_KTLS
+  /* kTLS sends its control records through cmsgs that only OpenSSL's own
+   * write knows. */
+  if (BIO_get_ktls_send(b))
+    return sock_write(b, buf, len);
+#endif
+  ssize_t n = send(s->fd, buf, (size_t)len, MSG_NOSIGNAL);
+  BIO_clear_retry_flags(b);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    BIO_set_retry_write(b);
+  return (int)n;
 }
 
-static long fiber_ctrl(BIO *b, int cmd, long num, void *ptr)
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-  (void)num, (void)ptr;
-  tdl_tls *s = BIO_get_data(b);
-  switch (cmd) {
-  case BIO_CTRL_FLUSH:
-    return 1; /* what was sent behind goes with the loop's next submission */
-  case BIO_CTRL_EOF:
-    /* OpenSSL tells a truncated stream from a retry by this. */
-    return s && s->rd_eof;
-  default:
-    return 0;
+  tdl_tls *s = bio_stream(b);
+  if (s && s->fiber_bio) {
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1; /* what was sent behind goes with the loop's next submission */
+    case BIO_CTRL_EOF:
+      /* OpenSSL tells a truncated stream from a retry by this. */
+      return s->rd_eof;
+#ifdef BIO_CTRL_SET_KTLS
+    case BIO_CTRL_SET_KTLS:
+      return 0; /* records stay with fiber I/O (a key update would ask) */
+#endif
+    default:
+      break;
+    }
   }
-}
-
-static int fiber_create(BIO *b)
-{
-  BIO_set_init(b, 1);
-  return 1;
+  return sock_ctrl(b, cmd, num, ptr);
 }
 
 static void bio_setup(void)
 {
-  BIO_METHOD *f = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "treadle fiber");
-  if (!f || !BIO_meth_set_read(f, fiber_read) || !BIO_meth_set_write(f, fiber_write) ||
-      !BIO_meth_set_ctrl(f, fiber_ctrl) || !BIO_meth_set_create(f, fiber_create)) {
-    BIO_meth_free(f);
-    return;
-  }
   const BIO_METHOD *sock = BIO_s_socket();
-  BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle socket");
+  BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle");
   if (!m)
     return;
+  sock_read = BIO_meth_get_read(sock);
   sock_write = BIO_meth_get_write(sock);
-  BIO_meth_set_write(m, bio_write);
-  BIO_meth_set_read(m, BIO_meth_get_read(sock));
-  BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
-  BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
-  BIO_meth_set_create(m, BIO_meth_get_create(sock));
-  BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
+  sock_ctrl = BIO_meth_get_ctrl(sock);
+  if (!sock_read || !sock_write || !sock_ctrl || !BIO_meth_set_read(m, bio_read) ||
+      !BIO_meth_set_write(m, bio_write) || !BIO_meth_set_ctrl(m, bio_ctrl) ||
+      !BIO_meth_set_puts(m, BIO_meth_get_puts(sock)) || !BIO_meth_set_create(m, BIO_meth_get_create(sock)) ||
+      !BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock))) {
+    BIO_meth_free(m);
+    return;
+  }
   ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
   bio_method = m;
-  fiber_method = f;
 }
 
 int tdl__tls_ssl_index(void)
@@ -211,7 +243,7 @@ int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_n
   if (cfg->role == TDL_TLS_CLIENT && cfg->verify && !server_name)
     return -EINVAL;
   pthread_once(&bio_once, bio_setup);
-  if (!bio_method || !fiber_method || ssl_index < 0)
+  if (!bio_method || ssl_index < 0)
     return -ENOMEM;
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0)
@@ -237,6 +269,7 @@ int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_n
     return -ENOMEM;
   }
   BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  BIO_set_callback_arg(bio, (char *)s);
   SSL_set_bio(ssl, bio, bio);
   SSL_set_ex_data(ssl, ssl_index, s);
   s->ssl = ssl;
@@ -281,6 +314,7 @@ int tdl_tls_free(tdl_tls *s)
   SSL_free(s->ssl);
   tdl__tls_config_unref(s->cfg);
   free(s->name);
+  free(s->error);
   free(s);
   return 0;
 }
@@ -288,15 +322,19 @@ int tdl_tls_free(tdl_tls *s)
 /* The words for a failure: what we know first, then OpenSSL's queue. */
 static void note(tdl_tls *s, const char *what)
 {
-  size_t len = 0;
-  int n = snprintf(s->error, sizeof s->error, "%s", what);
-  len = n < 0 ? 0 : (size_t)n >= sizeof s->error ? sizeof s->error - 1 : (size_t)n;
-  if (len + 2 < sizeof s->error) {
+  char *e = error_room(s);
+  if (!e) {
+    ERR_clear_error();
+    return;
+  }
+  int n = snprintf(e, ERROR_CAP, "%s", what);
+  size_t len = n < 0 ? 0 : (size_t)n >= ERROR_CAP ? ERROR_CAP - 1 : (size_t)n;
+  if (len + 2 < ERROR_CAP) {
     size_t mark = len;
-    memcpy(s->error + len, ": ", 3);
+    memcpy(e + len, ": ", 3);
     len += 2;
-    if (!tdl__tls_errors(s->error, sizeof s->error, &len))
-      s->error[mark] = '\0';
+    if (!tdl__tls_errors(e, ERROR_CAP, &len))
+      e[mark] = '\0';
   } else {
     ERR_clear_error();
   }
@@ -321,7 +359,7 @@ static int outcome(tdl_tls *s, int ret, int sys_errno, unsigned *wait)
     return 0;
   case SSL_ERROR_SYSCALL:
     if (s->io_rc < 0 && ERR_peek_error() == 0) {
-      snprintf(s->error, sizeof s->error, "%s", tdl_strerror(s->io_rc));
+      say(s, "%s", tdl_strerror(s->io_rc));
       return s->io_rc;
     }
     if (ERR_peek_error() == 0) {
@@ -329,7 +367,7 @@ static int outcome(tdl_tls *s, int ret, int sys_errno, unsigned *wait)
         note(s, "peer closed without close_notify");
         return -EPIPE;
       }
-      snprintf(s->error, sizeof s->error, "%s", strerror(sys_errno));
+      say(s, "%s", strerror(sys_errno));
       return -sys_errno;
     }
     break;
@@ -339,13 +377,13 @@ static int outcome(tdl_tls *s, int ret, int sys_errno, unsigned *wait)
   unsigned long first = ERR_peek_error();
   if (ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
     ERR_clear_error();
-    snprintf(s->error, sizeof s->error, "peer closed without close_notify (truncated)");
+    say(s, "peer closed without close_notify (truncated)");
     return -EPIPE;
   }
   long v = SSL_get_verify_result(s->ssl);
   if (v != X509_V_OK) {
     ERR_clear_error();
-    snprintf(s->error, sizeof s->error, "certificate verify failed: %s", X509_verify_cert_error_string(v));
+    say(s, "certificate verify failed: %s", X509_verify_cert_error_string(v));
     return -EKEYREJECTED;
   }
   if (ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
@@ -390,6 +428,25 @@ static int do_shutdown(tdl_tls *s, void *buf, size_t len, size_t *done)
   return r >= 0 ? 1 : r;
 }
 
+/* Wait until the fd is readable, or the deadline.  OpenSSL sets up its read
+ * buffer (16 KiB and more) before it finds the socket empty, and would hold
+ * it while the fiber waits, which for an idle connection is forever: it is
+ * given back first.  Nothing is lost: OpenSSL asks to read only when it
+ * holds no record to give, and a read waits first only when OpenSSL holds
+ * nothing (a record that came in part keeps the read buffer: then
+ * SSL_free_buffers does nothing).  The price is a malloc and a free per
+ * wait, which a wait (a trip through the loop) dwarfs. */
+static int wait_readable(tdl_tls *s, tdl_time_t deadline)
+{
+  SSL_free_buffers(s->ssl);
+  s->parked++;
+  int rc = tdl_fd_wait(s->fd, TDL_READ, deadline);
+  s->parked--;
+  if (rc < 0)
+    say(s, "%s while waiting for the peer", tdl_strerror(rc));
+  return rc;
+}
+
 /* Run fn until it is done (1, *done set), the stream ended (0), or it
  * failed (< 0). */
 static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl_time_t deadline)
@@ -408,48 +465,30 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     if (!wait)
       return rc;
     if (s->io_rc < 0) {
-      /* The fiber BIO's wait failed: OpenSSL was told to try again. */
-      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(s->io_rc));
+      /* Fiber I/O failed: OpenSSL was told to try again. */
+      say(s, "%s while waiting for the peer", tdl_strerror(s->io_rc));
       return s->io_rc;
     }
     /* OpenSSL found the socket empty (or full): what the loop saw before is
      * used up.  Decrypted records are never left behind here: OpenSSL
-     * asks to read only when it has none to give.  (On the fiber BIO
+     * asks to read only when it has none to give.  (On fiber I/O
      * without `again`, OpenSSL read a record that was not data, and
      * tdl_fd_wait knows what is there, received ahead or not.) */
     rc = s->fiber_bio && !s->again ? 0 : tdl_fd_blocked(s->fd, wait);
     if (rc < 0)
       return rc;
-    /* OpenSSL sets up its read buffer (16 KiB and more) before it finds
-     * the socket empty, and would hold it while the fiber waits, which for
-     * an idle connection is forever: give it back (nothing is in it).  The
-     * price is a malloc and a free per wait, which a wait (a trip through
-     * the loop) dwarfs. */
-    if (wait == TDL_READ)
-      SSL_free_buffers(s->ssl);
-    s->parked++;
-    rc = tdl_fd_wait(s->fd, wait, deadline);
-    s->parked--;
-    if (rc < 0) {
-      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(rc));
-      return rc;
+    if (wait == TDL_READ) {
+      rc = wait_readable(s, deadline);
+    } else {
+      s->parked++;
+      rc = tdl_fd_wait(s->fd, TDL_WRITE, deadline);
+      s->parked--;
+      if (rc < 0)
+        say(s, "%s while waiting for the peer", tdl_strerror(rc));
     }
+    if (rc < 0)
+      return rc;
   }
-}
-
-/* After the handshake: records through the fiber BIO (see the top).  What
- * OpenSSL has read already is in the SSL's buffer and stays there.  Without
- * memory for the BIO the stream stays on the socket BIO, which works. */
-static void to_fiber_bio(tdl_tls *s)
-{
-  BIO *b = BIO_new(fiber_method);
-  if (!b) {
-    ERR_clear_error();
-    return;
-  }
-  BIO_set_data(b, s);
-  SSL_set_bio(s->ssl, b, b); /* frees the socket BIO */
-  s->fiber_bio = true;
 }
 
 static int handshake(tdl_tls *s, tdl_time_t deadline)
@@ -469,12 +508,14 @@ static int handshake(tdl_tls *s, tdl_time_t deadline)
 #endif
     if (!(s->ktls & TDL_TLS_KTLS_RX))
       SSL_set_read_ahead(s->ssl, 1);
+    /* Records through fiber I/O from here (see the top).  What OpenSSL has
+     * read ahead is in the SSL's buffer, not in the BIO: nothing is lost. */
     if (s->ktls == 0 && !s->cfg->socket_bio)
-      to_fiber_bio(s);
+      s->fiber_bio = true;
     return 0;
   }
   if (rc == 0) {
-    snprintf(s->error, sizeof s->error, "peer closed during the handshake");
+    say(s, "peer closed during the handshake");
     rc = -EPIPE;
   }
   /* A handshake cut by its deadline, a cancel or the peer is not taken up
@@ -511,23 +552,30 @@ ssize_t tdl_tls_read(tdl_tls *s, void *buf, size_t len, tdl_time_t deadline)
   if (s->eof || len == 0)
     return 0;
   if (s->fiber_bio && !SSL_has_pending(s->ssl)) {
-    /* See the top: park here, with OpenSSL's buffers given back, not in
-     * tdl_read under SSL_read.  On a uring loop that receives ahead this
-     * returns at once when bytes were received. */
-    SSL_free_buffers(s->ssl);
-    s->parked++;
-    rc = tdl_fd_wait(s->fd, TDL_READ, deadline);
-    s->parked--;
-    if (rc < 0) {
-      snprintf(s->error, sizeof s->error, "%s while waiting for the peer", tdl_strerror(rc));
+    /* See the top: park here, not in tdl_read under SSL_read.  On a uring
+     * loop that receives ahead this returns at once when bytes were
+     * received. */
+    rc = wait_readable(s, deadline);
+    if (rc < 0)
       return rc;
-    }
   }
   size_t n = 0;
   rc = drive(s, do_read, buf, len, &n, deadline);
   if (rc == 1)
     return (ssize_t)n;
   return rc == 0 ? 0 : failed(s, rc);
+}
+
+int tdl_tls_wait(tdl_tls *s, tdl_time_t deadline)
+{
+  if (!s)
+    return -EINVAL;
+  int rc = handshake(s, deadline);
+  if (rc < 0)
+    return rc;
+  if (s->eof || SSL_has_pending(s->ssl))
+    return 0;
+  return wait_readable(s, deadline);
 }
 
 ssize_t tdl_tls_write(tdl_tls *s, const void *buf, size_t len, tdl_time_t deadline)
@@ -538,7 +586,7 @@ ssize_t tdl_tls_write(tdl_tls *s, const void *buf, size_t len, tdl_time_t deadli
   if (rc < 0)
     return rc;
   if (s->shut) {
-    snprintf(s->error, sizeof s->error, "write after shutdown");
+    say(s, "write after shutdown");
     return -EPIPE;
   }
   if (len == 0)
@@ -612,7 +660,11 @@ int tdl_tls_shutdown(tdl_tls *s, tdl_time_t deadline)
 
 const char *tdl_tls_error(const tdl_tls *s)
 {
-  return s ? s->error : "";
+  if (!s)
+    return "";
+  if (s->error)
+    return s->error;
+  return s->error_lost ? "a TLS call failed (no memory for its words)" : "";
 }
 
 int tdl_tls_alpn(const tdl_tls *s, char *buf, size_t cap)

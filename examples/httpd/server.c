@@ -66,6 +66,7 @@ struct httpd_conn {
   tdl_fiber_t fiber;
   int fd;
   bool prewait; /* wait for a request without a buffer (conn_wait_request) */
+  bool ready;   /* set up (its TLS handshake done): serve it */
   struct tdl_tls *tls; /* HTTPS: every byte goes through it; NULL: plain */
   tdl_conn track; /* in srv->track: idle (evictable) while waiting for a request */
   tdl_time_t req_deadline;
@@ -1077,9 +1078,12 @@ static int track_ready(httpd_server *s)
   return tdl_conns_init(&s->track, s->loop, &o);
 }
 
-/* Serve connection fd in the calling fiber until it closes; s->nconns
- * already counts it. */
-static void conn_serve(httpd_server *s, int fd)
+/* Take connection fd (s->nconns already counts it) and set it up, through
+ * its TLS handshake: the connection, or NULL when it was not taken (fd
+ * closed, counted done).  c->ready says whether it may be served.  Not
+ * inlined, nor is conn_end: an idle connection's fiber then keeps neither
+ * frame on its stack, only conn_serve's small one (compaction copies less). */
+static __attribute__((noinline)) httpd_conn *conn_open(httpd_server *s, int fd)
 {
   /* On the heap, not this fiber's stack: the server's list and the tracker
    * reach it while the fiber waits, and a compacted fiber's stack may not be
@@ -1088,7 +1092,7 @@ static void conn_serve(httpd_server *s, int fd)
   if (!c) {
     tdl_close(fd);
     conn_done(s);
-    return;
+    return NULL;
   }
   c->srv = s;
   c->fd = fd;
@@ -1106,7 +1110,7 @@ static void conn_serve(httpd_server *s, int fd)
     free(c);
     tdl_close(fd);
     conn_done(s);
-    return;
+    return NULL;
   }
   /* Answers are sent whole, one send per batch: no need for Nagle's delay. */
   tdl_net_nodelay(fd, true);
@@ -1131,25 +1135,31 @@ static void conn_serve(httpd_server *s, int fd)
   if (!s->cfg.no_writebehind && !s->cfg.tls)
     (void)tdl_fd_writebehind(fd, true);
   conn_link(s, c);
-  bool linger = false;
+  c->ready = true;
 #ifdef HTTPD_TLS
   /* The handshake within the first-byte deadline: a client that says
    * nothing, half a hello, or plaintext is closed quietly. */
   if (s->cfg.tls) {
     tdl_time_t first = s->cfg.first_byte_timeout ? s->cfg.first_byte_timeout : s->cfg.read_timeout;
-    if (tdl_tls_new(&c->tls, s->cfg.tls, fd, NULL) == 0 &&
-        tdl_tls_handshake(c->tls, first ? tdl_after(first) : TDL_FOREVER) == 0) {
-      if (!s->cfg.no_readahead && tdl_tls_fiber_io(c->tls))
-        (void)tdl_fd_readahead(fd, true);
-      if (!s->cfg.no_writebehind && tdl_tls_fiber_io(c->tls))
-        (void)tdl_fd_writebehind(fd, true);
-      linger = serve(c);
-      if (conn_flush(c) && !linger)
-        (void)tdl_tls_shutdown(c->tls, tdl_after(s->cfg.write_timeout));
-    }
-  } else
+    c->ready = tdl_tls_new(&c->tls, s->cfg.tls, fd, NULL) == 0 &&
+               tdl_tls_handshake(c->tls, first ? tdl_after(first) : TDL_FOREVER) == 0;
+    if (c->ready && !s->cfg.no_readahead && tdl_tls_fiber_io(c->tls))
+      (void)tdl_fd_readahead(fd, true);
+    if (c->ready && !s->cfg.no_writebehind && tdl_tls_fiber_io(c->tls))
+      (void)tdl_fd_writebehind(fd, true);
+  }
 #endif
-    linger = serve(c);
+  return c;
+}
+
+/* Close connection c after serve (linger: whether the close should). */
+static __attribute__((noinline)) void conn_end(httpd_conn *c, bool linger)
+{
+  httpd_server *s = c->srv;
+#ifdef HTTPD_TLS
+  if (c->tls && c->ready && conn_flush(c) && !linger)
+    (void)tdl_tls_shutdown(c->tls, tdl_after(s->cfg.write_timeout));
+#endif
   if (conn_flush(c) && linger)
     linger_close(c);
 #ifdef HTTPD_TLS
@@ -1162,6 +1172,15 @@ static void conn_serve(httpd_server *s, int fd)
   free(c->big);
   free(c);
   conn_done(s);
+}
+
+/* Serve connection fd in the calling fiber until it closes; s->nconns
+ * already counts it. */
+static void conn_serve(httpd_server *s, int fd)
+{
+  httpd_conn *c = conn_open(s, fd);
+  if (c)
+    conn_end(c, c->ready && serve(c));
 }
 
 /* The accept fiber's hand-over: the server and the fd, until the

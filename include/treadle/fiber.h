@@ -189,7 +189,10 @@ typedef unsigned tdl_fls_key_t;
  * an index, not memory: it lasts as long as the process, and there is no
  * free.  Errors: -EAGAIN when all keys are taken. */
 TDL_API int tdl_fls_key_new(tdl_fls_key_t *key, void (*dtor)(void *));
-/* Errors: -EPERM outside a fiber; -EINVAL for a key never created. */
+/* A fiber's first value takes a small allocation (its values live off its
+ * control block until then).  Errors: -EPERM outside a fiber; -EINVAL for a
+ * key never created; -ENOMEM for the first value without memory (setting
+ * NULL then cannot fail). */
 TDL_API int tdl_fls_set(tdl_fls_key_t key, void *value);
 /* NULL outside a fiber or when unset. */
 TDL_API void *tdl_fls_get(tdl_fls_key_t key);

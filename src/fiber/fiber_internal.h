@@ -110,7 +110,8 @@ typedef struct tdl__fiber {
    * plain wait (fd/io.c): here, and not on the stack, it stays readable by
    * the loop while the fiber is compacted. */
   void *wait_space[4];
-  void *fls[TDL_FLS_KEYS];
+  void **fls;            /* TDL_FLS_KEYS values, allocated at the first value
+                            set (fls.c): most fibers never set one */
   char name[24];
 } tdl__fiber;
 
@@ -225,6 +226,8 @@ extern _Thread_local tdl__list tdl__thread_scheds;
 
 /* The scheduler of loop, created on first use (-ENOMEM). */
 int tdl__sched_get(tdl_loop *loop, tdl__sched **out);
+/* fls.c: free f's values array (the fiber is released). */
+void tdl__fls_free(tdl__fiber *f);
 
 /* Park the running fiber until tdl__wake() or the deadline (-ETIMEDOUT).
  * `what` names the wait for tdl_fiber_dump (a static string).  Returns the

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fiber-local storage: TDL_FLS_KEYS process-wide keys, a value per key in
- * each fiber's control block, destructors run as the fiber finishes (through
- * the fiber's cleanups, once it has set a value).
+ * an array that a fiber allocates when it first sets a value (most fibers
+ * never do, and an idle compacted fiber keeps its control block on the
+ * heap: 128 bytes in each would be paid for nothing), freed with the fiber;
+ * destructors run as the fiber finishes (through the fiber's cleanups, once
+ * it has set a value).
  */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "fiber/fiber_internal.h"
 
@@ -38,6 +42,8 @@ static void run_dtors(tdl__cleanup *c)
 {
   tdl__fiber *f = TDL__CONTAINER_OF(c, tdl__fiber, fls_cleanup);
   f->fls_rounds++;
+  if (!f->fls)
+    return;
   for (unsigned k = 0; k < TDL_FLS_KEYS; k++) {
     void *v = f->fls[k];
     f->fls[k] = NULL;
@@ -53,6 +59,12 @@ int tdl_fls_set(tdl_fls_key_t key, void *value)
     return -EPERM;
   if (key >= __atomic_load_n(&fls_keys, __ATOMIC_ACQUIRE))
     return -EINVAL;
+  if (!f->fls) {
+    if (!value)
+      return 0; /* unset already */
+    if (!(f->fls = TDL__FAULT_ALLOC(calloc(TDL_FLS_KEYS, sizeof *f->fls))))
+      return -ENOMEM;
+  }
   f->fls[key] = value;
   if (value && !tdl__list_linked(&f->fls_cleanup.link) && f->fls_rounds < FLS_ROUNDS) {
     f->fls_cleanup.run = run_dtors;
@@ -64,5 +76,11 @@ int tdl_fls_set(tdl_fls_key_t key, void *value)
 void *tdl_fls_get(tdl_fls_key_t key)
 {
   tdl__fiber *f = tdl__self();
-  return f && key < TDL_FLS_KEYS ? f->fls[key] : NULL;
+  return f && f->fls && key < TDL_FLS_KEYS ? f->fls[key] : NULL;
+}
+
+void tdl__fls_free(tdl__fiber *f)
+{
+  free(f->fls);
+  f->fls = NULL;
 }

@@ -322,7 +322,14 @@ static struct hostent *ghb_static(const char *name, int af)
     return NULL;
   }
   ghb_free(tdl_fls_get(ghb_key)); /* the fiber's last answer */
-  (void)tdl_fls_set(ghb_key, c);  /* in a fiber, with a key: cannot fail */
+  /* In a fiber, with a key: fails only for its first value without memory. */
+  if (tdl_fls_set(ghb_key, c) < 0) {
+    (void)tdl_fls_set(ghb_key, NULL);
+    ghb_free(c);
+    h_errno = NETDB_INTERNAL;
+    errno = ENOMEM;
+    return NULL;
+  }
   return &c->he;
 }
 

@@ -16,6 +16,10 @@
 #include "helpers.h"
 #include "loop_fixture.h"
 
+#ifdef TDL_FAULTS
+#include "base/fault.h"
+#endif
+
 /* ---- spawn, join, order ---- */
 
 static void *ret_arg(void *arg) { return arg; }
@@ -854,6 +858,41 @@ static void fiber_local_storage(void **state)
   assert_int_equal(fls_dtor_calls, 2);
 }
 
+/* A fiber's first value takes an allocation: without memory the set fails
+ * with -ENOMEM and changes nothing; NULL needs none; the next set works. */
+static void *fls_no_memory(void *arg)
+{
+  (void)arg;
+#ifdef TDL_FAULTS
+  tdl__fault_arm(1, false);
+  int e = tdl_fls_set(K, (void *)0x77);
+  bool fired = tdl__fault_fired();
+  tdl__fault_arm(0, false);
+  assert_true(fired);
+  assert_int_equal(e, -ENOMEM);
+  assert_null(tdl_fls_get(K));
+  tdl__fault_arm(1, true);
+  assert_int_equal(tdl_fls_set(K, NULL), 0);
+  tdl__fault_arm(0, false);
+#endif
+  assert_int_equal(tdl_fls_set(K, (void *)0x77), 0);
+  assert_ptr_equal(tdl_fls_get(K), (void *)0x77);
+  return NULL;
+}
+
+static void fiber_local_storage_no_memory(void **state)
+{
+  (void)state;
+  if (tdl_fls_key_new(&K, fls_dtor) < 0)
+    assert_true(K < TDL_FLS_KEYS); /* all taken by earlier tests: reuse the last */
+  fls_dtor_calls = 0;
+  tdl_fiber_t a;
+  assert_int_equal(tdl_fiber_spawn(&a, L, fls_no_memory, NULL, NULL), 0);
+  tdl_fiber_detach(L, a);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(fls_dtor_calls, 1);
+}
+
 static int count_info(const tdl_fiber_info *in, void *ctx)
 {
   int *n = ctx;
@@ -1350,6 +1389,7 @@ int main(int argc, char **argv)
       cmocka_unit_test_setup_teardown(deadlock_is_reported_and_loop_kept, setup, teardown),
       cmocka_unit_test_setup_teardown(a_hundred_thousand_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(fiber_local_storage, setup, teardown),
+      cmocka_unit_test_setup_teardown(fiber_local_storage_no_memory, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_lists_fibers, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_names_the_call, setup, teardown),
       cmocka_unit_test_setup_teardown(short_read_parks_without_a_read, setup, teardown),

@@ -99,7 +99,7 @@ SIZES = {
     "close_seconds": (8, 2),
     "http_warmup": (1, 0),
     # TLS: idle connections held open, for the RSS each costs.
-    "idle_conns": (2_000, 200),
+    "idle_conns": (1_000, 200),
     "idle_conns_many": (10_000, 500),  # under the fd limit (20,000 here and in CI) of the driver, which holds the client ends
     "balance_seconds": (2, 1),
     # TLS: seconds of each openssl s_time run (new, then resumed), and the

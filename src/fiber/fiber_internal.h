@@ -111,7 +111,8 @@ typedef struct tdl__fiber {
    * the loop while the fiber is compacted. */
   void *wait_space[4];
   void **fls;            /* TDL_FLS_KEYS values, allocated at the first value
-                            set (fls.c): most fibers never set one */
+                            set (fls.c): most fibers never set one; freed
+                            with the fiber (sched.c, release) */
   char name[24];
 } tdl__fiber;
 
@@ -226,8 +227,6 @@ extern _Thread_local tdl__list tdl__thread_scheds;
 
 /* The scheduler of loop, created on first use (-ENOMEM). */
 int tdl__sched_get(tdl_loop *loop, tdl__sched **out);
-/* fls.c: free f's values array (the fiber is released). */
-void tdl__fls_free(tdl__fiber *f);
 
 /* Park the running fiber until tdl__wake() or the deadline (-ETIMEDOUT).
  * `what` names the wait for tdl_fiber_dump (a static string).  Returns the

@@ -78,9 +78,3 @@ void *tdl_fls_get(tdl_fls_key_t key)
   tdl__fiber *f = tdl__self();
   return f && f->fls && key < TDL_FLS_KEYS ? f->fls[key] : NULL;
 }
-
-void tdl__fls_free(tdl__fiber *f)
-{
-  free(f->fls);
-  f->fls = NULL;
-}

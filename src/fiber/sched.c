@@ -161,7 +161,7 @@ static void release(tdl__sched *s, tdl__fiber *f)
   s->free_slot = f->slot;
   s->live--;
   tdl__ctx_destroy(&f->ctx);
-  tdl__fls_free(f);
+  free(f->fls); /* fls.c's values array, if it set one */
   tdl__stack st = f->stack; /* f lives on that stack, unless offstack */
   bool heap = f->offstack;
   tdl__stack_put(&s->pool, &st);

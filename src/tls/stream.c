@@ -452,7 +452,11 @@ static int wait_readable(tdl_tls *s, tdl_time_t deadline)
 static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl_time_t deadline)
 {
   for (;;) {
-    ERR_clear_error();
+    /* SSL_get_error reads the thread's error queue, which must hold nothing
+     * from before the call.  Peeking is cheaper than a clear (which walks
+     * all sixteen slots), and the queue is nearly always empty. */
+    if (ERR_peek_error() != 0)
+      ERR_clear_error();
     errno = 0;
     s->io_rc = 0;
     s->again = false;

@@ -63,7 +63,7 @@ typedef struct tdl__sched tdl__sched;
  * so that it stays readable while the stack's pages are given back. */
 typedef struct tdl__fiber {
   /* Hot: what a park, a wake and a switch touch, in the first cache line
-   * (the control block is 64-byte aligned; with many fibers each hand-off
+   * (the control block is 64-byte aligned on its stack; with many fibers each hand-off
    * touches another fiber's block). */
   tdl__ctx ctx;
   tdl__sched *sched;

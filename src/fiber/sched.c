@@ -543,8 +543,11 @@ int tdl_fiber_spawn(tdl_fiber_t *out, tdl_loop *loop, tdl_fiber_fn fn, void *arg
   uintptr_t top = (uintptr_t)st.lo + st.size - (uintptr_t)(s->next_id % CACHE_COLOURS) * 64;
   tdl__fiber *f;
   if (TDL__UNLIKELY(s->compact_after)) {
-    /* Compactable: the block goes on the heap, the frames start at top. */
-    f = TDL__FAULT_ALLOC(aligned_alloc(64, (sizeof *f + 63) & ~(size_t)63));
+    /* Compactable: the block goes on the heap, the frames start at top.
+     * malloc's 16-byte alignment, not a cache line's: the hot fields may
+     * straddle two lines, but aligned_alloc's rounding would cost each
+     * idle fiber, which is what compaction is for, some 30 bytes more. */
+    f = TDL__FAULT_ALLOC(malloc(sizeof *f));
     if (!f) {
       tdl__stack_put(&s->pool, &st);
       s->slots[slot].next_free = s->free_slot;

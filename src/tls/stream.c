@@ -9,15 +9,16 @@
  * on the socket BIO.  The one change to it: sends are made with
  * MSG_NOSIGNAL, so a peer that has gone is -EPIPE rather than a SIGPIPE.
  *
- * Otherwise the records after the handshake go through fiber I/O: the
- * same BIO's read and write become tdl_recv and tdl_send on the fd, each
- * with MSG_DONTWAIT (below, "the BIO").  Then the fd's records come out of
+ * Otherwise the records after the handshake go through fiber I/O: a BIO
+ * whose read and write are tdl_recv and tdl_send on the fd, each with
+ * MSG_DONTWAIT (the fiber BIO, one per thread: see the BIOs below).  Then
+ * the fd's records come out of
  * the loop's receive-ahead buffers and go out sent behind on uring loops
  * (tdl_fd_readahead, tdl_fd_writebehind), where the socket BIO would make a
- * read(2) and a send(2) of its own per record.  Turning loses nothing: what
- * OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
+ * read(2) and a send(2) of its own per record.  Swapping BIOs loses
+ * nothing: what OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
  * of fiber I/O (-ETIMEDOUT, -ECANCELED, -EPIPE...) are kept in the stream
- * and come out of the call as they are.  The BIO never waits: on -EAGAIN
+ * and come out of the call as they are.  The fiber BIO never waits: on -EAGAIN
  * it tells OpenSSL to retry, and drive parks the fiber on the fd outside
  * OpenSSL, as on the socket path.  So no fiber is ever inside OpenSSL while
  * another runs (OpenSSL's SSL object is not re-entrant: a reader parked
@@ -48,31 +49,36 @@
 struct tdl_tls {
   SSL *ssl;
   tdl_tls_config *cfg;
-  int fd;
-  /* 0, or the error every call gives from now on (a dead handshake or a
-   * broken protocol). */
-  int dead;
-  bool handshaken;
-  bool eof;      /* close_notify came */
-  bool shut;     /* ours went */
-  bool resumed;
-  unsigned ktls;
-  bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
-  bool fiber_bio; /* records through fiber I/O (see the top) */
-  bool rd_eof;    /* the BIO read the peer's end of the stream (fiber I/O) */
-  /* The BIO found the fd empty (or full) (fiber I/O): drive waits for it. */
-  bool again;
-  /* The error of the BIO's last tdl_recv or tdl_send, which drive
-   * reads before any other fiber runs. */
-  int io_rc;
-  /* Fibers parked in a call on the stream: tdl_tls_free waits for none. */
-  unsigned parked;
   char *name; /* a client's server name, the key of its session */
   /* The words of the last failure (tdl_tls_error): ERROR_CAP bytes taken at
    * the first one, so that a stream that never fails carries none. */
   char *error;
+  int fd;
+  /* 0, or the error every call gives from now on (a dead handshake or a
+   * broken protocol). */
+  int dead;
+  /* The error of the fiber BIO's last tdl_recv or tdl_send, which drive
+   * reads before any other fiber runs. */
+  int io_rc;
+  /* Fibers parked in a call on the stream (a reader and a writer at
+   * most): tdl_tls_free waits for none. */
+  uint16_t parked;
+  uint8_t ktls; /* TDL_TLS_KTLS_TX | TDL_TLS_KTLS_RX */
+  bool handshaken;
+  bool eof;      /* close_notify came */
+  bool shut;     /* ours went */
+  bool resumed;
+  bool carried; /* a transport is set for fd (tdl_tls_reader_init) */
+  bool fiber_bio; /* records through fiber I/O (see the top) */
+  bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
+  /* The fiber BIO found the fd empty (or full): drive waits for it. */
+  bool again;
   bool error_lost; /* a failure came and there was no memory for its words */
 };
+
+/* An idle connection holds one of these: kept within a 64-byte block of
+ * malloc's (56 bytes asked). */
+_Static_assert(sizeof(struct tdl_tls) <= 56, "struct tdl_tls grew past 56 bytes");
 
 enum { ERROR_CAP = 200 };
 
@@ -96,28 +102,44 @@ __attribute__((format(printf, 2, 3))) static void say(tdl_tls *s, const char *fm
   va_end(ap);
 }
 
-/* ---- the BIO: the socket's, then fiber I/O ----
+/* ---- the BIOs ----
  *
- * One BIO per stream, of a method made from OpenSSL's socket BIO: during
- * the handshake (and wherever a stream stays on the socket path) its read,
- * write and controls are the socket BIO's, but that sends go with
- * MSG_NOSIGNAL; once the stream has turned to fiber I/O (s->fiber_bio),
- * its read and write are tdl_recv and tdl_send.  One object rather than a
- * second BIO swapped in after the handshake: a BIO and its lock are some
- * 250 bytes that an idle connection would hold, and an allocation per
- * connection.  The stream is found through the BIO's callback argument,
- * which OpenSSL reads only for a callback, and none is set. */
+ * The handshake's: a stream's own, of a method made from OpenSSL's socket
+ * BIO but that sends go with MSG_NOSIGNAL; it stays where a stream keeps to
+ * the socket path.
+ *
+ * Fiber I/O's: one per thread, shared by every stream that turned to fiber
+ * I/O on it, since its state is only the stream it serves, and that is
+ * always the one whose call runs (OpenSSL never calls a BIO of a stream
+ * but from within a call on that stream, and a thread makes one call at a
+ * time: drive names the stream before each).  A BIO with its lock is some
+ * 250 bytes that an idle connection would otherwise hold.  A stream that
+ * finds another thread's BIO in its SSL (it moved to another loop) takes
+ * this thread's. */
 
-static BIO_METHOD *bio_method;
-static int (*sock_read)(BIO *, char *, int);
+static BIO_METHOD *bio_method;   /* the handshake's */
+static BIO_METHOD *fiber_method; /* fiber I/O's */
 static int (*sock_write)(BIO *, const char *, int);
-static long (*sock_ctrl)(BIO *, int, long, void *);
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bio_key;    /* frees a thread's fiber BIO as it ends */
 static int ssl_index = -1;
+static _Thread_local BIO *t_fiber_bio;
 
-static tdl_tls *bio_stream(BIO *b)
+static int bio_write(BIO *b, const char *buf, int len)
 {
-  return (tdl_tls *)BIO_get_callback_arg(b);
+#ifndef OPENSSL_NO_KTLS
+  /* kTLS sends its control records through cmsgs that only OpenSSL's own
+   * write knows. */
+  if (BIO_get_ktls_send(b))
+    return sock_write(b, buf, len);
+#endif
+  int fd = -1;
+  BIO_get_fd(b, &fd);
+  ssize_t n = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+  BIO_clear_retry_flags(b);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    BIO_set_retry_write(b);
+  return (int)n;
 }
 
 /* Errors that lose nothing: OpenSSL is told to try again (its state as
@@ -127,8 +149,8 @@ static bool retryable(ssize_t rc)
   return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -EPERM || rc == -EBUSY;
 }
 
-/* What the BIO tells OpenSSL of a tdl_recv or tdl_send.  -EAGAIN: the fd
- * is empty (or full); OpenSSL is told to retry, and drive waits for the
+/* What the fiber BIO tells OpenSSL of a tdl_recv or tdl_send.  -EAGAIN: the
+ * fd is empty (or full); OpenSSL is told to retry, and drive waits for the
  * fd. */
 static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
 {
@@ -150,71 +172,86 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
   return -1;
 }
 
-static int bio_read(BIO *b, char *buf, int len)
+static int fiber_read(BIO *b, char *buf, int len)
 {
-  tdl_tls *s = bio_stream(b);
-  if (!s->fiber_bio)
-    return sock_read(b, buf, len);
+  tdl_tls *s = BIO_get_data(b);
   return fiber_result(b, s, tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER), true);
 }
 
-static int bio_write(BIO *b, const char *buf, int len)
+static int fiber_write(BIO *b, const char *buf, int len)
 {
-  tdl_tls *s = bio_stream(b);
-  if (s->fiber_bio)
-    return fiber_result(b, s, tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER), false);
-#ifndef OPENSSL_NO_KTLS
-  /* kTLS sends its control records through cmsgs that only OpenSSL's own
-   * write knows. */
-  if (BIO_get_ktls_send(b))
-    return sock_write(b, buf, len);
-#endif
-  ssize_t n = send(s->fd, buf, (size_t)len, MSG_NOSIGNAL);
-  BIO_clear_retry_flags(b);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-    BIO_set_retry_write(b);
-  return (int)n;
+  tdl_tls *s = BIO_get_data(b);
+  return fiber_result(b, s, tdl_send(s->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT, TDL_FOREVER), false);
 }
 
-static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+static long fiber_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-  tdl_tls *s = bio_stream(b);
-  if (s && s->fiber_bio) {
-    switch (cmd) {
-    case BIO_CTRL_FLUSH:
-      return 1; /* what was sent behind goes with the loop's next submission */
-    case BIO_CTRL_EOF:
-      /* OpenSSL tells a truncated stream from a retry by this. */
-      return s->rd_eof;
-#ifdef BIO_CTRL_SET_KTLS
-    case BIO_CTRL_SET_KTLS:
-      return 0; /* records stay with fiber I/O (a key update would ask) */
-#endif
-    default:
-      break;
-    }
+  (void)num, (void)ptr;
+  tdl_tls *s = BIO_get_data(b);
+  switch (cmd) {
+  case BIO_CTRL_FLUSH:
+    return 1; /* what was sent behind goes with the loop's next submission */
+  case BIO_CTRL_EOF:
+    /* OpenSSL tells a truncated stream from a retry by this. */
+    return s && s->rd_eof;
+  default:
+    return 0;
   }
-  return sock_ctrl(b, cmd, num, ptr);
+}
+
+static int fiber_create(BIO *b)
+{
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static void bio_thread_end(void *b)
+{
+  BIO_free(b); /* the thread's reference; streams hold their own */
+}
+
+/* This thread's fiber BIO, serving s; NULL without memory. */
+static BIO *fiber_bio(tdl_tls *s)
+{
+  BIO *b = t_fiber_bio;
+  if (!b) {
+    if (!(b = BIO_new(fiber_method))) {
+      ERR_clear_error();
+      return NULL;
+    }
+    if (pthread_setspecific(bio_key, b) != 0) {
+      BIO_free(b);
+      return NULL;
+    }
+    t_fiber_bio = b;
+  }
+  BIO_set_data(b, s);
+  return b;
 }
 
 static void bio_setup(void)
 {
-  const BIO_METHOD *sock = BIO_s_socket();
-  BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle");
-  if (!m)
-    return;
-  sock_read = BIO_meth_get_read(sock);
-  sock_write = BIO_meth_get_write(sock);
-  sock_ctrl = BIO_meth_get_ctrl(sock);
-  if (!sock_read || !sock_write || !sock_ctrl || !BIO_meth_set_read(m, bio_read) ||
-      !BIO_meth_set_write(m, bio_write) || !BIO_meth_set_ctrl(m, bio_ctrl) ||
-      !BIO_meth_set_puts(m, BIO_meth_get_puts(sock)) || !BIO_meth_set_create(m, BIO_meth_get_create(sock)) ||
-      !BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock))) {
-    BIO_meth_free(m);
+  BIO_METHOD *f = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "treadle fiber");
+  if (!f || !BIO_meth_set_read(f, fiber_read) || !BIO_meth_set_write(f, fiber_write) ||
+      !BIO_meth_set_ctrl(f, fiber_ctrl) || !BIO_meth_set_create(f, fiber_create) ||
+      pthread_key_create(&bio_key, bio_thread_end) != 0) {
+    BIO_meth_free(f);
     return;
   }
+  const BIO_METHOD *sock = BIO_s_socket();
+  BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "treadle socket");
+  if (!m)
+    return;
+  sock_write = BIO_meth_get_write(sock);
+  BIO_meth_set_write(m, bio_write);
+  BIO_meth_set_read(m, BIO_meth_get_read(sock));
+  BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
+  BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
+  BIO_meth_set_create(m, BIO_meth_get_create(sock));
+  BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
   ssl_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
   bio_method = m;
+  fiber_method = f;
 }
 
 int tdl__tls_ssl_index(void)
@@ -243,7 +280,7 @@ int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_n
   if (cfg->role == TDL_TLS_CLIENT && cfg->verify && !server_name)
     return -EINVAL;
   pthread_once(&bio_once, bio_setup);
-  if (!bio_method || ssl_index < 0)
+  if (!bio_method || !fiber_method || ssl_index < 0)
     return -ENOMEM;
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0)
@@ -269,7 +306,6 @@ int tdl_tls_new(tdl_tls **out, tdl_tls_config *cfg, int fd, const char *server_n
     return -ENOMEM;
   }
   BIO_set_fd(bio, fd, BIO_NOCLOSE);
-  BIO_set_callback_arg(bio, (char *)s);
   SSL_set_bio(ssl, bio, bio);
   SSL_set_ex_data(ssl, ssl_index, s);
   s->ssl = ssl;
@@ -452,6 +488,18 @@ static int wait_readable(tdl_tls *s, tdl_time_t deadline)
 static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl_time_t deadline)
 {
   for (;;) {
+    if (s->fiber_bio) {
+      /* This thread's fiber BIO serves s for this call (see the BIOs). */
+      BIO *b = fiber_bio(s);
+      if (!b) {
+        say(s, "no memory for a BIO");
+        return -ENOMEM;
+      }
+      if (SSL_get_rbio(s->ssl) != b) {
+        BIO_up_ref(b);
+        SSL_set_bio(s->ssl, b, b);
+      }
+    }
     /* SSL_get_error reads the thread's error queue, which must hold nothing
      * from before the call.  Peeking is cheaper than a clear (which walks
      * all sixteen slots), and the queue is nearly always empty. */
@@ -507,15 +555,21 @@ static int handshake(tdl_tls *s, tdl_time_t deadline)
     s->handshaken = true;
     s->resumed = SSL_session_reused(s->ssl) == 1;
 #ifndef OPENSSL_NO_KTLS
-    s->ktls = (BIO_get_ktls_send(SSL_get_wbio(s->ssl)) ? TDL_TLS_KTLS_TX : 0) |
-              (BIO_get_ktls_recv(SSL_get_rbio(s->ssl)) ? TDL_TLS_KTLS_RX : 0);
+    s->ktls = (uint8_t)((BIO_get_ktls_send(SSL_get_wbio(s->ssl)) ? TDL_TLS_KTLS_TX : 0) |
+                        (BIO_get_ktls_recv(SSL_get_rbio(s->ssl)) ? TDL_TLS_KTLS_RX : 0));
 #endif
     if (!(s->ktls & TDL_TLS_KTLS_RX))
       SSL_set_read_ahead(s->ssl, 1);
-    /* Records through fiber I/O from here (see the top).  What OpenSSL has
-     * read ahead is in the SSL's buffer, not in the BIO: nothing is lost. */
-    if (s->ktls == 0 && !s->cfg->socket_bio)
+    /* Records through fiber I/O from here (see the top), the stream's own
+     * BIO freed.  What OpenSSL has read ahead is in the SSL's buffer, not
+     * in the BIO: nothing is lost.  Without memory for this thread's fiber
+     * BIO, the stream stays on its socket BIO, which works. */
+    BIO *b = s->ktls == 0 && !s->cfg->socket_bio ? fiber_bio(s) : NULL;
+    if (b) {
+      BIO_up_ref(b);
+      SSL_set_bio(s->ssl, b, b);
       s->fiber_bio = true;
+    }
     return 0;
   }
   if (rc == 0) {

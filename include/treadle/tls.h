@@ -60,10 +60,11 @@
  * Memory.  OpenSSL's read and write buffers (about 34 KiB together) are
  * given back whenever a call finds nothing buffered (SSL_MODE_RELEASE_BUFFERS),
  * and before a read parks.  An idle stream keeps the SSL object with its
- * session and record state (about 14.5 KiB of OpenSSL's), some 100 bytes of
- * this library's, and its fiber's stack: a read or tdl_tls_wait parks in a
- * small frame of its own, so that tdl_fiber_compact_idle keeps little of
- * that stack.  A record that has come in part holds the read buffer until
+ * session and record state (about 14.5 KiB of OpenSSL's), 56 bytes of this
+ * library's (after the handshake the BIO is one per thread, shared by its
+ * streams), and its fiber's stack: a read or tdl_tls_wait parks in a small
+ * frame of its own, so that tdl_fiber_compact_idle keeps little of that
+ * stack.  A record that has come in part holds the read buffer until
  * the rest comes.  `bench/run.py --only tls` measures the RSS of an idle
  * HTTPS connection (its idle row), beside nginx's and Go's.
  */

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -211,6 +214,33 @@ static void alpn_index_new(void)
   alpn_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ctx_data_free);
 }
 
+/* Whether the kernel may carry TLS records: asked once, of an unconnected
+ * TCP socket, which the kernel refuses with ENOENT when it cannot find its
+ * `tls` module, and the module itself with ENOTCONN.  When unsure, yes
+ * (OpenSSL then tries per connection, as it would without this). */
+static bool kernel_has_tls = true;
+static pthread_once_t kernel_tls_once = PTHREAD_ONCE_INIT;
+
+static void kernel_tls_probe(void)
+{
+#ifdef TCP_ULP
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") < 0 && errno == ENOENT)
+    kernel_has_tls = false;
+  close(fd);
+#else
+  kernel_has_tls = false;
+#endif
+}
+
+static bool kernel_tls(void)
+{
+  pthread_once(&kernel_tls_once, kernel_tls_probe);
+  return kernel_has_tls;
+}
+
 static int ctx_new(SSL_CTX **out, const tdl_tls_options *o)
 {
   for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
@@ -245,10 +275,18 @@ static int ctx_new(SSL_CTX **out, const tdl_tls_options *o)
    * record and may be retried from a copy, as write(2) is.  Released
    * buffers: an idle stream holds none of OpenSSL's 34 KiB of them. */
   uint64_t opts = SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE;
+  /* Kernel TLS only where the kernel can take it: elsewhere OpenSSL would
+   * ask it in vain twice per connection (two failing setsockopt calls), and
+   * may read ahead from the first byte of the handshake on, which kTLS's
+   * receiving forbids until the keys change: the client's last flight and
+   * first request then come in one read instead of two per record. */
+  bool ktls = !o->no_ktls && kernel_tls();
 #ifdef SSL_OP_ENABLE_KTLS
-  if (!o->no_ktls)
+  if (ktls)
     opts |= SSL_OP_ENABLE_KTLS;
 #endif
+  if (!ktls)
+    SSL_CTX_set_read_ahead(ctx, 1);
   if (o->no_resumption)
     opts |= SSL_OP_NO_TICKET;
   SSL_CTX_set_options(ctx, opts);

@@ -30,8 +30,9 @@
  * during the handshake, or on the socket BIO, they would take bytes past
  * OpenSSL.  A read parks, when OpenSSL holds nothing, before it asks
  * OpenSSL for a record, and records that OpenSSL has already decrypted are
- * returned first, without parking.  After the handshake OpenSSL reads ahead
- * (but where kernel TLS receives): one read per record or per several.
+ * returned first, without parking.  OpenSSL reads ahead (one read per
+ * record or per several): from the handshake on where the kernel cannot
+ * take records, after it elsewhere (but where kernel TLS receives).
  * The environment variable TREADLE_TLS_BIO=socket, read when a
  * configuration is made, keeps its streams on the socket BIO after the
  * handshake too: it is there to compare the two record paths (the tests
@@ -55,7 +56,9 @@
  * TCP_ULP "tls"), the record layer moves into the kernel after the
  * handshake, each direction on its own (tdl_tls_ktls says which):
  * encryption then costs no copy through user space.  Where the kernel has
- * no `tls` module, records stay in user space; nothing else changes.
+ * no `tls` module, records stay in user space; nothing else changes (a
+ * configuration asks the kernel once per process, and OpenSSL then does
+ * not try it per connection).
  *
  * Memory.  OpenSSL's read and write buffers (about 34 KiB together) are
  * given back whenever a call finds nothing buffered (SSL_MODE_RELEASE_BUFFERS),

@@ -12,20 +12,21 @@
  * Otherwise the records after the handshake go through fiber I/O: a BIO
  * whose read and write are tdl_recv and tdl_send on the fd, each with
  * MSG_DONTWAIT (the fiber BIO, one per thread: see the BIOs below).  Then
- * the fd's records come out of
- * the loop's receive-ahead buffers and go out sent behind on uring loops
- * (tdl_fd_readahead, tdl_fd_writebehind), where the socket BIO would make a
- * read(2) and a send(2) of its own per record.  Swapping BIOs loses
- * nothing: what OpenSSL read ahead sits in the SSL's buffer, not in the BIO.  Errors
- * of fiber I/O (-ETIMEDOUT, -ECANCELED, -EPIPE...) are kept in the stream
- * and come out of the call as they are.  The fiber BIO never waits: on -EAGAIN
- * it tells OpenSSL to retry, and drive parks the fiber on the fd outside
- * OpenSSL, as on the socket path.  So no fiber is ever inside OpenSSL while
- * another runs (OpenSSL's SSL object is not re-entrant: a reader parked
- * inside a record and a writer calling SSL_write would be two calls at once
- * on one object).  After the handshake OpenSSL reads ahead on either path
- * (unless kTLS receives): one read per record or per several, where it
- * would read a record's header and then its body.
+ * the fd's records come out of the loop's receive-ahead buffers and go out
+ * sent behind on uring loops (tdl_fd_readahead, tdl_fd_writebehind), where
+ * the socket BIO would make a read(2) and a send(2) of its own per record.
+ * Swapping BIOs loses nothing: what OpenSSL read ahead sits in the SSL's
+ * buffer, not in the BIO.  Errors of fiber I/O (-ETIMEDOUT, -ECANCELED,
+ * -EPIPE...) are kept in the stream and come out of the call as they are.
+ * The fiber BIO never waits: on -EAGAIN it tells OpenSSL to retry, and
+ * drive parks the fiber on the fd outside OpenSSL, as on the socket path.
+ * So no fiber is ever inside OpenSSL while another runs (OpenSSL's SSL
+ * object is not re-entrant: a reader parked inside a record and a writer
+ * calling SSL_write would be two calls at once on one object).  OpenSSL
+ * reads ahead (one read per record or per several, where it would read a
+ * record's header and then its body): from the handshake on where the
+ * kernel cannot take records (config.c), after it elsewhere, unless kTLS
+ * receives.
  *
  * An idle stream must not hold OpenSSL's read buffer (16 KiB and more)
  * while its fiber waits: every wait for readability gives it back first

@@ -230,6 +230,21 @@ static BIO *fiber_bio(tdl_tls *s)
   return b;
 }
 
+/* Make this thread's fiber BIO s's and point it at s: false without memory.
+ * The SSL drops its BIO (the stream's socket BIO, or another thread's
+ * fiber BIO) for it. */
+static bool take_fiber_bio(tdl_tls *s)
+{
+  BIO *b = fiber_bio(s);
+  if (!b)
+    return false;
+  if (SSL_get_rbio(s->ssl) != b) {
+    BIO_up_ref(b);
+    SSL_set_bio(s->ssl, b, b);
+  }
+  return true;
+}
+
 static void bio_setup(void)
 {
   BIO_METHOD *f = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "treadle fiber");
@@ -489,17 +504,10 @@ static int wait_readable(tdl_tls *s, tdl_time_t deadline)
 static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl_time_t deadline)
 {
   for (;;) {
-    if (s->fiber_bio) {
-      /* This thread's fiber BIO serves s for this call (see the BIOs). */
-      BIO *b = fiber_bio(s);
-      if (!b) {
-        say(s, "no memory for a BIO");
-        return -ENOMEM;
-      }
-      if (SSL_get_rbio(s->ssl) != b) {
-        BIO_up_ref(b);
-        SSL_set_bio(s->ssl, b, b);
-      }
+    /* This thread's fiber BIO serves s for this call (see the BIOs). */
+    if (s->fiber_bio && !take_fiber_bio(s)) {
+      say(s, "no memory for a BIO");
+      return -ENOMEM;
     }
     /* SSL_get_error reads the thread's error queue, which must hold nothing
      * from before the call.  Peeking is cheaper than a clear (which walks
@@ -565,12 +573,8 @@ static int handshake(tdl_tls *s, tdl_time_t deadline)
      * BIO freed.  What OpenSSL has read ahead is in the SSL's buffer, not
      * in the BIO: nothing is lost.  Without memory for this thread's fiber
      * BIO, the stream stays on its socket BIO, which works. */
-    BIO *b = s->ktls == 0 && !s->cfg->socket_bio ? fiber_bio(s) : NULL;
-    if (b) {
-      BIO_up_ref(b);
-      SSL_set_bio(s->ssl, b, b);
+    if (s->ktls == 0 && !s->cfg->socket_bio && take_fiber_bio(s))
       s->fiber_bio = true;
-    }
     return 0;
   }
   if (rc == 0) {

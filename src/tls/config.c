@@ -326,8 +326,13 @@ static int ctx_new(SSL_CTX **out, const tdl_tls_options *o)
   } else {
     static const unsigned char sid[] = "treadle";
     SSL_CTX_set_session_id_context(ctx, sid, sizeof sid - 1);
-    if (o->no_resumption)
+    if (o->no_resumption) {
+      /* TLS 1.3 sends tickets even with SSL_OP_NO_TICKET (stateful ones,
+       * session IDs that this cache, off, would never find): two useless
+       * records per handshake for the client to decrypt and keep. */
       SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+      SSL_CTX_set_num_tickets(ctx, 0);
+    }
     if (o->ca_file) {
       STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(o->ca_file);
       if (names)

@@ -1055,6 +1055,7 @@ typedef struct together {
   int sfd, cfd;
   ssize_t got;
   bool fiber_io;
+  int tickets; /* the client got, before the reply */
   char req[32], reply[32];
   int server_done, client_done;
 } together;
@@ -1073,11 +1074,26 @@ static void *together_server(void *arg)
   return NULL;
 }
 
+static int ticket_idx = -1;
+
+static int count_ticket(SSL *ssl, SSL_SESSION *sess)
+{
+  (void)sess;
+  together *t = SSL_get_ex_data(ssl, ticket_idx);
+  t->tickets++;
+  return 0; /* not kept: OpenSSL frees it */
+}
+
 static void *together_client(void *arg)
 {
   together *t = arg;
   memclient m;
   mc_init(&m, t->cfd);
+  if (ticket_idx < 0)
+    ticket_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+  SSL_set_ex_data(m.ssl, ticket_idx, t);
+  SSL_CTX_set_session_cache_mode(m.ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(m.ctx, count_ticket);
   mc_handshake(&m);
   /* The request joins the Finished in the client's buffer: one write. */
   assert_int_equal(SSL_write(m.ssl, "GET /", 5), 5);
@@ -1112,6 +1128,34 @@ static void request_with_finished(void **state)
   tdl_close(sv[0]);
   tdl_close(sv[1]);
   tdl_tls_config_free(t.cfg);
+}
+
+/* A server that resumes nothing issues no tickets (TLS 1.3 would send two
+ * stateful ones by default): a server that resumes does. */
+static void no_resumption_no_tickets(void **state)
+{
+  (void)state;
+  char err[256];
+  for (int resume = 0; resume < 2; resume++) {
+    tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_file = P("server.pem"), .key_file = P("server.key"),
+                         .no_resumption = !resume, .error = err, .error_cap = sizeof err};
+    int sv[2];
+    spair(sv);
+    together t = {.sfd = sv[0], .cfd = sv[1]};
+    assert_int_equal(tdl_tls_config_new(&t.cfg, &o), 0);
+    go(together_server, &t);
+    go(together_client, &t);
+    assert_true(t_run_until(L, &t.server_done, 100000));
+    assert_true(t_run_until(L, &t.client_done, 100000));
+    assert_string_equal(t.reply, "ok");
+    if (resume)
+      assert_true(t.tickets > 0);
+    else
+      assert_int_equal(t.tickets, 0);
+    tdl_close(sv[0]);
+    tdl_close(sv[1]);
+    tdl_tls_config_free(t.cfg);
+  }
 }
 
 typedef struct halfrec {
@@ -1526,6 +1570,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(reload_keeps_old_on_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(reload_swaps, setup, teardown),
     cmocka_unit_test_setup_teardown(resumption, setup, teardown),
+    cmocka_unit_test_setup_teardown(no_resumption_no_tickets, setup, teardown),
     cmocka_unit_test_setup_teardown(reader_writer_over_tls, setup, teardown),
     cmocka_unit_test_setup_teardown(second_fiber_in_handshake, setup, teardown),
     cmocka_unit_test_setup_teardown(misuse, setup, teardown),

@@ -2,17 +2,21 @@
 /*
  * Reaching a loop from other threads: wakeups and ports.
  *
- * Waking only a loop that will not look.  A sender (a wakeup or a post)
- * first leaves its work where the loop will look (a pending flag, the port's
- * queue), then raises the port's `pending` flag, and writes the eventfd
- * only when it was the one to raise it AND the loop is not busy.  A loop is
+ * Waking only a loop that will not look.  A sender leaves its work where the
+ * loop will look and raises a flag there: a post pushes itself onto the
+ * port's queue (its head is the flag: the push onto an empty queue raised
+ * it), a wakeup sets its own pending flag and then the port's `pending`.
+ * It writes the eventfd only when it was the one to raise the flag AND the
+ * loop is not busy.  A loop is
  * busy while tdl_loop_run goes round without sleeping; before it sleeps it
- * clears busy and then looks at `pending`; both sides use sequentially
+ * clears busy and then looks at the queue and `pending`; both sides use sequentially
  * consistent operations, so either the sender sees it idle or the loop sees
  * the flag: no work is left unseen, and a burst of sends costs at most one
  * write.  A loop outside tdl_loop_run (embedded in another, or not running
- * yet) is not busy: its eventfd, and so its tdl_loop_fd, becomes readable.  The loop clears `pending` before it
- * looks at the work, so a send that lands after that raises it again.
+ * yet) is not busy: its eventfd, and so its tdl_loop_fd, becomes readable.
+ * The loop clears `pending` before it looks at the wakeups, and empties the
+ * queue in one exchange, so a send that lands after that raises its flag
+ * again.
  *
  * The port's queue is a lock-free stack that posters push onto (one
  * compare-and-swap) and the loop takes whole (one exchange), reversing it:
@@ -38,22 +42,24 @@
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 
-/* What a sender touches: the queue on one cache line, the flags on another
- * (a loop that spins reads the flags over and over; a sender's several
- * writes to the queue are not disturbed by that).  The loop holds one
- * reference; posters hold their own. */
+/* Two cache lines.  The first is what a loop that spins reads over and
+ * over and what makes work visible to it: the queue's head and the flags.
+ * A post moves that line to the sender once and back to the loop once (a
+ * hop between two loops is a handful of such moves: each counts).  The
+ * second is the senders' bookkeeping, which the loop does not touch while it
+ * runs.  The loop holds one reference; posters hold their own. */
 struct tdl_port {
-  tdl_post *head;     /* pushed posts, newest first (atomic) */
-  tdl_loop *loop;     /* valid while !closed, for posters counted in `posting` */
+  _Alignas(64) tdl_post *head; /* pushed posts, newest first (atomic) */
+  int pending;        /* atomic: a wakeup was sent */
+  int busy;           /* atomic: tdl_loop_run goes round and will look at the
+                         queue and `pending` before it sleeps */
+  int signalled;      /* atomic: an eventfd write is outstanding */
+  _Alignas(64) tdl_loop *loop; /* valid while !closed, for posters counted in `posting` */
   uint32_t refs;      /* atomic */
   uint32_t posting;   /* posters inside tdl_port_post (atomic) */
   int closed;         /* atomic */
   int fd;             /* the loop's eventfd */
   uint64_t posts, wakes; /* atomic */
-  _Alignas(64) int pending; /* atomic: a sender left work (a wakeup, a post) */
-  int busy;           /* atomic: tdl_loop_run goes round and will look at
-                         `pending` before it sleeps */
-  int signalled;      /* atomic: an eventfd write is outstanding */
 };
 
 /* ---- the loop's side ---- */
@@ -111,7 +117,7 @@ bool tdl__remote_may_sleep(tdl_loop *loop)
    * A read-modify-write is a full barrier everywhere (and ThreadSanitizer,
    * which models no fences, understands it). */
   XCHG(&port->busy, 0);
-  if (!LOAD(&port->pending))
+  if (!LOAD(&port->pending) && !LOAD(&port->head))
     return true;
   STORE(&port->busy, 1);
   return false;
@@ -125,7 +131,7 @@ bool tdl__remote_spin(tdl_loop *loop, tdl_time_t timeout)
   tdl_time_t until = tdl__clock_now() + span;
   do {
     for (int i = 0; i < 64; i++) {
-      if (__atomic_load_n(&loop->port->pending, __ATOMIC_ACQUIRE))
+      if (tdl__remote_has_work(loop))
         return true;
       tdl__cpu_relax();
     }
@@ -165,7 +171,9 @@ static void run_posts(tdl_post *p, tdl_loop *loop)
   while (p) {
     tdl_post *next = p->next;
     p->next = NULL;
-    STORE(&p->queued, 0); /* the owner's again: its callback may post it anew */
+    /* The owner's again: its callback may post it anew (its compare-and-swap
+     * sees this release; no full fence needed). */
+    __atomic_store_n(&p->queued, 0, __ATOMIC_RELEASE);
     p->cb(loop, p);
     p = next;
   }
@@ -174,14 +182,21 @@ static void run_posts(tdl_post *p, tdl_loop *loop)
 void tdl__remote_run(tdl_loop *loop)
 {
   tdl_port *port = loop->port;
-  if (!port || !LOAD(&port->pending))
+  if (!port)
     return;
-  STORE(&port->pending, 0);
-  tdl__list_walk(&loop->wakeups, deliver, loop); /* a callback may stop any wakeup */
-  run_posts(take_all(port), loop);
+  if (__atomic_load_n(&port->pending, __ATOMIC_ACQUIRE)) {
+    STORE(&port->pending, 0);
+    tdl__list_walk(&loop->wakeups, deliver, loop); /* a callback may stop any wakeup */
+  }
+  if (__atomic_load_n(&port->head, __ATOMIC_ACQUIRE))
+    run_posts(take_all(port), loop);
 }
 
-bool tdl__remote_has_work(const tdl_loop *loop) { return loop->port && LOAD(&loop->port->pending) != 0; }
+bool tdl__remote_has_work(const tdl_loop *loop)
+{
+  tdl_port *port = loop->port;
+  return port && (__atomic_load_n(&port->head, __ATOMIC_ACQUIRE) || __atomic_load_n(&port->pending, __ATOMIC_ACQUIRE));
+}
 
 bool tdl__remote_expected(const tdl_loop *loop)
 {
@@ -204,12 +219,12 @@ tdl_port *tdl__remote_port_peek(tdl_loop *loop) { return __atomic_load_n(&loop->
 
 /* ---- the senders' side ---- */
 
-/* Work was left for loop: wake it if it sleeps.  Returns whether this send
- * wrote the eventfd. */
+/* This sender raised a flag the loop looks at (the queue's, or `pending`):
+ * wake the loop if it sleeps.  Returns whether this send wrote the eventfd. */
 static bool notify(tdl_port *port)
 {
-  if (XCHG(&port->pending, 1) || LOAD(&port->busy))
-    return false; /* raised already, or busy: it will look before it sleeps */
+  if (LOAD(&port->busy))
+    return false; /* it will look before it sleeps */
   if (XCHG(&port->signalled, 1))
     return false;
   uint64_t one = 1;
@@ -263,7 +278,9 @@ int tdl_wakeup_send(tdl_wakeup *wk)
     return -EINVAL;
   if (XCHG(&wk->pending, 1))
     return 0; /* already on its way */
-  notify(wk->loop->port);
+  tdl_port *port = wk->loop->port;
+  if (!XCHG(&port->pending, 1))
+    notify(port); /* else raised already: whoever raised it wakes the loop */
   return 0;
 }
 
@@ -317,7 +334,8 @@ int tdl_port_post(tdl_port *port, tdl_post *p)
     p->next = head;
   while (!__atomic_compare_exchange_n(&port->head, &head, p, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
   ADD(&port->posts, 1);
-  if (notify(port))
+  /* Pushed onto an empty queue: this post raised the flag. */
+  if (!head && notify(port))
     ADD(&port->wakes, 1);
   ADD(&port->posting, -1); /* the last touch of the loop */
   return 0;

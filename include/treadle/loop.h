@@ -53,7 +53,12 @@ typedef struct tdl_loop_options {
    * many nanoseconds (bounded by its next timer) instead of going to sleep
    * at once.  Work that comes then costs the sender no eventfd write and the
    * loop no wake-up from the kernel (a few microseconds each way), at the
-   * price of a busy core while it waits.  0 (the default): never. */
+   * price of a busy core while it waits.  A fiber of such a loop that waits
+   * on a shared channel (tdl_chan_new_shared) while the loop has nothing
+   * else to run spins the same way before it parks, bounded by its deadline
+   * too: a value or a close that comes then reaches it in place, with no
+   * post to its loop (and the loop may spin again once it has parked).
+   * 0 (the default): never. */
   tdl_time_t spin;
 } tdl_loop_options;
 

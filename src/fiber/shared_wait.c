@@ -12,6 +12,14 @@ static void arrive(tdl_loop *loop, tdl_post *p)
 
 void tdl__shared_wait_deliver(tdl__shared_wait *w)
 {
+  /* A waiter that spins in place sees this, and returns: the record may be
+   * gone as soon as the exchange lands, so it is the last touch.  A waiter on
+   * this thread cannot be spinning (this thread is running the waker). */
+  int spinning = TDL__SHARED_SPINNING;
+  if (__atomic_load_n(&w->in_place, __ATOMIC_RELAXED) == spinning &&
+      __atomic_compare_exchange_n(&w->in_place, &spinning, TDL__SHARED_WOKEN, false, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_RELAXED))
+    return;
   if (w->loop == tdl__tl_loop) {
     w->delivered = 1;
     tdl__wake(w->f, w->clause);
@@ -67,6 +75,46 @@ void tdl__shared_wait_done(tdl__shared_wait *w)
   if (w->expecting)
     tdl__remote_unexpect(w->loop);
   w->expecting = 0;
+}
+
+bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline)
+{
+  tdl_loop *loop = w->loop;
+  if (loop->spin <= 0)
+    return false;
+  /* Only with nothing else to run or to look at: a fiber ready, an fd's
+   * callback due, a post or a wakeup come (0), or a timer due. */
+  tdl_time_t span = tdl_loop_timeout(loop);
+  if (span == 0)
+    return false;
+  if (span < 0 || span > loop->spin)
+    span = loop->spin;
+  tdl_time_t now = tdl__clock_now();
+  if (deadline != TDL_FOREVER && deadline - now < span)
+    span = deadline - now;
+  if (span <= 0)
+    return false;
+  tdl_time_t until = now + span;
+  /* Seen by a waker after it took the claim, or not at all: then it posts
+   * (and the post ends the spin below). */
+  __atomic_store_n(&w->in_place, TDL__SHARED_SPINNING, __ATOMIC_SEQ_CST);
+  do {
+    for (int i = 0; i < 64; i++) {
+      if (__atomic_load_n(&w->in_place, __ATOMIC_ACQUIRE) == TDL__SHARED_WOKEN)
+        goto woken;
+      if (tdl__remote_has_work(loop))
+        goto stop; /* a post (maybe this wait's own wake) or a wakeup */
+      tdl__cpu_relax();
+    }
+  } while (tdl__clock_now() < until);
+stop:;
+  int spinning = TDL__SHARED_SPINNING;
+  if (__atomic_compare_exchange_n(&w->in_place, &spinning, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+    return false;
+woken:
+  w->delivered = 1;
+  __atomic_store_n(&w->in_place, 0, __ATOMIC_RELAXED);
+  return true;
 }
 
 void tdl__shared_wait_await(tdl__shared_wait *w)

@@ -15,6 +15,8 @@
 #ifndef TDL_SYNC_XWAIT_H
 #define TDL_SYNC_XWAIT_H
 
+#include <stddef.h>
+
 #include "fiber/waitq.h"
 
 /* What a waker tells a waiting record (its status). */
@@ -24,20 +26,36 @@ enum {
   /* or -EPIPE (closed) */
 };
 
+/* The first 64 bytes are everything a wake touches when the waiter spins
+ * in place (tdl__shared_wait_spin): when the record sits on a line of its
+ * own (TDL__SHARED_WAIT_ALIGN), such a wake moves that one line to the
+ * waker and back.  A wake posted to the waiter's loop also writes the post,
+ * on the second line. */
 typedef struct tdl__shared_wait {
   tdl__list link;
-  tdl__fiber *f;
-  tdl_loop *loop;
-  tdl__claim *claim;  /* the record's own, or its select's */
   tdl__claim own;
-  int clause;         /* a select's clause; 0 for a plain wait */
-  void *val;          /* channels, unbuffered: the fiber's value buffer */
   int status;         /* set by the waker */
+  int clause;         /* a select's clause; 0 for a plain wait */
   int delivered;      /* the wake has arrived (the waiter's thread only) */
-  int expecting;      /* counted in its loop (tdl__remote_expect) */
+  int in_place;       /* atomic: TDL__SHARED_SPINNING, TDL__SHARED_WOKEN, or 0 */
   int using;          /* counted among its object's users (the object's own count) */
+  tdl__claim *claim;  /* the record's own, or its select's */
+  void *val;          /* channels, unbuffered: the fiber's value buffer */
+  tdl__fiber *f;
   tdl_post post;
+  tdl_loop *loop;
+  int expecting;      /* counted in its loop (tdl__remote_expect) */
 } tdl__shared_wait;
+
+/* in_place: the waiter watches its record, running (not parked), and the
+ * waker that takes its claim wakes it by setting TDL__SHARED_WOKEN there
+ * instead of posting to its loop. */
+enum { TDL__SHARED_SPINNING = 1, TDL__SHARED_WOKEN = 2 };
+
+/* For a record on a fiber's stack (a declaration's alignment; the type has
+ * none of its own, so that records inside other structures need none). */
+#define TDL__SHARED_WAIT_ALIGN _Alignas(64)
+_Static_assert(sizeof(void *) != 8 || offsetof(tdl__shared_wait, post) == 64, "what a waker writes fills one line");
 
 /* A spinlock: the sections it guards are a few dozen instructions. */
 static inline void tdl__spin_lock(int *l)
@@ -74,6 +92,14 @@ void tdl__shared_wait_deliver_all(tdl__list *l);
  * caller unhangs and reports the park's error), else waits for the
  * delivery and returns 0: w->status says what came. */
 int tdl__shared_wait_settle(tdl__shared_wait *w);
+
+/* Before parking, hung and with its claim open: when the waiter's loop spins
+ * (tdl_loop_options.spin) and has nothing else to run, watch the record for
+ * up to the spin (bounded by the loop's next timer and the deadline) and
+ * return true when a waker woke it in place (w->delivered set: go on as
+ * after the park, settling).  False: park as usual; a wake that came
+ * meanwhile was posted to the loop. */
+bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline);
 
 /* For a record whose claim was taken: wait until its wake has arrived. */
 void tdl__shared_wait_await(tdl__shared_wait *w);

@@ -642,7 +642,7 @@ int tdl_group_fiber_join(tdl_group_fiber *d, void **result, tdl_time_t deadline)
       tdl__spin_unlock(&d->lock);
       return -ETIMEDOUT;
     }
-    tdl__shared_wait w = {.clause = 0};
+    TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
     if ((e = tdl__shared_wait_prepare(&w, f)) < 0) {
       tdl__spin_unlock(&d->lock);
       return e;

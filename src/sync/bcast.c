@@ -204,7 +204,7 @@ static int recv_waiting(tdl_bcast_sub *s, tdl__fiber *f, void *val, tdl_time_t d
     unlock(b);
     if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
       return -ETIMEDOUT;
-    tdl__shared_wait w = {.clause = 0};
+    TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
     if ((e = tdl__shared_wait_prepare(&w, f)) < 0)
       return e;
     lock(b);

@@ -287,7 +287,7 @@ void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
  * park's error when nothing woke it.  The record is hung already. */
 static int wait_for(tdl_chan *ch, int op, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
-  int r = tdl__park(w->f, what, -1, deadline);
+  int r = tdl__shared_wait_spin(w, deadline) ? 0 : tdl__park(w->f, what, -1, deadline);
   if (tdl__shared_wait_settle(w) < 0) {
     tdl__chan_shared_unhang(ch, op, w);
     return r < 0 ? r : -ECANCELED;
@@ -311,7 +311,7 @@ static int buffered_send_waiting(tdl_chan *ch, tdl__fiber *f, const void *val, t
     }
     if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
       return -ETIMEDOUT;
-    tdl__shared_wait w = {.clause = 0};
+    TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
     w.claim = &w.own;
     int e = tdl__chan_shared_hang(ch, TDL_SELECT_SEND, &w, f);
     if (e < 0)
@@ -343,7 +343,7 @@ static int buffered_recv_waiting(tdl_chan *ch, tdl__fiber *f, void *val, tdl_tim
       return ring_get(x, val) ? 0 : -EPIPE; /* sent before the close: still received */
     if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now)
       return -ETIMEDOUT;
-    tdl__shared_wait w = {.clause = 0};
+    TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
     w.claim = &w.own;
     int e = tdl__chan_shared_hang(ch, TDL_SELECT_RECV, &w, f);
     if (e < 0)
@@ -406,6 +406,25 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
 
 /* ---- unbuffered: hand-off under the lock ---- */
 
+/* Under the lock, for a record whose claim the caller took: the record's
+ * fiber need not come back to uncount itself (its wait is over, and a
+ * MOVED wait does not touch the channel again), so the caller uncounts it
+ * here, where the channel's line is already its own, and the woken fiber
+ * runs on without pulling that line across.  Never the last user: the
+ * caller's own call holds a reference (and with it the references' one);
+ * should it be, the record keeps its count and its fiber drops it. */
+static void unuse_for(tdl__chan_shared *x, tdl__shared_wait *w)
+{
+  if (!w->using)
+    return;
+  uint32_t n = LOAD(&x->users);
+  while (n > 1)
+    if (__atomic_compare_exchange_n(&x->users, &n, n - 1, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+      w->using = 0;
+      return;
+    }
+}
+
 /* Move a value to or from a waiter of the other direction, if one waits. */
 static bool hand_off(tdl__chan_shared *x, int op, void *val)
 {
@@ -414,9 +433,10 @@ static bool hand_off(tdl__chan_shared *x, int op, void *val)
   if (!peer)
     return false;
   if (op == TDL_SELECT_SEND)
-    memcpy(peer->val, val, x->elem);
+    tdl__copy_val(peer->val, val, x->elem);
   else
-    memcpy(val, peer->val, x->elem);
+    tdl__copy_val(val, peer->val, x->elem);
+  unuse_for(x, peer);
   unlock(x);
   tdl__shared_wait_deliver(peer);
   return true;
@@ -425,26 +445,27 @@ static bool hand_off(tdl__chan_shared *x, int op, void *val)
 static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t deadline)
 {
   tdl__chan_shared *x = ch->shared;
-  tdl__shared_wait w = {.clause = 0, .val = val};
-  w.claim = &w.own;
-  int e = tdl__shared_wait_prepare(&w, f);
+  /* A waiter needs its loop's port (made on first use): made before the
+   * lock, so that the record is set up only when it must wait.  Its line
+   * was most likely last written by the waker of this fiber's previous wait
+   * (the same stack slot): a hand-off does not pay for fetching it. */
+  int e = tdl__remote_open(f->sched->loop);
   if (e < 0)
     return e;
   lock(x);
   if (LOAD(&x->closed)) {
     unlock(x);
-    tdl__shared_wait_done(&w);
     return -EPIPE;
   }
-  if (hand_off(x, op, val)) {
-    tdl__shared_wait_done(&w);
+  if (hand_off(x, op, val))
     return 0;
-  }
   if (deadline != TDL_FOREVER && deadline <= f->sched->loop->now) {
     unlock(x);
-    tdl__shared_wait_done(&w);
     return -ETIMEDOUT;
   }
+  TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0, .val = val};
+  w.claim = &w.own;
+  (void)tdl__shared_wait_prepare(&w, f); /* cannot fail now: the port is there */
   use(x, &w);
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
   ADD(op == TDL_SELECT_SEND ? &x->nsend : &x->nrecv, 1);

@@ -87,7 +87,7 @@ int tdl__sem_shared_acquire(tdl_sem *s, tdl_time_t deadline)
     tdl__spin_unlock(&x->lock);
     return -ETIMEDOUT;
   }
-  tdl__shared_wait w = {.clause = 0};
+  TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
   if ((e = tdl__shared_wait_prepare(&w, f)) < 0) {
     tdl__spin_unlock(&x->lock);
     return e;
@@ -191,7 +191,7 @@ int tdl__waitgroup_shared_wait(tdl_waitgroup *wg, tdl_time_t deadline)
     tdl__spin_unlock(&x->lock);
     return 0;
   }
-  tdl__shared_wait w = {.clause = 0};
+  TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0};
   if ((e = tdl__shared_wait_prepare(&w, f)) < 0) {
     tdl__spin_unlock(&x->lock);
     return e;

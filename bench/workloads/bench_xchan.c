@@ -267,9 +267,10 @@ int bench_xping_main(int argc, char **argv)
     return 1;
   }
   bench_result("treadle", "xping", &s,
-               "hops=%ld spin_ns=%ld ns_per_round_trip=%.1f cpu_ns_per_round_trip=%.1f wakeups_per_round_trip=%.3f",
+               "hops=%ld spin_ns=%ld ns_per_round_trip=%.1f cpu_ns_per_round_trip=%.1f wakeups_per_round_trip=%.3f "
+               "posts_per_round_trip=%.3f",
                X.hops, (long)spin, s.wall_s * 1e9 / (double)X.hops, (s.user_s + s.sys_s) * 1e9 / (double)X.hops,
-               (double)wakes / (double)X.hops);
+               (double)wakes / (double)X.hops, (double)posts / (double)X.hops);
   tdl_chan_free(X.ch);
   tdl_chan_free(X.back);
   return 0;

@@ -40,7 +40,8 @@ typedef struct tdl__shared_wait {
   int in_place;       /* atomic: TDL__SHARED_SPINNING, TDL__SHARED_WOKEN, or 0 */
   int using;          /* counted among its object's users (the object's own count) */
   tdl__claim *claim;  /* the record's own, or its select's */
-  void *val;          /* channels, unbuffered: the fiber's value buffer */
+  void *val;          /* channels, unbuffered: the fiber's value buffer, or inl */
+  unsigned char inl[8]; /* a value of up to 8 bytes, moved on this line */
   tdl__fiber *f;
   tdl_post post;
   tdl_loop *loop;
@@ -55,7 +56,7 @@ enum { TDL__SHARED_SPINNING = 1, TDL__SHARED_WOKEN = 2 };
 /* For a record on a fiber's stack (a declaration's alignment; the type has
  * none of its own, so that records inside other structures need none). */
 #define TDL__SHARED_WAIT_ALIGN _Alignas(64)
-_Static_assert(sizeof(void *) != 8 || offsetof(tdl__shared_wait, post) == 64, "what a waker writes fills one line");
+_Static_assert(sizeof(void *) != 8 || offsetof(tdl__shared_wait, f) == 64, "what a waker writes fills one line");
 
 /* A spinlock: the sections it guards are a few dozen instructions. */
 static inline void tdl__spin_lock(int *l)

@@ -452,6 +452,11 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   int e = tdl__remote_open(f->sched->loop);
   if (e < 0)
     return e;
+  /* Should it wait, the record is written under the lock: its line starts
+   * on its way now, and the partner spinning on the lock is not kept
+   * waiting for it. */
+  TDL__SHARED_WAIT_ALIGN tdl__shared_wait w;
+  tdl__prefetch_write(&w);
   lock(x);
   if (LOAD(&x->closed)) {
     unlock(x);
@@ -463,14 +468,25 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
     unlock(x);
     return -ETIMEDOUT;
   }
-  TDL__SHARED_WAIT_ALIGN tdl__shared_wait w = {.clause = 0, .val = val};
+  w = (tdl__shared_wait){.clause = 0, .val = val};
   w.claim = &w.own;
+  /* A small value moves in the record's line, which the partner fetches
+   * anyway, rather than in a line of the caller's of its own. */
+  bool inl = x->elem <= sizeof w.inl;
+  if (inl) {
+    if (op == TDL_SELECT_SEND)
+      tdl__copy_val(w.inl, val, x->elem);
+    w.val = w.inl;
+  }
   (void)tdl__shared_wait_prepare(&w, f); /* cannot fail now: the port is there */
   use(x, &w);
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
   ADD(op == TDL_SELECT_SEND ? &x->nsend : &x->nrecv, 1);
   unlock(x);
-  return wait_for(ch, op, &w, op == TDL_SELECT_SEND ? "chan send" : "chan recv", deadline);
+  e = wait_for(ch, op, &w, op == TDL_SELECT_SEND ? "chan send" : "chan recv", deadline);
+  if (e == TDL__SHARED_MOVED && inl && op == TDL_SELECT_RECV)
+    tdl__copy_val(val, w.inl, x->elem);
+  return e;
 }
 
 /* ---- the operations ---- */

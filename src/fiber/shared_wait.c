@@ -109,11 +109,10 @@ bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline)
   } while (tdl__clock_now() < until);
 stop:;
   int spinning = TDL__SHARED_SPINNING;
-  if (__atomic_compare_exchange_n(&w->in_place, &spinning, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
-    return false;
+  return !__atomic_compare_exchange_n(&w->in_place, &spinning, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
 woken:
-  w->delivered = 1;
-  __atomic_store_n(&w->in_place, 0, __ATOMIC_RELAXED);
+  /* No write to the record: its line goes back to the waker's core only
+   * if this fiber's next wait is there. */
   return true;
 }
 

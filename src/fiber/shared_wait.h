@@ -97,9 +97,10 @@ int tdl__shared_wait_settle(tdl__shared_wait *w);
 /* Before parking, hung and with its claim open: when the waiter's loop spins
  * (tdl_loop_options.spin) and has nothing else to run, watch the record for
  * up to the spin (bounded by the loop's next timer and the deadline) and
- * return true when a waker woke it in place (w->delivered set: go on as
- * after the park, settling).  False: park as usual; a wake that came
- * meanwhile was posted to the loop. */
+ * return true when a waker woke it in place: its claim is taken and its
+ * status set, and there is nothing to settle or await (the record is over
+ * but for reading it).  False: park as usual; a wake that came meanwhile
+ * was posted to the loop. */
 bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline);
 
 /* For a record whose claim was taken: wait until its wake has arrived. */

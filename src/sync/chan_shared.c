@@ -46,7 +46,9 @@ typedef struct tdl__chan_shared {
   _Alignas(64) uint64_t tail; /* senders' position (atomic) */
   _Alignas(64) uint64_t head; /* receivers' position (atomic) */
   _Alignas(64) int lock;      /* a spinlock over the queues */
-  uint32_t nrecv, nsend;      /* records queued (atomic: read without the lock) */
+  uint32_t nrecv, nsend;      /* records queued, buffered only (atomic: read without
+                                 the lock; an unbuffered channel reads its queues
+                                 under the lock and keeps no count) */
   /* Calls that have waited, or may wait, and may still touch the channel:
    * hung records until their fibers let go of them, and buffered calls
    * from their first wait to their return (a wake makes them try again);
@@ -258,10 +260,12 @@ int tdl__chan_shared_hang(tdl_chan *ch, int op, tdl__shared_wait *w, tdl__fiber 
   use(x, w);
   if (op == TDL_SELECT_RECV) {
     tdl__list_push(&x->recvq, &w->link);
-    ADD(&x->nrecv, 1);
+    if (ch->cap)
+      ADD(&x->nrecv, 1);
   } else {
     tdl__list_push(&x->sendq, &w->link);
-    ADD(&x->nsend, 1);
+    if (ch->cap)
+      ADD(&x->nsend, 1);
   }
   unlock(x);
   if (ch->cap)
@@ -275,7 +279,8 @@ void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
   lock(x);
   if (tdl__list_linked(&w->link)) {
     tdl__list_remove(&w->link);
-    ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
+    if (ch->cap)
+      ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
   }
   unlock(x);
   tdl__shared_wait_done(w);
@@ -287,10 +292,14 @@ void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
  * park's error when nothing woke it.  The record is hung already. */
 static int wait_for(tdl_chan *ch, int op, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
-  int r = tdl__shared_wait_spin(w, deadline) ? 0 : tdl__park(w->f, what, -1, deadline);
-  if (tdl__shared_wait_settle(w) < 0) {
-    tdl__chan_shared_unhang(ch, op, w);
-    return r < 0 ? r : -ECANCELED;
+  /* Woken in place, its claim is taken and its status set: nothing to
+   * settle. */
+  if (!tdl__shared_wait_spin(w, deadline)) {
+    int r = tdl__park(w->f, what, -1, deadline);
+    if (tdl__shared_wait_settle(w) < 0) {
+      tdl__chan_shared_unhang(ch, op, w);
+      return r < 0 ? r : -ECANCELED;
+    }
   }
   tdl__shared_wait_done(w);
   unuse(ch->shared, w);
@@ -428,8 +437,8 @@ static void unuse_for(tdl__chan_shared *x, tdl__shared_wait *w)
 /* Move a value to or from a waiter of the other direction, if one waits. */
 static bool hand_off(tdl__chan_shared *x, int op, void *val)
 {
-  tdl__shared_wait *peer = op == TDL_SELECT_SEND ? tdl__shared_wait_take(&x->recvq, &x->nrecv, TDL__SHARED_MOVED)
-                                           : tdl__shared_wait_take(&x->sendq, &x->nsend, TDL__SHARED_MOVED);
+  tdl__shared_wait *peer = tdl__shared_wait_take(op == TDL_SELECT_SEND ? &x->recvq : &x->sendq, NULL,
+                                                 TDL__SHARED_MOVED);
   if (!peer)
     return false;
   if (op == TDL_SELECT_SEND)
@@ -481,7 +490,6 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   (void)tdl__shared_wait_prepare(&w, f); /* cannot fail now: the port is there */
   use(x, &w);
   tdl__list_push(op == TDL_SELECT_SEND ? &x->sendq : &x->recvq, &w.link);
-  ADD(op == TDL_SELECT_SEND ? &x->nsend : &x->nrecv, 1);
   unlock(x);
   e = wait_for(ch, op, &w, op == TDL_SELECT_SEND ? "chan send" : "chan recv", deadline);
   if (e == TDL__SHARED_MOVED && inl && op == TDL_SELECT_RECV)
@@ -557,8 +565,8 @@ static void end_waits(tdl__chan_shared *x, bool buffered)
   int status = buffered ? TDL__SHARED_RETRY : -EPIPE;
   tdl__list woken = {NULL, NULL};
   lock(x);
-  tdl__shared_wait_take_all(&x->recvq, &x->nrecv, status, &woken);
-  tdl__shared_wait_take_all(&x->sendq, &x->nsend, status, &woken);
+  tdl__shared_wait_take_all(&x->recvq, buffered ? &x->nrecv : NULL, status, &woken);
+  tdl__shared_wait_take_all(&x->sendq, buffered ? &x->nsend : NULL, status, &woken);
   unlock(x);
   tdl__shared_wait_deliver_all(&woken);
 }

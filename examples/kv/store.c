@@ -65,6 +65,14 @@ entry *store_find(const char *key, size_t klen, bool create)
   return e;
 }
 
+/* e's value, when it has an allocation of its own, is given back. */
+static void drop_value(entry *e)
+{
+  if (e->val != e->small)
+    free(e->val);
+  e->val = NULL;
+}
+
 static void unlink_entry(entry *e)
 {
   size_t b = hash(e->key, e->klen) & (nbuckets - 1);
@@ -75,18 +83,24 @@ static void unlink_entry(entry *e)
     }
   }
   count--;
-  free(e->val);
+  drop_value(e);
   free(e);
 }
 
 int store_set(entry *e, const char *v, size_t vlen)
 {
-  char *copy = malloc(vlen ? vlen : 1);
-  if (!copy)
-    return -ENOMEM;
-  memcpy(copy, v, vlen);
-  free(e->val);
-  e->val = copy;
+  if (vlen <= KV_SMALL) {
+    drop_value(e);
+    memcpy(e->small, v, vlen);
+    e->val = e->small;
+  } else {
+    char *copy = malloc(vlen);
+    if (!copy)
+      return -ENOMEM;
+    memcpy(copy, v, vlen);
+    drop_value(e);
+    e->val = copy;
+  }
   e->vlen = vlen;
   /* A write wakes every fiber waiting for it; each removes itself. */
   for (waiter *w = e->waiters; w; w = w->next)
@@ -98,8 +112,7 @@ bool store_del(entry *e)
 {
   if (!e->val)
     return false;
-  free(e->val);
-  e->val = NULL;
+  drop_value(e);
   store_forget_if_empty(e);
   return true;
 }

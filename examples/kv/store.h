@@ -11,12 +11,17 @@
 #include <stddef.h>
 #include <treadle.h>
 
+/* Values up to this size live in their entry (as Redis embeds short strings):
+ * a SET of one makes no allocation, a GET reads no line of its own. */
+enum { KV_SMALL = 16 };
+
 typedef struct entry {
   struct entry *next;  /* in its bucket */
-  char *val;           /* NULL: no value (only waiters) */
+  char *val;           /* NULL: no value (only waiters); small, or its own allocation */
   size_t vlen;
   struct waiter *waiters; /* fibers waiting for a write */
   size_t klen;
+  char small[KV_SMALL];
   char key[];
 } entry;
 

@@ -57,7 +57,7 @@ def command(*args):
 def random_command(rng, keys):
     k = rng.choice(keys)
     r = rng.random()
-    val = bytes(rng.choice(b"abcxyz0123456789-") for _ in range(rng.randint(0, 12)))
+    val = bytes(rng.choice(b"abcxyz0123456789-") for _ in range(rng.randint(0, 40)))  # both sides of kv's 16-byte in-entry values
     if r < 0.22:
         return command(b"SET", k, val if rng.random() < 0.7 else str(rng.randint(-5, 99)).encode())
     if r < 0.42:

@@ -95,13 +95,17 @@ bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline)
   if (span <= 0)
     return false;
   tdl_time_t until = now + span;
+  /* A spin is the loop waiting, as in its poll, not a stall (loop.h's
+   * watchdog). */
+  tdl__heartbeat_home(loop);
+  bool woken = true;
   /* Seen by a waker after it took the claim, or not at all: then it posts
    * (and the post ends the spin below). */
   __atomic_store_n(&w->in_place, TDL__SHARED_SPINNING, __ATOMIC_SEQ_CST);
   do {
     for (int i = 0; i < 64; i++) {
       if (__atomic_load_n(&w->in_place, __ATOMIC_ACQUIRE) == TDL__SHARED_WOKEN)
-        goto woken;
+        goto out;
       if (tdl__remote_has_work(loop))
         goto stop; /* a post (maybe this wait's own wake) or a wakeup */
       tdl__cpu_relax();
@@ -109,11 +113,13 @@ bool tdl__shared_wait_spin(tdl__shared_wait *w, tdl_time_t deadline)
   } while (tdl__clock_now() < until);
 stop:;
   int spinning = TDL__SHARED_SPINNING;
-  return !__atomic_compare_exchange_n(&w->in_place, &spinning, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
-woken:
-  /* No write to the record: its line goes back to the waker's core only
-   * if this fiber's next wait is there. */
-  return true;
+  woken = !__atomic_compare_exchange_n(&w->in_place, &spinning, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
+out:
+  /* (No write to the record when woken: its line goes back to the waker's
+   * core only if this fiber's next wait is there.) */
+  if (TDL__UNLIKELY(loop->watch != NULL))
+    tdl__heartbeat_away_at(loop, tdl__clock_now());
+  return woken;
 }
 
 void tdl__shared_wait_await(tdl__shared_wait *w)

@@ -428,12 +428,15 @@ static inline void tdl__heartbeat_home(tdl_loop *loop)
     __atomic_store_n(&loop->watch->away_since, 0, __ATOMIC_RELAXED);
 }
 
-/* The loop left its poll at loop->now, just read from the clock. */
-static inline void tdl__heartbeat_away(tdl_loop *loop)
+/* The loop's code runs again since t (a clock reading). */
+static inline void tdl__heartbeat_away_at(tdl_loop *loop, tdl_time_t t)
 {
   if (TDL__UNLIKELY(loop->watch != NULL))
-    __atomic_store_n(&loop->watch->away_since, loop->now, __ATOMIC_RELAXED);
+    __atomic_store_n(&loop->watch->away_since, t, __ATOMIC_RELAXED);
 }
+
+/* The loop left its poll at loop->now, just read from the clock. */
+static inline void tdl__heartbeat_away(tdl_loop *loop) { tdl__heartbeat_away_at(loop, loop->now); }
 
 /* A back end's report, from inside wait(), that fd (whose record is r, under
  * the registration it reports for) is ready for `bits`.  Inline: this runs

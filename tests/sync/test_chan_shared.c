@@ -328,6 +328,40 @@ static void *xping_main(void *arg)
   return NULL;
 }
 
+/* A fiber that spins in place is its loop waiting, not a stall: loop 1's
+ * watchdog (10 ms) reports nothing while its fiber spins 60 ms for a value
+ * (loop 0 sends it after sleeping). */
+static int stalls;
+
+static void count_stall(const tdl_watchdog_report *r, void *data)
+{
+  (void)r;
+  (void)data;
+  __atomic_add_fetch(&stalls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *watched_main(void *arg)
+{
+  (void)arg;
+  long v = 0;
+  if (tdl_group_index() == 1) {
+    tdl_watchdog_options wo = {.threshold = 10 * TDL_MSEC, .cb = count_stall};
+    assert_int_equal(tdl_watchdog_start(tdl_fiber_loop(), &wo), 0);
+    __atomic_store_n(&S.done, 1, __ATOMIC_SEQ_CST);
+    S.results[0] = tdl_chan_recv(S.a, &v, tdl_after(10 * TDL_SEC));
+    S.results[1] = (int)v;
+    assert_int_equal(tdl_watchdog_stop(tdl_fiber_loop()), 0);
+    tdl_group_stop(tdl_group_self());
+  } else {
+    while (!__atomic_load_n(&S.done, __ATOMIC_SEQ_CST))
+      tdl_sleep(tdl_after(TDL_MSEC));
+    tdl_sleep(tdl_after(60 * TDL_MSEC));
+    v = 42;
+    assert_int_equal(tdl_chan_send(S.a, &v, TDL_FOREVER), 0);
+  }
+  return NULL;
+}
+
 static void spinning_loops(void **state)
 {
   (void)state;
@@ -350,6 +384,14 @@ static void spinning_loops(void **state)
    * cancel, the close's wake, the group's stop) or a value ends a wait. */
   spin_ns = TDL_SEC;
   close_deadline_cancel(state);
+  memset(&S, 0, sizeof S);
+  assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), 0), 0);
+  finish(run_group(2, watched_main));
+  assert_int_equal(S.results[0], 0);
+  assert_int_equal(S.results[1], 42);
+  if (!RUNNING_ON_VALGRIND) /* which runs one thread at a time: any may look stalled */
+    assert_int_equal(__atomic_load_n(&stalls, __ATOMIC_SEQ_CST), 0);
+  assert_int_equal(tdl_chan_free(S.a), 0);
   spin_ns = 0;
 }
 

@@ -28,7 +28,7 @@ static inline void tdl__cpu_relax(void)
 }
 
 /* Start fetching the cache line of p to write it, owned: a line that another
- * core wrote and that will be read, then written here, comes over once
+ * core wrote and that this core will read, then write, comes over once
  * instead of twice (shared for the read, then owned for the write).  x86's
  * PREFETCHW, which compilers emit only when told the CPU has it; every
  * x86-64 decodes it (CPUs without it run it as a no-op). */

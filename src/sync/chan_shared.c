@@ -67,6 +67,15 @@ typedef struct tdl__chan_shared {
 } tdl__chan_shared;
 
 static inline void lock(tdl__chan_shared *x) { tdl__spin_lock(&x->lock); }
+
+/* The count of op's queued records, or NULL: only a buffered channel keeps
+ * one. */
+static inline uint32_t *queued_count(tdl_chan *ch, int op)
+{
+  if (!ch->cap)
+    return NULL;
+  return op == TDL_SELECT_RECV ? &ch->shared->nrecv : &ch->shared->nsend;
+}
 static inline void unlock(tdl__chan_shared *x) { tdl__spin_unlock(&x->lock); }
 
 static void destroy(tdl__chan_shared *x)
@@ -258,15 +267,10 @@ int tdl__chan_shared_hang(tdl_chan *ch, int op, tdl__shared_wait *w, tdl__fiber 
     return 1;
   }
   use(x, w);
-  if (op == TDL_SELECT_RECV) {
-    tdl__list_push(&x->recvq, &w->link);
-    if (ch->cap)
-      ADD(&x->nrecv, 1);
-  } else {
-    tdl__list_push(&x->sendq, &w->link);
-    if (ch->cap)
-      ADD(&x->nsend, 1);
-  }
+  tdl__list_push(op == TDL_SELECT_RECV ? &x->recvq : &x->sendq, &w->link);
+  uint32_t *count = queued_count(ch, op);
+  if (count)
+    ADD(count, 1);
   unlock(x);
   if (ch->cap)
     heavy_fence(); /* every caller looks at the ring again now */
@@ -279,8 +283,9 @@ void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
   lock(x);
   if (tdl__list_linked(&w->link)) {
     tdl__list_remove(&w->link);
-    if (ch->cap)
-      ADD(op == TDL_SELECT_RECV ? &x->nrecv : &x->nsend, -1);
+    uint32_t *count = queued_count(ch, op);
+    if (count)
+      ADD(count, -1);
   }
   unlock(x);
   tdl__shared_wait_done(w);
@@ -454,16 +459,14 @@ static bool hand_off(tdl__chan_shared *x, int op, void *val)
 static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t deadline)
 {
   tdl__chan_shared *x = ch->shared;
-  /* A waiter needs its loop's port (made on first use): made before the
-   * lock, so that the record is set up only when it must wait.  Its line
-   * was most likely last written by the waker of this fiber's previous wait
-   * (the same stack slot): a hand-off does not pay for fetching it. */
+  /* The record is set up only when the lock shows no partner, so a waiter's
+   * one fallible step, making its loop's port (on first use), comes first.
+   * The record's stack slot was most likely last written by the waker of
+   * this fiber's previous wait: its line is fetched, owned, before the lock,
+   * so that the partner spinning on the lock does not wait for it. */
   int e = tdl__remote_open(f->sched->loop);
   if (e < 0)
     return e;
-  /* Should it wait, the record is written under the lock: its line starts
-   * on its way now, and the partner spinning on the lock is not kept
-   * waiting for it. */
   TDL__SHARED_WAIT_ALIGN tdl__shared_wait w;
   tdl__prefetch_write(&w);
   lock(x);
@@ -560,13 +563,14 @@ int tdl__chan_shared_try_recv(tdl_chan *ch, void *val)
 
 /* Closing ends every wait: unbuffered waiters with -EPIPE, buffered ones
  * try again and find it closed. */
-static void end_waits(tdl__chan_shared *x, bool buffered)
+static void end_waits(tdl_chan *ch)
 {
-  int status = buffered ? TDL__SHARED_RETRY : -EPIPE;
+  tdl__chan_shared *x = ch->shared;
+  int status = ch->cap ? TDL__SHARED_RETRY : -EPIPE;
   tdl__list woken = {NULL, NULL};
   lock(x);
-  tdl__shared_wait_take_all(&x->recvq, buffered ? &x->nrecv : NULL, status, &woken);
-  tdl__shared_wait_take_all(&x->sendq, buffered ? &x->nsend : NULL, status, &woken);
+  tdl__shared_wait_take_all(&x->recvq, queued_count(ch, TDL_SELECT_RECV), status, &woken);
+  tdl__shared_wait_take_all(&x->sendq, queued_count(ch, TDL_SELECT_SEND), status, &woken);
   unlock(x);
   tdl__shared_wait_deliver_all(&woken);
 }
@@ -576,7 +580,7 @@ int tdl__chan_shared_close(tdl_chan *ch)
   tdl__chan_shared *x = ch->shared;
   if (__atomic_exchange_n(&x->closed, 1, __ATOMIC_SEQ_CST))
     return -EPIPE;
-  end_waits(x, ch->cap > 0);
+  end_waits(ch);
   return 0;
 }
 

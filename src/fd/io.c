@@ -16,7 +16,10 @@
  * Parking first also when the loop reports reads as a level for the fd
  * (TDL__FD_LEVEL) and has none cached.  (A datagram socket's short read
  * says nothing; recvfrom is left out, and so is MSG_PEEK, which empties
- * nothing.)
+ * nothing.)  Once the loop has reported the peer's end or an error, no read
+ * parks first: an end that came before a short read is not an arrival
+ * after it, and on edges it was told once, perhaps to a fiber waiting to
+ * write.
  *
  * Each call is a tdl__fdop (its system call and arguments, and what it
  * does where it would wait) handed to tdl__fd_io, which does the rest.
@@ -55,6 +58,10 @@ typedef struct tdl__ffd {
    * read), so the next read waits for it first (on uring: goes to the ring
    * at once) instead of hearing EAGAIN. */
   bool empty;
+  /* The loop reported an end (the peer's hang-up) or an error: they last,
+   * and on edges are told once, perhaps to a writer alone, so no read
+   * parks first from then on (each makes its call, and hears the end). */
+  bool ended;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 #ifdef TDL_HAVE_URING
   /* Background requests (fd_internal.h), or NULL. */
@@ -116,7 +123,7 @@ static uint8_t stream_kind(int fd)
 /* Whether a read of len that returned r has emptied d's stream (see top). */
 static inline bool emptied(tdl__ffd *d, int fd, ssize_t r, size_t len)
 {
-  if (!len || r <= 0 || (size_t)r >= len)
+  if (!len || r <= 0 || (size_t)r >= len || d->ended)
     return false;
   if (TDL__UNLIKELY(d->stream == STREAM_UNKNOWN))
     d->stream = stream_kind(fd);
@@ -147,6 +154,10 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   tdl__sched *s = loop->sched;
   tdl__fdwait *r = d->reader, *wr = d->writer;
   unsigned readable = r ? ev & (TDL_READ | TDL_ERR | TDL_HUP) : 0;
+  if (ev & (TDL_ERR | TDL_HUP)) {
+    d->ended = true;
+    d->empty = false;
+  }
   if (readable) {
     d->reader = NULL;
     fdwait_end(r, (int)ev);
@@ -424,7 +435,7 @@ int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline)
  * asks for what is there now: then the call is made. */
 static inline bool park_first(const tdl_loop *loop, tdl__ffd *d, tdl_time_t deadline)
 {
-  if (deadline != TDL_FOREVER && deadline <= loop->now)
+  if ((deadline != TDL_FOREVER && deadline <= loop->now) || d->ended)
     return false;
   if (d->empty)
     return !tdl__io_cached(loop, &d->w, TDL_READ);

@@ -9,8 +9,9 @@
  * so stopping (and freeing) a watcher needs no unlinking: the run finds the
  * record's watcher gone.
  *
- * Read, error and hang-up readiness are arrivals, consumed when reported;
- * write readiness is a state that lasts until the owner reports EAGAIN
+ * Read, error and hang-up readiness are arrivals, consumed when reported to
+ * a watcher (a watcher that wants only writes leaves a read cached); write
+ * readiness is a state that lasts until the owner reports EAGAIN
  * (tdl_io_blocked).  Because of that split, the kernel registration can stay
  * edge-triggered and unchanged for the life of the fd: starting and stopping
  * a watcher only moves bits in the record.
@@ -193,7 +194,10 @@ void tdl__io_run_pending(tdl_loop *loop)
     unsigned ev = reportable(w, r);
     if (!ev)
       continue;
-    r->ready &= (uint8_t)~(TDL_READ | TDL_ERR | TDL_HUP);
+    /* An arrival is consumed by being reported, and only then: a read
+     * that came while the watcher waited only to write stays cached for
+     * the start that wants it (on edges, the kernel tells of it once). */
+    r->ready &= (uint8_t)~(ev & (TDL_READ | TDL_ERR | TDL_HUP));
     w->cb(loop, w, ev);
     /* w may be stopped or freed now; only the record says whether it lives. */
     r = &loop->fds[fd];

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -84,6 +85,44 @@ static void arrival_while_stopped_is_remembered(void **state)
   t_loop_free(loop);
   close(p[0]);
   close(p[1]);
+}
+
+/* A read that arrives while the watcher wants only writes is kept for the
+ * start that wants reads: reporting the write does not consume it (on an
+ * edge-triggered registration the kernel tells of it once). */
+static void arrival_while_watching_writes_is_remembered(void **state)
+{
+  (void)state;
+  tdl_loop *loop = t_loop_new();
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  counter c = {0};
+  tdl_io w;
+  tdl_io_init(&w, sv[0], count_cb, &c);
+  assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
+  char buf[4096] = {0};
+  while (write(sv[0], buf, sizeof buf) > 0)
+    ;
+  assert_int_equal(errno, EAGAIN);
+  tdl_io_blocked(loop, &w, TDL_WRITE);
+  assert_int_equal(tdl_io_start(loop, &w, TDL_WRITE), 0);
+  assert_int_equal(write(sv[1], "x", 1), 1);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
+  assert_int_equal(c.calls, 0); /* wants writes, and there is no room */
+  drain(sv[1]);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_ONCE), 1);
+  assert_int_equal(c.calls, 1);
+  assert_true(c.last & TDL_WRITE);
+  assert_false(c.last & TDL_READ);
+  assert_int_equal(tdl_io_start(loop, &w, TDL_READ), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_NOWAIT), 1);
+  assert_int_equal(c.calls, 2);
+  assert_true(c.last & TDL_READ);
+  tdl_io_stop(loop, &w);
+  t_loop_free(loop);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 static void write_is_a_state_until_blocked(void **state)
@@ -708,6 +747,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(read_reports_each_arrival_once),
       cmocka_unit_test(arrival_while_stopped_is_remembered),
+      cmocka_unit_test(arrival_while_watching_writes_is_remembered),
       cmocka_unit_test(write_is_a_state_until_blocked),
       cmocka_unit_test(bad_fds_are_refused),
       cmocka_unit_test(bad_events_are_refused),

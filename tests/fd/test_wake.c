@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A fiber parked on I/O wakes when the I/O is ready: readiness that comes
+ * while the fiber waits for something else is kept for the call that wants
+ * it.  Each test stages one order of events that a shortcut of fiber I/O
+ * (a read that parks without a system call after a short one, readiness the
+ * loop cached) could get wrong, on a Unix stream socket and over TCP.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "loop_fixture.h"
+
+#define WAIT (5 * TDL_SEC)
+
+/* s: the end the fibers use; p: the peer, driven by plain calls. */
+static int s, p;
+static int stage;
+
+static void pair_unix(void)
+{
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  s = sv[0];
+  p = sv[1];
+}
+
+static void pair_tcp(void)
+{
+  t_tcp_pair(&s, &p);
+  assert_int_equal(fcntl(p, F_SETFL, O_NONBLOCK), 0);
+}
+
+static void close_pair(void)
+{
+  tdl_close(s);
+  close(p);
+}
+
+/* Fill s's way out with plain writes until the kernel takes no more. */
+static void fill(int fd)
+{
+  static char junk[65536];
+  while (write(fd, junk, sizeof junk) > 0)
+    ;
+  assert_int_equal(errno, EAGAIN);
+}
+
+/* Read everything the peer has, with plain reads. */
+static size_t drain(int fd)
+{
+  static char buf[65536];
+  size_t total = 0;
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0)
+    total += (size_t)n;
+  assert_true(n < 0 && errno == EAGAIN);
+  return total;
+}
+
+/* Wait (as a fiber) until the other fiber has reached stage `at`; the other
+ * fiber sets it right before it parks, so when this one runs again it is
+ * parked. */
+static void await_stage(int at)
+{
+  while (stage < at)
+    tdl_fiber_yield();
+}
+
+/* ---- a read edge that comes while the fiber waits to write ---- */
+
+static void *reader_writer(void *arg)
+{
+  (void)arg;
+  char buf[4096];
+  /* A read that parks: the fd is registered for reads. */
+  stage = 1;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10);
+  /* That read was short: the stream is empty, as far as fiber I/O knows. */
+  fill(s);
+  stage = 2;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  /* While the write waited, 100 bytes came: the next read must see them,
+   * though it read short last time, and though no new byte comes. */
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 100);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_of_reader_writer(void *arg)
+{
+  (void)arg;
+  char hundred[100] = {0};
+  await_stage(1);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  await_stage(2);
+  assert_int_equal(write(p, hundred, sizeof hundred), (ssize_t)sizeof hundred);
+  /* Let the loop poll while the data is there and the writer still
+   * waits: it hears of the read first, alone.  (On a Unix socket nothing
+   * makes room meanwhile; over TCP a delayed acknowledgement may, and the
+   * order is then only likely.) */
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  /* Now the writer may go on: make room for it. */
+  assert_true(drain(p) > 0);
+  return NULL;
+}
+
+static void run_read_edge_while_writing(void)
+{
+  stage = 0;
+  go(reader_writer, NULL);
+  go(peer_of_reader_writer, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
+static void read_edge_while_writing_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  run_read_edge_while_writing();
+}
+
+static void read_edge_while_writing_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  run_read_edge_while_writing();
+}
+
+/* ---- a hang-up that comes while the fiber waits to write ---- */
+
+static void *writer_then_reader(void *arg)
+{
+  (void)arg;
+  char buf[4096];
+  stage = 1;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10);
+  fill(s);
+  stage = 2;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  /* The peer wrote 100 bytes and shut its side: both are for the reader,
+   * the data first and then the end. */
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 100);
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 0);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_that_hangs_up(void *arg)
+{
+  (void)arg;
+  char hundred[100] = {0};
+  await_stage(1);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  await_stage(2);
+  assert_int_equal(write(p, hundred, sizeof hundred), (ssize_t)sizeof hundred);
+  assert_int_equal(shutdown(p, SHUT_WR), 0);
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  assert_true(drain(p) > 0);
+  return NULL;
+}
+
+static void run_hangup_while_writing(void)
+{
+  stage = 0;
+  go(writer_then_reader, NULL);
+  go(peer_that_hangs_up, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
+static void hangup_while_writing_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  run_hangup_while_writing();
+}
+
+static void hangup_while_writing_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  run_hangup_while_writing();
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(read_edge_while_writing_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(read_edge_while_writing_tcp, setup, teardown),
+      cmocka_unit_test_setup_teardown(hangup_while_writing_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(hangup_while_writing_tcp, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -139,6 +140,13 @@ int t_count_fds(void)
   }
   closedir(d);
   return n - 1; /* the DIR's own fd */
+}
+
+tdl_time_t t_clock(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (tdl_time_t)ts.tv_sec * TDL_SEC + ts.tv_nsec;
 }
 
 int t_run_until(tdl_loop *loop, const int *flag, int iterations)

@@ -23,6 +23,19 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+/* The bound of a wait for something that must happen (bytes that were
+ * sent, a fiber that was cancelled, a thread that was started, a child that
+ * exits): a bound, never a delay, that only a hang reaches.  No test may
+ * depend on how fast the machine is: valgrind runs 20-50 times slower than
+ * a native run, `make test` runs two valgrind runs at once on a two-core
+ * machine, and whatever else the machine does stretches both.  Below
+ * ctest's TIMEOUT (120 s), so that a hang fails on its own line. */
+#define T_HANG (60 * TDL_SEC)
+/* CLOCK_MONOTONIC, in ns: what a bound is read against where tdl_now() is
+ * a loop's cached time that stands still (a fiber that blocks its thread
+ * while it polls for something). */
+tdl_time_t t_clock(void);
+
 /* A loop on the back end named by $TDL_BACKEND (ctest runs each test binary
  * once per back end). Fails the test on error. */
 tdl_loop *t_loop_new(void);
@@ -54,13 +67,21 @@ long t_reads_made(void);
 /* Run tdl_loop_run(loop, ONCE) until *flag becomes non-zero, at most `iterations`
  * times; returns the flag. */
 int t_run_until(tdl_loop *loop, const int *flag, int iterations);
+/* Skip the running test, saying why on a line of its own first (cmocka's
+ * skip() prints only "SKIPPED"): why is a string literal, printf's format. */
+#define T_SKIP(...)                                                      \
+  do {                                                                   \
+    print_message("      skipped: " __VA_ARGS__);                        \
+    print_message("\n");                                                 \
+    skip();                                                              \
+  } while (0)
 /* A loop on the uring back end, or NULL where io_uring is refused (ENOSYS,
  * EPERM, ENOMEM): T_RING_LOOP then skips the test. */
 tdl_loop *t_ring_loop(void);
 #define T_RING_LOOP(loop)                                                \
   tdl_loop *loop = t_ring_loop();                                        \
   if (!loop) {                                                           \
-    skip();                                                              \
+    T_SKIP("io_uring is refused here (ENOSYS, EPERM or ENOMEM)");        \
     return;                                                              \
   }
 /* Spawn fn(arg) on loop, detached; fails the test on error. */

@@ -27,7 +27,7 @@ import threading
 import time
 
 FETCH, MAKE_CERTS = sys.argv[1], sys.argv[2]
-BOUND = 20.0
+BOUND = 60.0
 
 
 def fail(msg):

@@ -20,7 +20,7 @@
 #include "http_parser.c"
 #include "server.c"
 
-#define IO_DEADLINE (5 * TDL_SEC)
+#define IO_DEADLINE T_HANG /* for what must happen: a bound, not a delay */
 #define BIG_FILE_SIZE (4 << 20)
 #define HUGE_FILE_SIZE (8 << 20) /* more than any socket buffer takes at once */
 
@@ -115,6 +115,21 @@ static httpd_config test_config(void)
   c.max_body = 64 * 1024;
   c.handle_signals = false;
   return c;
+}
+
+/* Wait (bounded) until the server holds `open` connections, `idle` of them
+ * waiting for a request: the others have begun one (their bytes were read). */
+static void wait_conns(size_t open, size_t idle)
+{
+  tdl_time_t end = tdl_after(IO_DEADLINE);
+  tdl_conns_stats st;
+  for (;;) {
+    tdl_conns_stats_get(&S.track, &st);
+    if (st.open == open && st.idle == idle)
+      return;
+    assert_true(tdl_now() < end);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  }
 }
 
 static void *server_fiber(void *arg)
@@ -438,9 +453,19 @@ static void *pipelining_client(void *arg)
                      "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
   uint64_t before = S.served;
   cli_sends(c, reqs); /* all six in one write */
-  /* The answers come back batched: give the server a moment, then a single
-   * read finds all six. */
-  tdl_sleep(tdl_after(100 * TDL_MSEC));
+  /* The answers come back batched: once the server has served all six and
+   * written them (the connection waits for its next request again), a
+   * single read finds them. */
+  tdl_time_t end = tdl_after(IO_DEADLINE);
+  while (S.served - before < 6) {
+    assert_true(tdl_now() < end);
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  }
+  wait_conns(1, 1);
+  /* On a uring loop the server sends behind: what it wrote last goes to
+   * the kernel with the loop's next io_uring_enter, which this sleep makes
+   * (a send into a socket with room completes there and then). */
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
   assert_true(cli_fill(c, tdl_after(IO_DEADLINE)) > 0);
   assert_int_equal(S.served - before, 6);
   int count = 0;
@@ -797,7 +822,7 @@ static void *vanish_client(void *arg)
     cli_sends(c, "GET /static/big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
     cli_close(c); /* gone before the answer */
   }
-  tdl_sleep(tdl_after(100 * TDL_MSEC));
+  wait_nconns(0); /* every vanished client's connection is closed */
   client *c = cli_open();
   resp r;
   assert_int_equal(cli_get(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
@@ -1166,7 +1191,7 @@ static void *shutdown_client(void *arg)
   assert_int_equal(cli_get(a, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", &r), 200);
   client *b = cli_open();
   cli_sends(b, "GET / HTTP/1.1\r\nHost: a\r\n");
-  tdl_sleep(tdl_after(50 * TDL_MSEC));
+  wait_conns(2, 1); /* B's request has begun: the server read its bytes */
   assert_int_equal(S.nconns, 2);
 
   raise(SIGTERM); /* delivered through the loop's signalfd */
@@ -1200,7 +1225,7 @@ static void *grace_client(void *arg)
   (void)arg;
   client *c = cli_open();
   cli_sends(c, "GET / HTTP/1.1\r\n");
-  tdl_sleep(tdl_after(20 * TDL_MSEC));
+  wait_conns(1, 0); /* the request has begun: the server read its bytes */
   tdl_time_t start = tdl_now();
   shutdown_server();
   assert_true(cli_sees_close(c, tdl_after(IO_DEADLINE)));

@@ -24,6 +24,9 @@ import time
 KV = sys.argv[1]
 # TDL_TEST_WRAP runs kv under a tool, e.g. "valgrind -q --error-exitcode=99".
 WRAP = os.environ.get("TDL_TEST_WRAP", "").split()
+# Seconds, for what must happen: a bound, not a delay.  Generous: kv may run
+# under valgrind (20-50 times slower) on a loaded machine.
+BOUND = 60.0
 
 
 def free_port():
@@ -35,11 +38,12 @@ def free_port():
 
 
 def wait_listening(port, proc):
-    for _ in range(200):
+    end = time.monotonic() + BOUND
+    while time.monotonic() < end:
         if proc.poll() is not None:
             sys.exit(f"test_kv: server on {port} exited with {proc.returncode}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection(("127.0.0.1", port), timeout=BOUND).close()
             return
         except OSError:
             time.sleep(0.02)
@@ -79,22 +83,35 @@ def random_command(rng, keys):
     return command(b"INCR", k) if rng.random() < 0.5 else command(b"EXISTS", k)
 
 
-def exchange(port, stream, rng, expect_len=None):
+def replies(buf):
+    """How many whole replies buf holds (the commands here answer with simple
+    strings, errors, integers and bulk strings, one reply each)."""
+    n = i = 0
+    while True:
+        end = buf.find(b"\r\n", i)
+        if end < 0:
+            return n
+        if buf[i:i + 1] == b"$" and int(buf[i + 1:end]) >= 0:
+            end = end + 2 + int(buf[i + 1:end])
+            if len(buf) < end + 2:
+                return n
+        i = end + 2
+        n += 1
+
+
+def exchange(port, stream, rng, expect_len=None, expect_replies=None):
     """Send stream in random pieces; read until the other side's answer is
-    complete (expect_len bytes) or, for the reference, until it goes quiet."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    complete: expect_len bytes, or (for the reference) expect_replies whole
+    replies."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
     i = 0
     while i < len(stream):
         n = rng.randint(1, 3000)
         s.sendall(stream[i:i + n])
         i += n
     got = b""
-    s.settimeout(0.5 if expect_len is None else 10)
-    while expect_len is None or len(got) < expect_len:
-        try:
-            chunk = s.recv(1 << 16)
-        except socket.timeout:
-            break
+    while (len(got) < expect_len) if expect_len is not None else (replies(got) < expect_replies):
+        chunk = s.recv(1 << 16)
         if not chunk:
             break
         got += chunk
@@ -103,7 +120,7 @@ def exchange(port, stream, rng, expect_len=None):
 
 
 def flushall(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
     s.sendall(command(b"FLUSHALL"))
     s.recv(100)
     s.close()
@@ -113,8 +130,9 @@ def compare(redis_port, kv_port):
     keys = [b"k%d" % i for i in range(6)] + [b"", b"a b", b"\x00\xff"]
     for seed in range(14):
         rng = random.Random(seed)
-        stream = b"".join(random_command(rng, keys) for _ in range(rng.randint(50, 800)))
-        want = exchange(redis_port, stream, random.Random(seed + 100))
+        count = rng.randint(50, 800)
+        stream = b"".join(random_command(rng, keys) for _ in range(count))
+        want = exchange(redis_port, stream, random.Random(seed + 100), expect_replies=count)
         got = exchange(kv_port, stream, random.Random(seed + 200), expect_len=len(want))
         if got != want:
             at = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
@@ -135,19 +153,40 @@ def recv_line(s):
     return buf
 
 
+def waiting(kv_port):
+    """KVSTATS's count of clients parked in WAITKEY, asked on a connection
+    of its own."""
+    s = socket.create_connection(("127.0.0.1", kv_port), timeout=BOUND)
+    s.sendall(command(b"KVSTATS"))
+    recv_line(s)
+    line = recv_line(s)
+    s.close()
+    return int(line.split(b"waiting:")[1])
+
+
+def wait_waiting(kv_port, n):
+    """Wait (bounded) until kv has n clients parked in WAITKEY: a WAITKEY
+    sent is not yet one kv has read."""
+    end = time.monotonic() + BOUND
+    while waiting(kv_port) != n:
+        if time.monotonic() > end:
+            sys.exit(f"test_kv: kv never had {n} clients waiting")
+        time.sleep(0.01)
+
+
 def kv_only(kv_port):
-    c = lambda: socket.create_connection(("127.0.0.1", kv_port), timeout=10)
+    c = lambda: socket.create_connection(("127.0.0.1", kv_port), timeout=BOUND)
     # WAITKEY woken by another client's SET.
     w = c()
     w.sendall(command(b"WAITKEY", b"wk"))
-    time.sleep(0.1)
+    wait_waiting(kv_port, 1)
     other = c()
     other.sendall(command(b"SET", b"wk", b"hello"))
     assert recv_line(other) == b"+OK\r\n"
     assert recv_line(w) == b"$5\r\n" and recv_line(w) == b"hello\r\n", "WAITKEY woke with the value"
     # The connection goes on: pipelined commands sent while it waited are answered after.
     w.sendall(command(b"WAITKEY", b"wk2") + command(b"PING"))
-    time.sleep(0.05)
+    wait_waiting(kv_port, 1)
     other.sendall(command(b"INCR", b"wk2"))
     assert recv_line(other) == b":1\r\n"
     assert recv_line(w) == b"$1\r\n" and recv_line(w) == b"1\r\n"
@@ -155,13 +194,12 @@ def kv_only(kv_port):
     # A client that hangs up while it waits: kv sees it (the next client works).
     h = c()
     h.sendall(command(b"WAITKEY", b"gone"))
-    time.sleep(0.05)
-    time.sleep(0.05)
+    wait_waiting(kv_port, 1)
     w.sendall(command(b"KVSTATS"))
     recv_line(w)
     assert b"waiting:1" in recv_line(w), "the hung-up client's WAITKEY waits"
     h.close()
-    time.sleep(0.1)
+    wait_waiting(kv_port, 0)
     w.sendall(command(b"KVSTATS"))
     recv_line(w)
     assert b"waiting:0" in recv_line(w), "kv saw the client hang up"
@@ -211,7 +249,7 @@ def main():
         compare(rport, kport)
         kv_only(kport)
         procs[1].terminate()
-        if procs[1].wait(timeout=10) != 0:
+        if procs[1].wait(timeout=BOUND) != 0:
             sys.exit(f"test_kv: kv exited with {procs[1].returncode} on SIGTERM")
         return 0
     finally:

@@ -24,6 +24,7 @@ CC = sys.argv[2] if len(sys.argv) > 2 else "cc"
 # TDL_TEST_WRAP runs kv under a tool, e.g. "valgrind -q --error-exitcode=99".
 WRAP = os.environ.get("TDL_TEST_WRAP", "").split()
 FAILS = 4
+BOUND = 60.0  # seconds, for what must happen: a bound, not a delay
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -117,7 +118,7 @@ def ping(port, proc):
     backs off, and answered once it accepts again."""
     data = b""
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        s = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
         s.sendall(b"PING\r\n")
         while not data.endswith(b"\r\n"):
             chunk = s.recv(64)
@@ -143,11 +144,12 @@ def main():
         env["ASAN_OPTIONS"] = ":".join(x for x in [env.get("ASAN_OPTIONS", ""), "verify_asan_link_order=0"] if x)
         proc = subprocess.Popen(WRAP + [KV, "--listen", f"127.0.0.1:{port}"], stderr=subprocess.PIPE, env=env)
         try:
-            for _ in range(500):  # listening (kv says so), or gone
+            end = time.monotonic() + BOUND
+            while time.monotonic() < end:  # listening (kv says so), or gone
                 if proc.poll() is not None:
                     sys.exit(f"test_kv_accept: kv exited with {proc.returncode}: {proc.stderr.read()!r}")
                 try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    socket.create_connection(("127.0.0.1", port), timeout=BOUND).close()
                     break
                 except OSError:
                     time.sleep(0.02)
@@ -156,7 +158,7 @@ def main():
             if proc.poll() is not None:
                 sys.exit(f"test_kv_accept: kv exited with {proc.returncode}")
             proc.terminate()
-            rc = proc.wait(timeout=20)
+            rc = proc.wait(timeout=BOUND)
             err = proc.stderr.read().decode(errors="replace")
             if rc != 0:
                 sys.exit(f"test_kv_accept: kv exit {rc}: {err}")

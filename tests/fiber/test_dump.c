@@ -52,10 +52,10 @@ static int count(const char *s, const char *what)
   return n;
 }
 
-/* Wait (up to 20 s) until the file holds `ends` complete dumps; returns the text. */
+/* Wait (bounded: T_HANG) until the file holds `ends` complete dumps; returns the text. */
 static char *wait_dumps(int fd, int ends)
 {
-  for (int i = 0; i < 2000; i++) {
+  for (tdl_time_t end = t_clock() + T_HANG; t_clock() < end;) {
     char *s = out_text(fd);
     if (count(s, "treadle dump: end\n") >= ends)
       return s;

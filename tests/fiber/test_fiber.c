@@ -265,7 +265,7 @@ static void *take_over_the_fd(void *arg)
   assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(TDL_MSEC)), -EBUSY); /* the victim reads it */
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), *victim), 0);
   assert_int_equal(write(CP[1], "z", 1), 1);
-  assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(TDL_SEC)), 1); /* not -EBUSY */
+  assert_int_equal(tdl_read(CP[0], &c, 1, tdl_after(T_HANG)), 1); /* not -EBUSY */
   assert_int_equal(c, 'z');
   void *r = NULL;
   assert_int_equal(tdl_fiber_join(*victim, &r, TDL_FOREVER), 0);
@@ -306,7 +306,7 @@ static void *parent(void *arg)
     assert_int_equal(tdl_fiber_cancel(loop, kid[i]), 0);
   for (int i = 0; i < 2; i++) {
     void *r = NULL;
-    assert_int_equal(tdl_fiber_join(kid[i], &r, tdl_after(TDL_SEC)), 0);
+    assert_int_equal(tdl_fiber_join(kid[i], &r, tdl_after(T_HANG)), 0);
     assert_int_equal((intptr_t)r, -ECANCELED);
   }
   return (void *)1;
@@ -588,9 +588,9 @@ static void *fd_blocked_user(void *arg)
   char b[8];
   /* Writability first, then readability: the registration turns
    * edge-triggered, where cached readiness is taken as true. */
-  assert_true(tdl_fd_wait(P[0], TDL_WRITE, tdl_after(TDL_SEC)) & TDL_WRITE);
+  assert_true(tdl_fd_wait(P[0], TDL_WRITE, tdl_after(T_HANG)) & TDL_WRITE);
   assert_int_equal(write(P[1], "a", 1), 1);
-  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(T_HANG)) & TDL_READ);
   /* Read behind treadle's back, until EAGAIN. */
   assert_int_equal(read(P[0], b, sizeof b), 1);
   assert_int_equal(read(P[0], b, sizeof b), -1);
@@ -599,7 +599,7 @@ static void *fd_blocked_user(void *arg)
   assert_int_equal(tdl_fd_wait(P[0], TDL_READ, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   /* New data ends the next wait. */
   assert_int_equal(write(P[1], "b", 1), 1);
-  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC)) & TDL_READ);
+  assert_true(tdl_fd_wait(P[0], TDL_READ, tdl_after(T_HANG)) & TDL_READ);
   assert_int_equal(read(P[0], b, sizeof b), 1);
   /* Misuse. */
   assert_int_equal(tdl_fd_blocked(P[0], 0), -EINVAL);
@@ -636,11 +636,11 @@ static void *wait_after_foreign_eagain(void *arg)
   assert_int_equal(tdl_fd_wait(P[1], TDL_WRITE, tdl_after(2 * TDL_MSEC)), -ETIMEDOUT);
   while (read(P[0], buf, sizeof buf) > 0)
     ;
-  int ev = tdl_fd_wait(P[1], TDL_WRITE, tdl_after(TDL_SEC));
+  int ev = tdl_fd_wait(P[1], TDL_WRITE, tdl_after(T_HANG));
   assert_true(ev > 0 && (ev & TDL_WRITE));
   /* Readable data that is already there is reported at once. */
   assert_int_equal(write(P[1], "y", 1), 1);
-  ev = tdl_fd_wait(P[0], TDL_READ, tdl_after(TDL_SEC));
+  ev = tdl_fd_wait(P[0], TDL_READ, tdl_after(T_HANG));
   assert_true(ev > 0 && (ev & TDL_READ));
   return NULL;
 }
@@ -996,7 +996,7 @@ static void *answer(void *arg)
   (void)arg;
   char buf[64];
   for (int i = 0; i < ROUNDS; i++) {
-    assert_int_equal(tdl_read(RR[1], buf, sizeof buf, tdl_after(10 * TDL_SEC)), 5);
+    assert_int_equal(tdl_read(RR[1], buf, sizeof buf, tdl_after(T_HANG)), 5);
     assert_int_equal(tdl_write(RR[1], "pong", 4, TDL_FOREVER), 4);
   }
   return NULL;
@@ -1009,7 +1009,7 @@ static void *ask(void *arg)
   long before = t_reads_made();
   for (int i = 0; i < ROUNDS; i++) {
     assert_int_equal(tdl_write(RR[0], "ping!", 5, TDL_FOREVER), 5);
-    assert_int_equal(tdl_read(RR[0], buf, sizeof buf, tdl_after(10 * TDL_SEC)), 4);
+    assert_int_equal(tdl_read(RR[0], buf, sizeof buf, tdl_after(T_HANG)), 4);
   }
   long used = t_reads_made() - before;
   /* Each side reads once per message: after a short read the next read
@@ -1031,7 +1031,8 @@ static void short_read_parks_without_a_read(void **state)
   /* No /proc/self/io (a kernel without task I/O accounting); or valgrind,
    * whose scheduler lock is a pipe it reads around every system call. */
   if (t_reads_made() < 0 || RUNNING_ON_VALGRIND)
-    skip();
+    T_SKIP("%s", RUNNING_ON_VALGRIND ? "valgrind reads a pipe around every system call"
+                                     : "no /proc/self/io (no task I/O accounting) to count reads");
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, RR), 0);
   go(answer, NULL);
   go(ask, NULL);
@@ -1055,7 +1056,7 @@ static void *crowd_echo(void *arg)
   int fd = crowd_srv[(intptr_t)arg];
   char b[64];
   for (;;) {
-    ssize_t n = tdl_read(fd, b, sizeof b, tdl_after(10 * TDL_SEC));
+    ssize_t n = tdl_read(fd, b, sizeof b, tdl_after(T_HANG));
     if (n == 0)
       return NULL;
     assert_int_equal(n, 1);
@@ -1075,7 +1076,7 @@ static void *crowd_drive(void *arg)
     for (int i = 0; i < CROWD; i++)
       assert_int_equal(write(crowd_cli[i], "x", 1), 1);
     while (crowd_answered < CROWD)
-      assert_int_equal(tdl_fiber_park(tdl_after(10 * TDL_SEC)), 0);
+      assert_int_equal(tdl_fiber_park(tdl_after(T_HANG)), 0);
     char b;
     for (int i = 0; i < CROWD; i++)
       assert_int_equal(read(crowd_cli[i], &b, 1), 1);
@@ -1097,7 +1098,8 @@ static void crowd_ready_at_once_reads_once_each(void **state)
 {
   (void)state;
   if (t_reads_made() < 0 || RUNNING_ON_VALGRIND)
-    skip();
+    T_SKIP("%s", RUNNING_ON_VALGRIND ? "valgrind reads a pipe around every system call"
+                                     : "no /proc/self/io (no task I/O accounting) to count reads");
   for (int i = 0; i < CROWD; i++) {
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
@@ -1207,11 +1209,10 @@ static void spawn_reports_enomem(void **state)
 {
   (void)state;
 #if defined(TDL_ASAN)
-  skip(); /* ASan reserves terabytes of shadow: an address-space limit breaks it */
+  T_SKIP("ASan reserves terabytes of shadow: an address-space limit breaks it");
 #else
-  /* valgrind and qemu-user keep RLIMIT_AS to themselves */
   if (RUNNING_ON_VALGRIND || getenv("TDL_QEMU_USER"))
-    skip();
+    T_SKIP("valgrind and qemu-user keep RLIMIT_AS to themselves");
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -1269,9 +1270,9 @@ static void overflow_names_the_fiber(void **state)
 {
   (void)state;
   if (RUNNING_ON_VALGRIND)
-    skip(); /* valgrind reports the overflow itself */
+    T_SKIP("valgrind reports the overflow itself");
   if (getenv("TDL_QEMU_USER"))
-    skip(); /* /proc/self/exe is qemu there: test_overflow covers qemu */
+    T_SKIP("/proc/self/exe is qemu under qemu-user: test_overflow covers qemu");
   {
   int err[2];
   assert_int_equal(pipe(err), 0);

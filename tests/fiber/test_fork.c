@@ -24,7 +24,7 @@
 
 #include "helpers.h"
 
-#define LONG (20 * TDL_SEC) /* a deadline no call may reach */
+#define LONG T_HANG /* a deadline no call may reach */
 #define DL() tdl_after(LONG)
 
 extern char **environ;

@@ -332,7 +332,7 @@ static void test_trim_follows_demand(void **state) {
 static void test_trim_returns_memory(void **state) {
   (void)state;
   if (RUNNING_ON_VALGRIND)
-    skip(); /* its own shadow memory is what RSS shows then */
+    T_SKIP("under valgrind RSS shows valgrind's own shadow memory");
   enum { N = 256 };
   tdl__stack_pool p;
   static tdl__stack s[N];
@@ -594,7 +594,7 @@ static void test_enomem(void **state) {
   int status = in_child(enomem_child, NULL);
   assert_true(WIFEXITED(status));
   if (WEXITSTATUS(status) == 77)
-    skip(); /* RLIMIT_AS not enforced here */
+    T_SKIP("RLIMIT_AS is not enforced here");
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 

@@ -25,7 +25,7 @@
 #include "base/fault.h"
 #endif
 
-#define LONG (10 * TDL_SEC) /* a deadline no test should reach */
+#define LONG T_HANG /* a deadline no test should reach */
 
 #ifndef STATX_TYPE
 /* musl before 1.2.5 declares no struct statx, and its build has no kernel
@@ -610,7 +610,7 @@ static void ring_refused(void **state)
 {
   (void)state;
   if (strcmp(tdl_loop_backend(L), "uring") != 0)
-    skip();
+    T_SKIP("only on the uring back end");
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {

@@ -5,7 +5,8 @@ on core files (of the same state, of a stack overflow, of a process stopped
 inside the context switch), with 100,000 fibers, and without debug
 information.
 
-usage: test_gdb.py GDB_TARGET TREADLE_PY     (exit 77: gdb cannot run here)
+usage: test_gdb.py GDB_TARGET TREADLE_PY     (exit 77: gdb cannot run here, or
+GDB_TARGET has no debug information, as in a Release build)
 
 tests/gdb/test_gdb_qemu.py runs the same checks on the AArch64 build under
 qemu-user; the helpers below are shared with it.
@@ -17,6 +18,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,50 @@ TARGET = SCRIPT = None  # set by main(), or by test_gdb_qemu.py
 GDB = ["gdb"]            # the debugger and the commands that come before the script
 PRE = []
 failures = []
+
+
+def has_debug_info(path):
+    """Whether the ELF file at path has a .debug_info section: what
+    gdb/treadle.py reads treadle's structures from (a Release build, -O3
+    without -g, has none)."""
+    with open(path, "rb") as f:
+        elf = f.read()
+    if elf[:4] != b"\x7fELF":
+        return False
+    bits64, order = elf[4] == 2, "<" if elf[5] == 1 else ">"
+    if bits64:
+        shoff, = struct.unpack_from(order + "Q", elf, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", elf, 0x3A)
+    else:
+        shoff, = struct.unpack_from(order + "I", elf, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", elf, 0x2E)
+
+    def section(i):  # (name offset, file offset, size)
+        at = shoff + i * shentsize
+        if bits64:
+            name, = struct.unpack_from(order + "I", elf, at)
+            off, size = struct.unpack_from(order + "QQ", elf, at + 0x18)
+        else:
+            name, = struct.unpack_from(order + "I", elf, at)
+            off, size = struct.unpack_from(order + "II", elf, at + 0x10)
+        return name, off, size
+
+    _, strtab, _ = section(shstrndx)
+    for i in range(shnum):
+        name, _, size = section(i)
+        end = elf.index(b"\0", strtab + name)
+        if elf[strtab + name:end] == b".debug_info" and size > 0:
+            return True
+    return False
+
+
+def skip_without_debug_info(target):
+    """The reason to skip (exit 77) when target has no debug information,
+    else None."""
+    if has_debug_info(target):
+        return None
+    return ("SKIP: %s has no debug information (.debug_info), which gdb/treadle.py needs: a Release "
+            "build; Debug and RelWithDebInfo (the default) have it" % os.path.basename(target))
 
 
 def check(ok, what, out=""):
@@ -116,6 +162,10 @@ def check_backtrace_output(out, nums, where, thread_bt=True):
 def main():
     global TARGET, SCRIPT
     TARGET, SCRIPT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    why = skip_without_debug_info(TARGET)
+    if why:
+        print(why)
+        return 77
     if shutil.which("gdb") is None:
         print("SKIP: gdb is not installed (Debian: gdb)")
         return 77

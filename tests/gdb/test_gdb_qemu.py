@@ -18,7 +18,8 @@ the program headers gdb needs to find where a position-independent
 executable was loaded; the build links gdb_target without PIE when cross
 compiling (a kernel's core has the headers: native AArch64 needs nothing).
 
-usage: test_gdb_qemu.py GDB_TARGET TREADLE_PY EMULATOR...   (exit 77: no gdb-multiarch)
+usage: test_gdb_qemu.py GDB_TARGET TREADLE_PY EMULATOR...   (exit 77: no gdb-multiarch,
+or GDB_TARGET has no debug information, as in a Release build)
 """
 import ast
 import atexit
@@ -83,6 +84,10 @@ for cmd in %s:
 def main():
     t.TARGET, t.SCRIPT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     emulator = sys.argv[3:]
+    why = t.skip_without_debug_info(t.TARGET)
+    if why:
+        print(why)
+        return 77
     if shutil.which("gdb-multiarch") is None:
         print("SKIP: gdb-multiarch is not installed (Debian: gdb-multiarch)")
         return 77

@@ -11,7 +11,10 @@ spin_in_fiber <- spinner <- fiber_entry <- tdl__ctx_trampoline_start (or
 tdl__ctx_trampoline, the symbol that holds that label) and stop there: the switch gives each new stack a zero frame pointer, and its
 trampoline is where a fiber's stack begins.
 
-usage: test_perf.py GDB_TARGET     (exit 77: perf is missing or may not sample)
+usage: test_perf.py GDB_TARGET [--frame-pointers | --no-frame-pointers]
+    (exit 77: perf is missing or may not sample, or the library was built
+    without frame pointers: TDL_FRAME_POINTERS=OFF, the default of a
+    Release build; tests/CMakeLists.txt passes the build's setting)
 """
 import os
 import shutil
@@ -20,9 +23,14 @@ import sys
 import tempfile
 
 TARGET = os.path.abspath(sys.argv[1])
+FRAME_POINTERS = "--no-frame-pointers" not in sys.argv[2:]
 
 
 def main():
+    if not FRAME_POINTERS:
+        print("SKIP: the library was built without frame pointers (TDL_FRAME_POINTERS=OFF, the default "
+              "of a Release build): perf's frame-pointer call chains cannot reach a fiber's entry")
+        return 77
     if shutil.which("perf") is None:
         print("SKIP: perf is not installed (Debian: linux-perf)")
         return 77

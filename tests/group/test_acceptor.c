@@ -28,7 +28,7 @@ static void answer_index(int fd, void *arg)
 {
   (void)arg;
   char idx = (char)('0' + tdl_group_index());
-  if (tdl_net_send_all(fd, &idx, 1, NULL, tdl_after(10 * TDL_SEC)) == 0) {
+  if (tdl_net_send_all(fd, &idx, 1, NULL, tdl_after(T_HANG)) == 0) {
     char b;
     while (tdl_recv(fd, &b, 1, 0, TDL_FOREVER) > 0) {
     }
@@ -101,9 +101,9 @@ static tdl_group *start(tdl_acceptor *a)
    * each loop's thread started (a loaded machine: 56 / 44 seen once). */
   for (unsigned i = 0; i < LOOPS; i++) {
     tdl_acceptor_stats st;
-    for (int tries = 0;; tries++) {
+    for (tdl_time_t end = t_clock() + T_HANG;;) {
       assert_int_equal(tdl_acceptor_stats_get(a, i, &st), 0);
-      if (st.serving || tries == 10000)
+      if (st.serving || t_clock() >= end)
         break;
       usleep(1000);
     }
@@ -114,7 +114,7 @@ static tdl_group *start(tdl_acceptor *a)
 static void wait_open(tdl_acceptor *a, unsigned i, uint64_t want)
 {
   tdl_acceptor_stats st;
-  for (int tries = 0; tries < 10000; tries++) {
+  for (tdl_time_t end = t_clock() + T_HANG; t_clock() < end;) {
     assert_int_equal(tdl_acceptor_stats_get(a, i, &st), 0);
     if (st.open == want)
       return;

@@ -54,11 +54,11 @@ static void *two_mains(void *arg)
   __atomic_add_fetch(&seen[me], 1, __ATOMIC_SEQ_CST);
   if (me == 0) {
     void *r = NULL;
-    assert_int_equal(tdl_port_call(tdl_group_port(G, 1), square_there, (void *)7, &r, tdl_after(10 * TDL_SEC)), 0);
+    assert_int_equal(tdl_port_call(tdl_group_port(G, 1), square_there, (void *)7, &r, tdl_after(T_HANG)), 0);
     assert_int_equal((intptr_t)r, 49);
     static int flag;
     assert_int_equal(tdl_port_spawn(tdl_group_port(G, 1), spawned_there, &flag, &(tdl_fiber_options){.name = "x"},
-                                     tdl_after(10 * TDL_SEC)),
+                                     tdl_after(T_HANG)),
                      0);
     while (!__atomic_load_n(&flag, __ATOMIC_SEQ_CST))
       tdl_sleep(tdl_after(TDL_MSEC));
@@ -170,7 +170,7 @@ static void foreign_thread_is_refused(void **state)
   assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
   assert_int_equal(tdl_group_free(g), 0);
 #else
-  skip();
+  T_SKIP("a build without TDL_DEBUG_CHECKS (a Release build) does not check the thread");
 #endif
 }
 
@@ -190,7 +190,7 @@ static void signal_stops_the_group(void **state)
                                                              .stop_on_signals = true}),
                    0);
   assert_int_equal(kill(getpid(), SIGTERM), 0); /* blocked here: loop 0 reads it */
-  assert_int_equal(tdl_group_wait(g, tdl_after(30 * TDL_SEC)), 0);
+  assert_int_equal(tdl_group_wait(g, tdl_after(T_HANG)), 0);
   assert_int_equal(tdl_group_free(g), 0);
   sigset_t now;
   pthread_sigmask(SIG_SETMASK, NULL, &now);
@@ -199,21 +199,29 @@ static void signal_stops_the_group(void **state)
 
 /* ---- a call whose caller gives up ---- */
 
+static int gave_up; /* atomic */
+
 static void *slow_there(tdl_loop *loop, void *arg)
 {
   (void)loop;
   (void)arg;
-  usleep(50000); /* blocks that loop's thread: the caller's deadline comes first */
+  /* Blocks that loop's thread until the caller has given up: its deadline
+   * comes first, however slowly either thread runs (bounded: a caller that
+   * never hears its deadline fails on its own). */
+  for (tdl_time_t end = t_clock() + T_HANG; !__atomic_load_n(&gave_up, __ATOMIC_ACQUIRE) && t_clock() < end;)
+    usleep(1000);
   return (void *)1;
 }
 
 static void *impatient(void *arg)
 {
   tdl_group *g = arg;
+  __atomic_store_n(&gave_up, 0, __ATOMIC_RELEASE);
   assert_int_equal(tdl_port_call(tdl_group_port(g, 0), slow_there, NULL, NULL, tdl_after(5 * TDL_MSEC)), -ETIMEDOUT);
+  __atomic_store_n(&gave_up, 1, __ATOMIC_RELEASE);
   /* The call finishes over there and its result is dropped; the loops go on. */
   void *r = NULL;
-  assert_int_equal(tdl_port_call(tdl_group_port(g, 0), slow_there, NULL, &r, tdl_after(30 * TDL_SEC)), 0);
+  assert_int_equal(tdl_port_call(tdl_group_port(g, 0), slow_there, NULL, &r, tdl_after(T_HANG)), 0);
   assert_int_equal((intptr_t)r, 1);
   tdl_group_stop(g);
   return NULL;

@@ -75,14 +75,14 @@ static int watch(tdl_loop *loop, seen *s, tdl_time_t threshold)
 /* ---- fibers and callbacks that block their loop's thread ---- */
 
 /* The accidental blocking call: STALL_US, then on until s has one more
- * report (at most 5 s more), so that a machine that stops this process for a
+ * report (bounded: T_HANG), so that a machine that stops this process for a
  * while cannot make the stall end before the watchdog has looked.  s NULL:
  * STALL_US only (no report expected). */
 static void block(seen *s)
 {
   int before = s ? seen_reports(s) : 0;
   usleep(STALL_US);
-  for (int i = 0; s && i < 500 && seen_reports(s) == before; i++)
+  for (tdl_time_t end = t_clock() + T_HANG; s && seen_reports(s) == before && t_clock() < end;)
     usleep(10000);
 }
 
@@ -322,7 +322,7 @@ static void slow_report(const tdl_watchdog_report *r, void *data)
 /* Block the loop's thread until the slow report has begun. */
 static void wait_entered(slow *sl)
 {
-  for (int i = 0; i < 10000 && !__atomic_load_n(&sl->entered, __ATOMIC_SEQ_CST); i++)
+  for (tdl_time_t end = t_clock() + T_HANG; !__atomic_load_n(&sl->entered, __ATOMIC_SEQ_CST) && t_clock() < end;)
     usleep(1000);
   assert_true(__atomic_load_n(&sl->entered, __ATOMIC_SEQ_CST));
 }
@@ -372,12 +372,12 @@ static void free_waits_for_a_report_in_progress(void **state)
 /* The read end of the pipe that stands for stderr. */
 static int report_pipe = -1;
 
-/* Block: STALL_US, then on until the report is in the pipe (at most 5 s). */
+/* Block: STALL_US, then on until the report is in the pipe (bounded: T_HANG). */
 static void block_until_written(void)
 {
   usleep(STALL_US);
   struct pollfd p = {.fd = report_pipe, .events = POLLIN};
-  poll(&p, 1, 5000);
+  poll(&p, 1, (int)(T_HANG / TDL_MSEC));
 }
 
 static void *named_stall(void *arg)

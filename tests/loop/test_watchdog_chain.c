@@ -214,7 +214,7 @@ static void *watch_stderr(void *arg)
 {
   (void)arg;
   int handled = 0;
-  for (int i = 0; i < 3000 && !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE); i++) {
+  for (tdl_time_t end = t_clock() + T_HANG; !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE) && t_clock() < end;) {
     char buf[8192] = {0};
     ssize_t n = pread(err_fd, buf, sizeof buf - 1, 0);
     if (n > 0 && strstr(buf, NAMES_CHECKED ? "wd_spins_in_fiber+0x" : "        "))

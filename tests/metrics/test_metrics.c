@@ -364,7 +364,7 @@ static void *watcher_main(void *arg)
   for (;;) {
     for (unsigned i = 0; i < LOOPS; i++) {
       LOOP_METRICS(m);
-      int e = tdl_metrics_group(g, i, &m, tdl_after(10 * TDL_SEC));
+      int e = tdl_metrics_group(g, i, &m, tdl_after(T_HANG));
       if (e == -ECANCELED)
         return NULL;
       if (e != 0 && e != -ESHUTDOWN)
@@ -396,7 +396,7 @@ static void *group_reader(void *arg)
   while (!__atomic_load_n(&reader_stop, __ATOMIC_ACQUIRE)) {
     for (unsigned i = 0; i < LOOPS; i++) {
       LOOP_METRICS(m);
-      int e = tdl_metrics_group(g, i, &m, tdl_after(10 * TDL_SEC));
+      int e = tdl_metrics_group(g, i, &m, tdl_after(T_HANG));
       if (e != 0 && e != -ESHUTDOWN)
         fprintf(stderr, "reader: loop %u: %d\n", i, e);
       assert_true(e == 0 || e == -ESHUTDOWN);
@@ -435,7 +435,7 @@ static void group_racing_shutdown(void **state)
     /* Some snapshots from here too, before the stop. */
     for (unsigned i = 0; i < LOOPS; i++) {
       LOOP_METRICS(m);
-      assert_int_equal(tdl_metrics_group(g, i, &m, tdl_after(10 * TDL_SEC)), 0);
+      assert_int_equal(tdl_metrics_group(g, i, &m, tdl_after(T_HANG)), 0);
       assert_true(m.fibers_parked + m.fibers_runnable >= 1);
     }
     if (round & 1)
@@ -444,7 +444,7 @@ static void group_racing_shutdown(void **state)
     assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
     /* Every loop is gone: -ESHUTDOWN, from here and from the readers. */
     LOOP_METRICS(m);
-    assert_int_equal(tdl_metrics_group(g, 1, &m, tdl_after(10 * TDL_SEC)), -ESHUTDOWN);
+    assert_int_equal(tdl_metrics_group(g, 1, &m, tdl_after(T_HANG)), -ESHUTDOWN);
     __atomic_store_n(&reader_stop, 1, __ATOMIC_RELEASE);
     for (int k = 0; k < 2; k++)
       assert_int_equal(pthread_join(readers[k], NULL), 0);
@@ -478,7 +478,7 @@ static void group_deadline(void **state)
   assert_int_equal(tdl_metrics_group(g, 0, &m, tdl_now() - 1), -ETIMEDOUT);
   assert_int_equal(tdl_metrics_group(g, 1, &m, tdl_after(20 * TDL_MSEC)), -ETIMEDOUT);
   __atomic_store_n(&busy_go, 1, __ATOMIC_RELEASE);
-  assert_int_equal(tdl_metrics_group(g, 1, &m, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_metrics_group(g, 1, &m, tdl_after(T_HANG)), 0);
   tdl_group_stop(g);
   assert_int_equal(tdl_group_wait(g, TDL_FOREVER), 0);
   assert_int_equal(tdl_group_free(g), 0);

@@ -18,7 +18,7 @@
 #include "helpers.h"
 #include "loop_fixture.h"
 
-#define LONG_WAIT (5 * TDL_SEC) /* for what must happen: a bound, not a delay */
+#define LONG_WAIT T_HANG /* for what must happen: a bound, not a delay */
 
 /* Allocations of 2^60 bytes must fail with NULL, not stop the test. */
 #ifdef TDL_ASAN

@@ -19,7 +19,7 @@
 #include "helpers.h"
 #include "loop_fixture.h"
 
-#define LONG_WAIT (5 * TDL_SEC) /* for what must happen: a bound, not a delay */
+#define LONG_WAIT T_HANG /* for what must happen: a bound, not a delay */
 
 /* Run fn as a fiber of L until the loop has nothing left; fn returns NULL on
  * success (assertions fail the test before). */
@@ -181,7 +181,7 @@ static void tcp_ipv6_loopback_echo(void **state)
   tdl_addr a = parse("[::1]:0");
   int fd = tdl_net_listen(&a, 0, TDL_NET_V6ONLY);
   if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL)
-    skip(); /* no IPv6 here */
+    T_SKIP("no IPv6 loopback here");
   assert_true(fd >= 0);
   int v = 0;
   socklen_t vl = sizeof v;
@@ -463,7 +463,7 @@ static void connect_str_localhost_falls_to_ipv6(void **state)
 {
   (void)state;
   if (!have_ipv6())
-    skip();
+    T_SKIP("no IPv6 loopback here");
   run_fiber(localhost_v6_body, NULL);
 }
 

@@ -55,28 +55,28 @@ static void *run(void *arg)
   assert_int_equal(tdl_writer_init(&w, c->a, NULL, 16, 1024), 0);
   static const char line[] = "a line longer than sixty-four bytes, so that the flush takes more than one write\n";
   assert_int_equal(tdl_writer_puts(&w, line), 0);
-  assert_int_equal(tdl_writer_flush(&w, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_writer_flush(&w, tdl_after(T_HANG)), 0);
   assert_true(fa.writes >= 2);
   /* On the wire: flipped. */
   char raw[128];
-  assert_int_equal(tdl_net_recv_exactly(c->b, raw, sizeof line - 1, NULL, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_net_recv_exactly(c->b, raw, sizeof line - 1, NULL, tdl_after(T_HANG)), 0);
   assert_int_equal((unsigned char)raw[0], (unsigned char)('a' ^ 0xff));
   /* Back the other way: flipped bytes come out plain through the reader. */
   for (size_t i = 0; i < sizeof line - 1; i++)
     raw[i] = (char)(line[i] ^ 0xff);
-  assert_int_equal(tdl_net_send_all(c->b, raw, sizeof line - 1, NULL, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_net_send_all(c->b, raw, sizeof line - 1, NULL, tdl_after(T_HANG)), 0);
   tdl_reader r;
   assert_int_equal(tdl_reader_init(&r, c->a, NULL, 32, 1024), 0);
-  ssize_t n = tdl_reader_until(&r, "\n", 1, tdl_after(10 * TDL_SEC));
+  ssize_t n = tdl_reader_until(&r, "\n", 1, tdl_after(T_HANG));
   assert_int_equal(n, sizeof line - 1);
   assert_memory_equal(tdl_reader_data(&r), line, sizeof line - 1);
   assert_true(fa.reads >= 1);
   tdl_reader_consume(&r, (size_t)n);
   /* Cleared: plain again. */
   assert_int_equal(tdl_net_transport_set(c->a, NULL, NULL), 0);
-  assert_int_equal(tdl_net_send_all(c->b, "plain\n", 6, NULL, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_net_send_all(c->b, "plain\n", 6, NULL, tdl_after(T_HANG)), 0);
   int reads = fa.reads;
-  assert_int_equal(tdl_reader_until(&r, "\n", 1, tdl_after(10 * TDL_SEC)), 6);
+  assert_int_equal(tdl_reader_until(&r, "\n", 1, tdl_after(T_HANG)), 6);
   assert_memory_equal(tdl_reader_data(&r), "plain\n", 6);
   assert_int_equal(fa.reads, reads);
   assert_int_equal(tdl_reader_destroy(&r), 0);

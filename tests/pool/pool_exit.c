@@ -16,6 +16,8 @@
 #include <treadle.h>
 
 enum { CALLERS = 8 };
+/* For what must happen: a bound, not a delay (as tests/helpers.h's T_HANG). */
+#define HANG (60 * TDL_SEC)
 
 static void *twice(void *arg) { return (void *)((intptr_t)arg * 2); }
 
@@ -24,15 +26,15 @@ static void *caller(void *arg)
   int *ok = arg;
   for (intptr_t i = 0; i < 20; i++) {
     void *r = NULL;
-    if (tdl_pool_call(TDL_LANE_USER, twice, (void *)i, NULL, &r, tdl_after(10 * TDL_SEC)) != 0 ||
+    if (tdl_pool_call(TDL_LANE_USER, twice, (void *)i, NULL, &r, tdl_after(HANG)) != 0 ||
         (intptr_t)r != 2 * i)
       return NULL;
   }
   struct stat st;
-  if (tdl_fs_stat("/", &st, tdl_after(10 * TDL_SEC)) != 0)
+  if (tdl_fs_stat("/", &st, tdl_after(HANG)) != 0)
     return NULL;
   tdl_addr a[4];
-  if (tdl_dns_resolve("localhost", "80", AF_INET, a, 4, tdl_after(10 * TDL_SEC)) < 1)
+  if (tdl_dns_resolve("localhost", "80", AF_INET, a, 4, tdl_after(HANG)) < 1)
     return NULL;
   (*ok)++;
   return NULL;
@@ -60,7 +62,7 @@ int main(int argc, char **argv)
   }
   if (argc > 1 && strcmp(argv[1], "no-shutdown") == 0)
     return 0;
-  int e = tdl_pool_shutdown(tdl_after(10 * TDL_SEC));
+  int e = tdl_pool_shutdown(tdl_after(HANG));
   if (e != 0) {
     fprintf(stderr, "pool_exit: tdl_pool_shutdown: %s\n", tdl_strerror(e));
     return 3;

@@ -18,7 +18,7 @@
 #include "helpers.h"
 #include "loop_fixture.h"
 
-#define LONG (10 * TDL_SEC) /* a deadline no test should reach */
+#define LONG T_HANG /* a deadline no test should reach */
 
 static int pool_defaults(void **state)
 {
@@ -64,7 +64,7 @@ static void runs_on_a_pool_thread(void **state)
 
 /* ---- the loop stays responsive ---- */
 
-static int ticks, slow_done;
+static int ticks, slow_done; /* ticks: atomic */
 
 static void *sleep_200ms(void *arg)
 {
@@ -73,10 +73,20 @@ static void *sleep_200ms(void *arg)
   return NULL;
 }
 
+/* Blocks its pool thread until the loop has ticked three times (bounded:
+ * a stalled loop never ticks, and the test then fails on the count). */
+static void *block_until_ticks(void *arg)
+{
+  (void)arg;
+  for (tdl_time_t end = t_clock() + LONG; __atomic_load_n(&ticks, __ATOMIC_ACQUIRE) < 3 && t_clock() < end;)
+    usleep(1000);
+  return NULL;
+}
+
 static void *slow_caller(void *arg)
 {
   (void)arg;
-  assert_int_equal(tdl_pool_call(TDL_LANE_USER, sleep_200ms, NULL, NULL, NULL, tdl_after(LONG)), 0);
+  assert_int_equal(tdl_pool_call(TDL_LANE_USER, block_until_ticks, NULL, NULL, NULL, tdl_after(LONG)), 0);
   slow_done = 1;
   return NULL;
 }
@@ -86,7 +96,7 @@ static void *ticker(void *arg)
   (void)arg;
   while (!slow_done) {
     tdl_sleep(tdl_after(10 * TDL_MSEC));
-    ticks++;
+    __atomic_add_fetch(&ticks, 1, __ATOMIC_ACQ_REL);
   }
   return NULL;
 }
@@ -98,7 +108,8 @@ static void other_fibers_run_meanwhile(void **state)
   go(slow_caller, NULL);
   go(ticker, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  /* 200 ms of blocking work, 10 ms ticks: had the loop stalled, one. */
+  /* Blocking work that ends only once the loop has ticked meanwhile: had
+   * the loop stalled for the call, it would have ticked at most once. */
   assert_true(ticks >= 3);
 }
 
@@ -234,10 +245,24 @@ static void *first_holds_the_lane(void *arg)
   return NULL;
 }
 
+/* Wait (bounded) until the pool runs `running` calls of lane and queues
+ * `queued` more (however long its threads take to start). */
+static void wait_lane(tdl_lane lane, unsigned running, unsigned queued)
+{
+  tdl_pool_stats st;
+  for (tdl_time_t end = tdl_after(LONG);;) {
+    tdl_pool_stats_get(&st);
+    if (st.running[lane] == running && st.queued[lane] == queued)
+      return;
+    assert_true(tdl_now() < end);
+    tdl_sleep(tdl_after(TDL_MSEC));
+  }
+}
+
 static void *second_gives_up(void *arg)
 {
   (void)arg;
-  tdl_sleep(tdl_after(10 * TDL_MSEC));
+  wait_lane(TDL_LANE_USER, 1, 0); /* the first call holds the lane's thread */
   tdl_pool_stats st;
   tdl_pool_stats_get(&st);
   assert_int_equal(st.running[TDL_LANE_USER], 1);
@@ -274,7 +299,7 @@ static void *name_lane_call(void *arg)
 static void *file_lane_meanwhile(void *arg)
 {
   (void)arg;
-  tdl_sleep(tdl_after(20 * TDL_MSEC));
+  wait_lane(TDL_LANE_NAME, 1, 2); /* one call holds the lane's thread */
   tdl_pool_stats st;
   tdl_pool_stats_get(&st);
   assert_int_equal(st.running[TDL_LANE_NAME], 1); /* its cap */
@@ -341,7 +366,7 @@ static void idle_threads_exit(void **state)
   go(one_call, NULL);
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
   tdl_pool_stats st;
-  for (int i = 0; i < 1000; i++) {
+  for (tdl_time_t end = t_clock() + T_HANG; t_clock() < end;) {
     tdl_pool_stats_get(&st);
     if (st.threads == 0)
       break;
@@ -363,7 +388,8 @@ static void *meet_the_others(void *arg)
   int m = __atomic_load_n(&together_max, __ATOMIC_ACQUIRE);
   while (n > m && !__atomic_compare_exchange_n(&together_max, &m, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
   }
-  for (int i = 0; i < 10000 && __atomic_load_n(&together_max, __ATOMIC_ACQUIRE) < TOGETHER; i++)
+  for (tdl_time_t end = t_clock() + T_HANG;
+       __atomic_load_n(&together_max, __ATOMIC_ACQUIRE) < TOGETHER && t_clock() < end;)
     usleep(1000);
   __atomic_sub_fetch(&together_now, 1, __ATOMIC_ACQ_REL);
   return NULL;
@@ -695,12 +721,12 @@ static void *child_main(void *arg)
  * plugin core asserts) can start threads in the child of a multi-threaded
  * fork: these two run in the native builds. */
 #if defined(__SANITIZE_THREAD__)
-#define SKIP_UNDER_TOOLS() skip()
+#define SKIP_UNDER_TOOLS() T_SKIP("ThreadSanitizer cannot start threads in the child of a multi-threaded fork")
 #else
 #define SKIP_UNDER_TOOLS()                                                                               \
   do {                                                                                                  \
     if (getenv("TDL_QEMU_USER"))                                                                        \
-      skip();                                                                                           \
+      T_SKIP("qemu-user cannot start threads in the child of a multi-threaded fork");                  \
   } while (0)
 #endif
 

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
+#include "helpers.h"
 #include "process/process_internal.h"
 #include "test_spawn_helper.h"
 
@@ -272,7 +273,7 @@ static void test_wait_deadline(void **state)
   assert_true(t1 - t0 < 2 * TDL_SEC);
   assert_int_equal(st, 12345);
   assert_int_equal(tdl_process_kill(&p, SIGKILL), 0);
-  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + 10 * TDL_SEC), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + T_HANG), 0);
   assert_int_equal(tdl_process_term_signal(st), SIGKILL);
   tdl_process_destroy(&p);
 }
@@ -305,7 +306,7 @@ static void test_no_pidfd_fallback(void **state)
   assert_int_equal(tdl_process_wait(&p, &st, t0 + 30 * TDL_MSEC), -ETIMEDOUT);
   assert_true(mono_now() - t0 >= 30 * TDL_MSEC);
   assert_int_equal(tdl_process_kill(&p, SIGUSR1), 0);
-  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + 10 * TDL_SEC), 0);
+  assert_int_equal(tdl_process_wait(&p, &st, mono_now() + T_HANG), 0);
   assert_int_equal(tdl_process_term_signal(st), SIGUSR1);
   tdl_process_destroy(&p);
 
@@ -868,7 +869,7 @@ static void test_out_of_fds(void **state)
   /* Valgrind 3.19 asserts (syswrap-main.c:2277) when a clone it turned into
    * a fork fails for want of an fd for the pidfd. */
   if (under_valgrind())
-    skip();
+    T_SKIP("valgrind asserts when a clone it turned into a fork fails for want of an fd");
   assert_int_equal(in_fork(out_of_fds), 0);
 }
 
@@ -903,7 +904,7 @@ static void test_out_of_processes(void **state)
   (void)state;
   int st = in_fork(out_of_processes);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
-    skip(); /* running as root and setuid() to nobody was refused */
+    T_SKIP("running as root, and setuid() to nobody was refused");
   assert_int_equal(st, 0);
 }
 

@@ -155,7 +155,7 @@ static void *busy_waiter(void *arg)
 {
   (void)arg;
   int st = 0;
-  busy_wait_rc = tdl_process_wait(&busy_p, &st, tdl_after(10 * TDL_SEC));
+  busy_wait_rc = tdl_process_wait(&busy_p, &st, tdl_after(T_HANG));
   assert_true(tdl_process_signaled(st));
   assert_int_equal(tdl_process_term_signal(st), SIGTERM);
   return NULL;

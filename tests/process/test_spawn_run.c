@@ -18,7 +18,7 @@ static void test_capture_both(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), NULL, NULL, 0, 1024, in_ms(60000)), 0);
   assert_true(tdl_process_exited(res.status));
   assert_int_equal(tdl_process_exit_code(res.status), 0);
   assert_string_equal(res.out, "out");
@@ -66,12 +66,12 @@ static void test_empty_input_is_eof(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "", 0, 100, in_ms(60000)), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
   tdl_process_run_result_destroy(&res);
   /* No input: stdin is /dev/null, never the caller's. */
-  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, NULL, 0, 100, in_ms(60000)), 0);
   assert_string_equal(res.out, "");
   tdl_process_run_result_destroy(&res);
 }
@@ -136,7 +136,7 @@ static void test_child_closes_stdout_early(void **state)
 {
   (void)state;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(60000)), 0);
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "");
   assert_string_equal(res.err, "done");
@@ -215,7 +215,7 @@ static void test_grandchild_holding_pipe_does_not_block(void **state)
   (void)state;
   tdl_process_run_result res;
   tdl_time_t t0 = mono_now();
-  assert_int_equal(tdl_process_run(&res, helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("grandhold", NULL, NULL), NULL, NULL, 0, 100, in_ms(60000)), 0);
   assert_true(mono_now() - t0 < 2500 * TDL_MSEC); /* the grandchild holds on for 3 s */
   assert_string_equal(res.out, "hi");
   assert_int_equal(res.status, 0);
@@ -232,7 +232,7 @@ static void test_child_ignores_input(void **state)
   char *in = calloc(1, n);
   assert_non_null(in);
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("readnone", NULL, NULL), NULL, in, n, 100, in_ms(60000)), 0);
   assert_int_equal(res.status, 0);
   assert_true(res.in_written < n);
   tdl_process_run_result_destroy(&res);
@@ -251,14 +251,14 @@ static void test_stdio_choices(void **state)
   tdl_process_run_options o = {0};
   o.spawn.stdio[2].mode = TDL_STDIO_STDOUT;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(60000)), 0);
   assert_string_equal(res.out, "outerr");
   assert_null(res.err);
   tdl_process_run_result_destroy(&res);
 
   o.spawn.stdio[2].mode = TDL_STDIO_DEFAULT;
   o.spawn.stdio[1].mode = TDL_STDIO_NULL;
-  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("tag", NULL, NULL), &o, NULL, 0, 100, in_ms(60000)), 0);
   assert_null(res.out);
   assert_string_equal(res.err, "err");
   tdl_process_run_result_destroy(&res);
@@ -294,10 +294,10 @@ static void test_no_pidfd(void **state)
   (void)state;
   tdl__spawn_debug = TDL__DEBUG_NO_PIDFD;
   tdl_process_run_result res;
-  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), NULL, "hello", 5, 100, in_ms(60000)), 0);
   assert_string_equal(res.out, "hello");
   tdl_process_run_result_destroy(&res);
-  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(10000)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("closeout", NULL, NULL), NULL, NULL, 0, 100, in_ms(60000)), 0);
   assert_string_equal(res.err, "done");
   tdl_process_run_result_destroy(&res);
   assert_int_equal(tdl_process_run(&res, helper("sleep", NULL, NULL), NULL, NULL, 0, 100, in_ms(100)),

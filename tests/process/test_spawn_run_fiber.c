@@ -65,7 +65,7 @@ static void *run_behind_gate(void *arg)
   o.spawn.stdio[0].fd = gate[0];
   tdl_process_run_result res;
   /* A deadline only so that a thread that blocks fails instead of hanging. */
-  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, NULL, 0, 100, tdl_after(30 * TDL_SEC)), 0);
+  assert_int_equal(tdl_process_run(&res, helper("cat", NULL, NULL), &o, NULL, 0, 100, tdl_after(T_HANG)), 0);
   assert_int_equal(ticks, 3); /* the gatekeeper ran to its end meanwhile */
   assert_int_equal(res.status, 0);
   assert_string_equal(res.out, "go");

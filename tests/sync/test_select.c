@@ -41,17 +41,17 @@ static void *waitkey(void *arg)
       {.kind = TDL_SELECT_PARK},
   };
   /* 1: another fiber writes the key and unparks us. */
-  assert_int_equal(tdl_select(ops, 2, tdl_after(10 * TDL_SEC)), 1);
+  assert_int_equal(tdl_select(ops, 2, tdl_after(T_HANG)), 1);
   assert_int_equal(ops[1].result, 0);
   steps++;
   /* 2: the client sends something. */
-  assert_int_equal(tdl_select(ops, 2, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_select(ops, 2, tdl_after(T_HANG)), 0);
   assert_true(ops[0].result & TDL_READ);
   char buf[8];
   assert_int_equal(tdl_read(S[0], buf, sizeof buf, TDL_FOREVER), 2);
   steps++;
   /* 3: the client hangs up. */
-  assert_int_equal(tdl_select(ops, 2, tdl_after(10 * TDL_SEC)), 0);
+  assert_int_equal(tdl_select(ops, 2, tdl_after(T_HANG)), 0);
   assert_true(ops[0].result & (TDL_READ | TDL_HUP));
   assert_int_equal(tdl_read(S[0], buf, sizeof buf, TDL_FOREVER), 0);
   steps++;
@@ -120,7 +120,7 @@ static void *chan_or_fd(void *arg)
       {.kind = TDL_SELECT_FD, .fd = S[0], .events = TDL_READ},
       {.kind = TDL_SELECT_RECV, .ch = C, .val = &v},
   };
-  assert_int_equal(tdl_select(ops, 2, tdl_after(10 * TDL_SEC)), 1);
+  assert_int_equal(tdl_select(ops, 2, tdl_after(T_HANG)), 1);
   assert_int_equal(ops[1].result, 0);
   assert_int_equal(v, 42);
   /* The fd clause left nothing behind: a plain read of it waits normally. */
@@ -155,7 +155,7 @@ static void *select_on_fd(void *arg)
 {
   int *r = arg;
   tdl_select_op op = {.kind = TDL_SELECT_FD, .fd = S[0], .events = TDL_READ};
-  r[0] = tdl_select(&op, 1, tdl_after(10 * TDL_SEC));
+  r[0] = tdl_select(&op, 1, tdl_after(T_HANG));
   r[1] = op.result;
   return NULL;
 }
@@ -229,7 +229,7 @@ static void *times_out(void *arg)
   assert_int_equal(tdl_select(&op, 1, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   assert_int_equal(write(S[1], "x", 1), 1);
   char c;
-  assert_int_equal(tdl_read(S[0], &c, 1, tdl_after(TDL_SEC)), 1);
+  assert_int_equal(tdl_read(S[0], &c, 1, tdl_after(T_HANG)), 1);
   /* No clause, but a deadline: a sleep. */
   assert_int_equal(tdl_select(NULL, 0, tdl_after(TDL_MSEC)), -ETIMEDOUT);
   return NULL;

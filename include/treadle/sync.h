@@ -458,9 +458,11 @@ TDL_API int tdl_chan_new(tdl_chan **out, size_t elem_size, size_t capacity);
  * of two ways:
  *   - by its owner: tdl_chan_free it once no fiber of any loop uses it.  It
  *     refuses with -EBUSY, changing nothing, while a call that waited is
- *     still inside it (parked, or woken and not yet returned) or another
- *     reference is held; a call that did not wait is not counted, so the
- *     owner must know that no loop still calls on it;
+ *     still inside it (parked, or woken and not yet returned; but for an
+ *     unbuffered send or receive whose value was handed over, which touches
+ *     the channel no more once woken) or another reference is held; a call
+ *     that did not wait is not counted, so the owner must know that no loop
+ *     still calls on it;
  *   - by references (tdl_chan_retain, tdl_chan_release, below): each loop
  *     or fiber that calls on it holds one, and the last release frees it.
  *     This is the one to use when several loops use a channel and none of

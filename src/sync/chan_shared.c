@@ -294,20 +294,30 @@ void tdl__chan_shared_unhang(tdl_chan *ch, int op, tdl__shared_wait *w)
 
 /* Wait on ch for op: park until woken, the deadline, or a cancel.  Returns
  * the waker's status (TDL__SHARED_RETRY, TDL__SHARED_MOVED, -EPIPE), or the
- * park's error when nothing woke it.  The record is hung already. */
+ * park's error when nothing woke it.  The record is hung already.
+ *
+ * Once woken, the channel is ours only while the record still counts among
+ * its users: a hand-off uncounts it (unuse_for), and then the last release,
+ * or the owner's free, may free the channel and its handle before this
+ * fiber runs again.  So x is read before the wait, while the record counts,
+ * and after the wake nothing of ch or x is touched unless w->using says the
+ * count is still ours. */
 static int wait_for(tdl_chan *ch, int op, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
+  tdl__chan_shared *x = ch->shared;
   /* Woken in place, its claim is taken and its status set: nothing to
    * settle. */
   if (!tdl__shared_wait_spin(w, deadline)) {
     int r = tdl__park(w->f, what, -1, deadline);
     if (tdl__shared_wait_settle(w) < 0) {
+      /* Nobody took the claim: still counted (hung, or dropped by a waker
+       * that found the claim closed), so the channel is still there. */
       tdl__chan_shared_unhang(ch, op, w);
       return r < 0 ? r : -ECANCELED;
     }
   }
   tdl__shared_wait_done(w);
-  unuse(ch->shared, w);
+  unuse(x, w); /* touches x only while counted: then it is this fiber's last touch */
   return w->status;
 }
 
@@ -422,7 +432,8 @@ static int buffered_recv(tdl_chan *ch, tdl__fiber *f, void *val, tdl_time_t dead
 
 /* Under the lock, for a record whose claim the caller took: the record's
  * fiber need not come back to uncount itself (its wait is over, and a
- * MOVED wait does not touch the channel again), so the caller uncounts it
+ * MOVED wait does not touch the channel again: wait_for and rendezvous
+ * read what they need before the wait), so the caller uncounts it
  * here, where the channel's line is already its own, and the woken fiber
  * runs on without pulling that line across.  Never the last user: the
  * caller's own call holds a reference (and with it the references' one);
@@ -483,11 +494,14 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   w = (tdl__shared_wait){.clause = 0, .val = val};
   w.claim = &w.own;
   /* A small value moves in the record's line, which the partner fetches
-   * anyway, rather than in a line of the caller's of its own. */
-  bool inl = x->elem <= sizeof w.inl;
+   * anyway, rather than in a line of the caller's of its own.  Its size is
+   * kept here: once the value has moved the channel may be gone (see
+   * wait_for). */
+  size_t elem = x->elem;
+  bool inl = elem <= sizeof w.inl;
   if (inl) {
     if (op == TDL_SELECT_SEND)
-      tdl__copy_val(w.inl, val, x->elem);
+      tdl__copy_val(w.inl, val, elem);
     w.val = w.inl;
   }
   (void)tdl__shared_wait_prepare(&w, f); /* cannot fail now: the port is there */
@@ -496,7 +510,7 @@ static int rendezvous(tdl_chan *ch, tdl__fiber *f, int op, void *val, tdl_time_t
   unlock(x);
   e = wait_for(ch, op, &w, op == TDL_SELECT_SEND ? "chan send" : "chan recv", deadline);
   if (e == TDL__SHARED_MOVED && inl && op == TDL_SELECT_RECV)
-    tdl__copy_val(val, w.inl, x->elem);
+    tdl__copy_val(val, w.inl, elem);
   return e;
 }
 

@@ -23,6 +23,13 @@ typedef struct tdl__sync_shared {
   uint32_t max;       /* semaphore */
   uint64_t value;     /* permits, or the wait group's count (atomic) */
   tdl__list waiters;  /* tdl__shared_wait */
+  /* Calls that parked and may still touch this state: each from its park
+   * to its last touch, which is its uncount (then destroy may free at
+   * once), or until a waker that knows it will touch nothing more uncounts
+   * it (use, unuse, below).  Destroy refuses while there is one.  Atomic:
+   * counted in under the lock, out by a waker under it or by the waiter
+   * after it. */
+  uint32_t inside;
 } tdl__sync_shared;
 
 static tdl__sync_shared *make(uint64_t value, uint32_t max)
@@ -35,19 +42,40 @@ static tdl__sync_shared *make(uint64_t value, uint32_t max)
   return x;
 }
 
+/* w counts among the calls inside x (under the lock) until its fiber's
+ * last touch of x (unuse), or until a waker that knows it will touch
+ * nothing more uncounts it (the wait group's add). */
+static void use(tdl__sync_shared *x, tdl__shared_wait *w)
+{
+  __atomic_add_fetch(&x->inside, 1, __ATOMIC_RELAXED);
+  w->using = 1;
+}
+static void unuse(tdl__sync_shared *x, tdl__shared_wait *w)
+{
+  if (w->using) {
+    w->using = 0;
+    __atomic_sub_fetch(&x->inside, 1, __ATOMIC_RELEASE);
+  }
+}
+
 /* Park as w until granted, the deadline or a cancel.  Called with the lock
- * held and w prepared; returns 0 (granted) or the park's error. */
+ * held and w prepared; returns 0 (granted) or the park's error.  Granted, w
+ * may still count x as in use: the caller unuses it after its last touch. */
 static int wait_granted(tdl__sync_shared *x, tdl__shared_wait *w, const char *what, tdl_time_t deadline)
 {
+  use(x, w);
   tdl__list_push(&x->waiters, &w->link);
   tdl__spin_unlock(&x->lock);
   int r = tdl__park(w->f, what, -1, deadline);
   if (tdl__shared_wait_settle(w) < 0) {
+    /* A waker may have dropped the record (its claim was closed) and left
+     * the queue empty: only the count keeps destroy from freeing x. */
     tdl__spin_lock(&x->lock);
     if (tdl__list_linked(&w->link))
       tdl__list_remove(&w->link);
     tdl__spin_unlock(&x->lock);
     tdl__shared_wait_done(w);
+    unuse(x, w);
     return r < 0 ? r : -ECANCELED;
   }
   tdl__shared_wait_done(w);
@@ -94,11 +122,15 @@ int tdl__sem_shared_acquire(tdl_sem *s, tdl_time_t deadline)
   }
   if ((e = wait_granted(x, &w, "sem", deadline)) < 0)
     return e;
+  /* A permit is not a notification: granted, the waiter may still have to
+   * touch x (cancelled, it passes the permit on), so it stays counted until
+   * then and its releaser does not uncount it. */
   if (f->cancelled) { /* granted, then cancelled: the permit goes on */
     tdl__sem_shared_release(s);
-    return -ECANCELED;
+    e = -ECANCELED;
   }
-  return 0;
+  unuse(x, &w); /* the last touch of x */
+  return e;
 }
 
 int tdl__sem_shared_try_acquire(tdl_sem *s)
@@ -132,12 +164,13 @@ int tdl__sem_shared_release(tdl_sem *s)
 
 uint32_t tdl__sem_shared_value(const tdl_sem *s) { return (uint32_t)__atomic_load_n(&s->shared->value, __ATOMIC_RELAXED); }
 
+/* Whether a call is inside x: waiting, or woken and still to touch x. */
+static bool in_use(tdl__sync_shared *x) { return __atomic_load_n(&x->inside, __ATOMIC_ACQUIRE) > 0; }
+
 int tdl__sem_shared_destroy(tdl_sem *s)
 {
   tdl__sync_shared *x = s->shared;
-  tdl__spin_lock(&x->lock);
-  bool busy = !tdl__list_empty(&x->waiters);
-  tdl__spin_unlock(&x->lock);
+  bool busy = in_use(x);
   if (busy)
     return -EBUSY;
   uint32_t max = x->max;
@@ -171,8 +204,14 @@ int tdl__waitgroup_shared_add(tdl_waitgroup *wg, int64_t delta)
     e = -EINVAL;
   else {
     __atomic_store_n(&x->value, (uint64_t)n, __ATOMIC_RELAXED);
-    if (n == 0)
-      tdl__shared_wait_take_all(&x->waiters, NULL, TDL__SHARED_MOVED, &woken);
+    tdl__shared_wait *w;
+    /* A waiter woken at zero returns without touching x again: uncounted
+     * here, where x's line is ours already, so that it need not pull it
+     * back, and a destroy may go as soon as the wakes are out. */
+    while (n == 0 && (w = tdl__shared_wait_take(&x->waiters, NULL, TDL__SHARED_MOVED)) != NULL) {
+      unuse(x, w);
+      tdl__list_push(&woken, &w->link);
+    }
   }
   tdl__spin_unlock(&x->lock);
   tdl__shared_wait_deliver_all(&woken);
@@ -198,7 +237,7 @@ int tdl__waitgroup_shared_wait(tdl_waitgroup *wg, tdl_time_t deadline)
   }
   if ((e = wait_granted(x, &w, "waitgroup", deadline)) < 0)
     return e;
-  return f->cancelled ? -ECANCELED : 0;
+  return f->cancelled ? -ECANCELED : 0; /* uncounted by the waker: x may be gone */
 }
 
 int64_t tdl__waitgroup_shared_count(const tdl_waitgroup *wg) { return (int64_t)__atomic_load_n(&wg->shared->value, __ATOMIC_RELAXED); }
@@ -206,9 +245,7 @@ int64_t tdl__waitgroup_shared_count(const tdl_waitgroup *wg) { return (int64_t)_
 int tdl__waitgroup_shared_destroy(tdl_waitgroup *wg)
 {
   tdl__sync_shared *x = wg->shared;
-  tdl__spin_lock(&x->lock);
-  bool busy = !tdl__list_empty(&x->waiters);
-  tdl__spin_unlock(&x->lock);
+  bool busy = in_use(x);
   if (busy)
     return -EBUSY;
   free(x);

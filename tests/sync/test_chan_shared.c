@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "treadle.h"
@@ -208,7 +209,7 @@ static void *selector(void *arg)
         {.kind = TDL_SELECT_RECV, .ch = S.local_ch, .val = &vl},
     };
     for (int k = 0; k < 2; k++) {
-      int i = tdl_select(ops, 3, tdl_after(30 * TDL_SEC));
+      int i = tdl_select(ops, 3, tdl_after(T_HANG));
       assert_true(i == 0 || i == 1);
       assert_int_equal(ops[i].result, 0);
       S.results[i] = (int)(i == 0 ? va : vb);
@@ -259,8 +260,10 @@ static void *pong(void *arg)
 {
   tdl_chan **ch = arg;
   long v;
-  while (tdl_chan_recv(ch[0], &v, tdl_after(TDL_SEC)) == 0)
+  for (long i = 0; i < 1000; i++) { /* ping's every value, however slowly they come */
+    assert_int_equal(tdl_chan_recv(ch[0], &v, tdl_after(T_HANG)), 0);
     assert_int_equal(tdl_chan_send(ch[1], &v, TDL_FOREVER), 0);
+  }
   return NULL;
 }
 
@@ -348,7 +351,7 @@ static void *watched_main(void *arg)
     tdl_watchdog_options wo = {.threshold = 10 * TDL_MSEC, .cb = count_stall};
     assert_int_equal(tdl_watchdog_start(tdl_fiber_loop(), &wo), 0);
     __atomic_store_n(&S.done, 1, __ATOMIC_SEQ_CST);
-    S.results[0] = tdl_chan_recv(S.a, &v, tdl_after(10 * TDL_SEC));
+    S.results[0] = tdl_chan_recv(S.a, &v, tdl_after(T_HANG));
     S.results[1] = (int)v;
     assert_int_equal(tdl_watchdog_stop(tdl_fiber_loop()), 0);
     tdl_group_stop(tdl_group_self());
@@ -604,6 +607,125 @@ static void references(void **state)
   }
 }
 
+/* ---- the channel goes before a woken call runs again ---- */
+
+/* A fiber of loop 1 that holds no reference waits on the channel (a
+ * receive, a send, or a select's clause); loop 0 completes its wait (the
+ * wake is posted to loop 1) and then lets go of the channel, by the last
+ * release or by its owner's free, while another fiber of loop 1 keeps the
+ * thread busy: the woken call runs again only after that, and must touch
+ * nothing of a channel that is gone (a free must refuse while it would).
+ * Sequenced by S.done, not by time: 1 when the waiter is parked (the busy
+ * fiber runs only after it), 2 when loop 0 has let go, 3 when the woken call
+ * has returned.  S.n's bits: 1 the waiter sends (else it receives), 2
+ * through a select, 4 the owner frees (else the last release). */
+static void *woken_orphan(void *arg)
+{
+  (void)arg;
+  long v = S.n & 1 ? 42 : 0;
+  int op = S.n & 1 ? TDL_SELECT_SEND : TDL_SELECT_RECV;
+  if (S.n & 2) {
+    tdl_select_op sel = {.kind = op, .ch = S.a, .val = &v};
+    int i = tdl_select(&sel, 1, TDL_FOREVER);
+    S.results[0] = i < 0 ? i : sel.result;
+  } else {
+    S.results[0] = op == TDL_SELECT_SEND ? tdl_chan_send(S.a, &v, TDL_FOREVER) : tdl_chan_recv(S.a, &v, TDL_FOREVER);
+  }
+  S.results[1] = (int)v;
+  return NULL;
+}
+
+static tdl_time_t clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (tdl_time_t)ts.tv_sec * TDL_SEC + ts.tv_nsec;
+}
+
+/* Keeps loop 1 from running the woken fiber until loop 0 has let go; never
+ * parks nor yields (the bound only keeps a broken run from hanging). */
+static void *busy_until_gone(void *arg)
+{
+  (void)arg;
+  __atomic_store_n(&S.done, 1, __ATOMIC_SEQ_CST); /* woken_orphan ran first, and parked */
+  tdl_time_t until = clock_ns() + 60 * TDL_SEC;
+  while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 2)
+    if (clock_ns() > until) {
+      S.bad[1]++;
+      break;
+    }
+  return NULL;
+}
+
+static void *woken_main(void *arg)
+{
+  (void)arg;
+  if (tdl_group_index() == 1) {
+    tdl_fiber_options detached = {.detached = true};
+    tdl_fiber_t r;
+    if (tdl_fiber_spawn(&r, tdl_fiber_loop(), woken_orphan, NULL, NULL) < 0 ||
+        tdl_fiber_spawn(NULL, tdl_fiber_loop(), busy_until_gone, NULL, &detached) < 0 ||
+        tdl_fiber_join(r, NULL, TDL_FOREVER) < 0)
+      S.bad[1]++;
+    __atomic_store_n(&S.done, 3, __ATOMIC_SEQ_CST);
+  } else {
+    while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 1)
+      tdl_sleep(tdl_after(TDL_MSEC));
+    /* The waiter waits: this completes at once (unbuffered: a hand-off
+     * into its record; buffered: the ring, and a wake to try again). */
+    long v = 7;
+    S.results[2] = S.n & 1 ? tdl_chan_recv(S.a, &v, TDL_FOREVER) : tdl_chan_send(S.a, &v, TDL_FOREVER);
+    S.results[3] = (int)v;
+    S.results[4] = S.n & 4 ? tdl_chan_free(S.a) : tdl_chan_release(S.a);
+    __atomic_store_n(&S.done, 2, __ATOMIC_SEQ_CST);
+    if (S.results[4] == -EBUSY) { /* still counted: free it once it returned */
+      while (__atomic_load_n(&S.done, __ATOMIC_SEQ_CST) < 3)
+        tdl_sleep(tdl_after(TDL_MSEC));
+      S.results[5] = tdl_chan_free(S.a);
+    }
+  }
+  if (__atomic_add_fetch(&S.count[0], 1, __ATOMIC_SEQ_CST) == 2)
+    tdl_group_stop(tdl_group_self());
+  return NULL;
+}
+
+static void channel_gone_before_woken_call_runs(void **state)
+{
+  (void)state;
+  for (size_t cap = 0; cap <= 4; cap += 4) {
+    for (long n = 0; n < 8; n++) {
+      memset(&S, 0, sizeof S);
+      S.n = n;
+      assert_int_equal(tdl_chan_new_shared(&S.a, sizeof(long), cap), 0);
+      long fill = 1;
+      for (size_t i = 0; i < cap && (n & 1); i++) /* a buffered sender waits for room */
+        assert_int_equal(tdl_chan_try_send(S.a, &fill), 0);
+      finish(run_group(2, woken_main));
+      assert_int_equal(S.bad[1], 0);
+      assert_int_equal(S.results[2], 0);
+      assert_int_equal(S.results[3], n & 1 ? (cap ? 1 : 42) : 7);
+      if (n & 1 && cap && !(n & 4))
+        assert_int_equal(S.results[0], -EPIPE); /* woken to try again, it finds the release's close */
+      else
+        assert_int_equal(S.results[0], 0);
+      if (!(n & 1))
+        assert_int_equal(S.results[1], 7); /* received, also buffered (sent before any close) */
+      if (!(n & 4)) {
+        assert_int_equal(S.results[4], 0);
+      } else if (!cap && !(n & 2)) {
+        /* Handed its value, the woken call is done with the channel: it is
+         * not counted, and the free goes at once. */
+        assert_int_equal(S.results[4], 0);
+      } else {
+        /* A select, or a buffered call, comes back to the channel after its
+         * wake: counted until it returns. */
+        assert_int_equal(S.results[4], -EBUSY);
+        assert_int_equal(S.results[5], 0);
+      }
+    }
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -615,6 +737,7 @@ int main(void)
       cmocka_unit_test(one_loop_and_misuse),
       cmocka_unit_test(free_in_use_is_refused),
       cmocka_unit_test(references),
+      cmocka_unit_test(channel_gone_before_woken_call_runs),
       cmocka_unit_test(spinning_loops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -21,6 +23,12 @@ static struct {
   long rounds;
   int results[8];
   int stage;
+  /* woken_before_destroy */
+  tdl_sem *hsem;       /* on the heap: freed as soon as destroy lets it */
+  tdl_waitgroup *hwg;
+  int variant;         /* 1: the waiter is cancelled; 2: a wait group, else a semaphore */
+  tdl_fiber_t waiting;
+  int done, bad;
 } S;
 
 static void finish(tdl_group *g)
@@ -165,12 +173,151 @@ static void cancel_and_misuse(void **state)
   assert_int_equal(tdl_waitgroup_destroy(&S.wg), 0);
 }
 
+/* ---- destroy before a woken waiter runs again ---- */
+
+/* A fiber of loop 1 waits (a semaphore's permit, or a wait group's zero);
+ * loop 0 ends its wait (the wake is posted to loop 1), then destroys the
+ * object and frees its memory as soon as destroy lets it, while another
+ * fiber of loop 1 keeps the thread busy (and may cancel the waiter before
+ * it runs again).  A waiter handed a permit still has to touch the
+ * semaphore on its way out (cancelled, it passes the permit on): destroy
+ * must refuse until it returned.  A wait group's woken waiter touches
+ * nothing more: destroy goes at once.  Sequenced by S.stage, not by time:
+ * 1 the waiter is parked (the busy fiber runs only after it), 2 its wait
+ * is ended, 3 the busy fiber has cancelled it (or not), 4 loop 0 has tried
+ * to destroy, 5 the waiter has returned. */
+static void *waits_on_it(void *arg)
+{
+  (void)arg;
+  S.results[0] = S.variant & 2 ? tdl_waitgroup_wait(S.hwg, TDL_FOREVER) : tdl_sem_acquire(S.hsem, TDL_FOREVER);
+  return NULL;
+}
+
+static tdl_time_t clock_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (tdl_time_t)ts.tv_sec * TDL_SEC + ts.tv_nsec;
+}
+
+/* Spin (never park nor yield: the woken fiber must not run) until stage;
+ * the bound only keeps a broken run from hanging. */
+static void spin_until(int stage)
+{
+  tdl_time_t until = clock_ns() + 60 * TDL_SEC;
+  while (__atomic_load_n(&S.stage, __ATOMIC_SEQ_CST) < stage)
+    if (clock_ns() > until) {
+      __atomic_add_fetch(&S.bad, 1, __ATOMIC_SEQ_CST);
+      return;
+    }
+}
+
+static void *keeps_loop_busy(void *arg)
+{
+  (void)arg;
+  __atomic_store_n(&S.stage, 1, __ATOMIC_SEQ_CST); /* waits_on_it ran first, and parked */
+  spin_until(2);
+  S.results[1] = S.variant & 1 ? tdl_fiber_cancel(tdl_fiber_loop(), S.waiting) : 0;
+  __atomic_store_n(&S.stage, 3, __ATOMIC_SEQ_CST);
+  spin_until(4);
+  return NULL;
+}
+
+static void wait_stage(int stage)
+{
+  while (__atomic_load_n(&S.stage, __ATOMIC_SEQ_CST) < stage)
+    tdl_sleep(tdl_after(TDL_MSEC));
+}
+
+/* Destroy, and free the memory at once when destroy lets it. */
+static int destroy_and_free(void)
+{
+  int e;
+  if (S.variant & 2) {
+    if ((e = tdl_waitgroup_destroy(S.hwg)) == 0) {
+      free(S.hwg);
+      S.hwg = NULL;
+    }
+  } else {
+    S.results[6] = (int)tdl_sem_value(S.hsem);
+    if ((e = tdl_sem_destroy(S.hsem)) == 0) {
+      free(S.hsem);
+      S.hsem = NULL;
+    }
+  }
+  return e;
+}
+
+static void *woken_main(void *arg)
+{
+  (void)arg;
+  if (tdl_group_index() == 1) {
+    if (tdl_fiber_spawn(&S.waiting, tdl_fiber_loop(), waits_on_it, NULL, NULL) < 0 ||
+        tdl_fiber_spawn(NULL, tdl_fiber_loop(), keeps_loop_busy, NULL, &(tdl_fiber_options){.detached = true}) < 0 ||
+        tdl_fiber_join(S.waiting, NULL, TDL_FOREVER) < 0)
+      __atomic_add_fetch(&S.bad, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&S.stage, 5, __ATOMIC_SEQ_CST);
+  } else {
+    wait_stage(1);
+    S.results[2] = S.variant & 2 ? tdl_waitgroup_done(S.hwg) : tdl_sem_release(S.hsem);
+    __atomic_store_n(&S.stage, 2, __ATOMIC_SEQ_CST);
+    wait_stage(3);
+    S.results[3] = destroy_and_free();
+    __atomic_store_n(&S.stage, 4, __ATOMIC_SEQ_CST);
+    if (S.results[3] == -EBUSY) { /* once the waiter returned */
+      wait_stage(5);
+      S.results[4] = destroy_and_free();
+    }
+  }
+  if (__atomic_add_fetch(&S.done, 1, __ATOMIC_SEQ_CST) == 2)
+    tdl_group_stop(tdl_group_self());
+  return NULL;
+}
+
+static void woken_before_destroy(void **state)
+{
+  (void)state;
+  /* The cancelled waiter first: it is the one that touches the semaphore
+   * on its way out. */
+  static const int variants[] = {1, 0, 3, 2};
+  for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
+    int variant = variants[k];
+    memset(&S, 0, sizeof S);
+    S.variant = variant;
+    if (variant & 2) {
+      assert_non_null(S.hwg = malloc(sizeof *S.hwg));
+      assert_int_equal(tdl_waitgroup_init_shared(S.hwg), 0);
+      assert_int_equal(tdl_waitgroup_add(S.hwg, 1), 0);
+    } else {
+      assert_non_null(S.hsem = malloc(sizeof *S.hsem));
+      assert_int_equal(tdl_sem_init_shared(S.hsem, 0, 0), 0);
+    }
+    tdl_group *g;
+    assert_int_equal(tdl_group_new(&g, &(tdl_group_options){.loops = 2, .main = woken_main}), 0);
+    finish(g);
+    assert_int_equal(S.bad, 0);
+    assert_int_equal(S.results[1], 0);
+    assert_int_equal(S.results[2], 0);
+    assert_int_equal(S.results[0], variant & 1 ? -ECANCELED : 0);
+    if (variant & 2) {
+      assert_int_equal(S.results[3], 0); /* the woken waiter touches nothing more */
+    } else {
+      assert_int_equal(S.results[3], -EBUSY); /* handed a permit, not yet returned */
+      assert_int_equal(S.results[4], 0);
+      assert_int_equal(S.results[6], variant & 1 ? 1 : 0); /* cancelled, it passed the permit back */
+    }
+    assert_null(S.hsem);
+    assert_null(S.hwg);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(one_permit_excludes),
       cmocka_unit_test(from_a_plain_thread),
       cmocka_unit_test(cancel_and_misuse),
+      cmocka_unit_test(woken_before_destroy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

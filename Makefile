@@ -65,13 +65,20 @@ abi-check:
 
 # The soak (tests/soak/soak.c): 100,000 fibers, 1,000,000 timers, 9,000 pipes,
 # channels, spawns, a group and the pool at once for SOAK_SECONDS (CI: 60);
-# fails on a lost message or RSS or fds growing after warm-up.
+# fails on a lost message or RSS or fds growing after warm-up.  Then the
+# torture test of fiber I/O (tests/fd/torture.c) for TORTURE_SECONDS on
+# each back end the machine has (TDL_TORTURE_SEED=N replays a failure).
 SOAK_SECONDS ?= 600
+TORTURE_SECONDS ?= $(SOAK_SECONDS)
 soak:
 	@scripts/deps.sh test
 	$(CMAKE) -S . -B build/soak -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
-	$(CMAKE) --build build/soak -j$(JOBS) --target soak
+	$(CMAKE) --build build/soak -j$(JOBS) --target soak test_torture
 	build/soak/tests/soak/soak $(SOAK_SECONDS)
+	for be in epoll poll uring; do \
+	  TDL_BACKEND=$$be TDL_TORTURE_SECONDS=$(TORTURE_SECONDS) build/soak/tests/test_torture; rc=$$?; \
+	  [ $$rc = 0 ] || [ $$rc = 77 ] || exit 1; \
+	done
 
 # The Release build and the Go and tokio peers (bench/peers/build-peers.sh),
 # side by side: neither keeps two CPUs busy alone.

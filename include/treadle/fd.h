@@ -83,6 +83,20 @@ TDL_API ssize_t tdl_sendto(int fd, const void *buf, size_t len, int flags, const
  * then tdl_close.
  */
 TDL_API int tdl_close(int fd);
+/*
+ * Forget what the loops of the calling thread know about fd (as tdl_close
+ * does: in a fiber, its loop's; outside a fiber, every loop of the thread),
+ * without closing it: for a number that was closed behind treadle's back
+ * (by another thread, close_range(2), fclose(3)...) and may have come back
+ * as a new file.  Fibers still waiting on it wake with -EBADF; data its
+ * loop held for it (received ahead, or not yet sent behind) is dropped.
+ * Until it is called, this thread's loops take a new file with that number
+ * for the old one, and a wait on it can miss its readiness.  libtreadle-hook
+ * calls it for a hooked fd closed outside a fiber, at the next fiber call
+ * that makes or uses that number.  Returns 0, or -EBADF (fd < 0).  No
+ * system call.
+ */
+TDL_API int tdl_fd_forget(int fd);
 
 /* ---- waiting for readiness, for I/O made outside these calls ---- */
 

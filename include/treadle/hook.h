@@ -180,10 +180,14 @@
  *     (not racing with it, nor with fcntl, ioctl or setsockopt on it).
  *   Under ThreadSanitizer treadle's own I/O calls libc's names (so that it
  *     models fds), which the hook would take for the user's: the hook is
- *     not for TSan builds of treadle.  An fd closed by a path the
- *     hook does not see (tdl_close of a hooked fd from another thread,
- *     close_range, fclose) leaves its state until the number is reused by one
- *     of the calls above.
+ *     not for TSan builds of treadle.  A hooked fd that a fiber waited
+ *     on and a thread that is not a fiber then closes: the loop that knew it
+ *     is another thread's, so the hook marks the number, and its next use in
+ *     a fiber (a call that makes a file, or an I/O call) makes that fiber's
+ *     loop forget the old file first (tdl_fd_forget, fd.h).  An fd closed by
+ *     a path the hook does not see (close_range, fclose, a raw system call)
+ *     leaves its state until the number is reused by one of the calls above;
+ *     call tdl_fd_forget in the fiber that uses the new file.
  *   fds above 2^20 pass through.
  *
  * Cost: outside a fiber, one thread-local read and, on fds the hook knows, a

@@ -58,10 +58,11 @@ typedef struct tdl__ffd {
    * read), so the next read waits for it first (on uring: goes to the ring
    * at once) instead of hearing EAGAIN. */
   bool empty;
-  /* The loop reported an end (the peer's hang-up) or an error: they last,
-   * and on edges are told once, perhaps to a writer alone, so no read
-   * parks first from then on (each makes its call, and hears the end). */
-  bool ended;
+  /* The loop reported an end (the peer's hang-up) or an error (TDL_HUP,
+   * TDL_ERR): they last, and on edges are told once, perhaps to a writer
+   * alone, so from then on no read parks first (each makes its call, and
+   * hears the end) and a wait to read ends at once. */
+  uint8_t ended;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
 #ifdef TDL_HAVE_URING
   /* Background requests (fd_internal.h), or NULL. */
@@ -155,7 +156,7 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   tdl__fdwait *r = d->reader, *wr = d->writer;
   unsigned readable = r ? ev & (TDL_READ | TDL_ERR | TDL_HUP) : 0;
   if (ev & (TDL_ERR | TDL_HUP)) {
-    d->ended = true;
+    d->ended |= (uint8_t)(ev & (TDL_ERR | TDL_HUP));
     d->empty = false;
   }
   if (readable) {
@@ -381,13 +382,25 @@ int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
    * reported again, so a cached one is taken as true (at worst the caller
    * hears EAGAIN once more and comes back, and then it has been consumed). */
   tdl_loop *loop = f->sched->loop;
+  if ((events & TDL_READ) && d->ended)
+    return TDL_READ | d->ended; /* a read hears the end or the error at once */
   if (tdl__io_misses_nothing(loop, &d->w)) {
     tdl_io_blocked(loop, &d->w, events);
     return 0;
   }
   unsigned ev = tdl__io_cached(loop, &d->w, events);
+  /* A hang-up lasts (nothing here consumes it), and tells a writer
+   * nothing: after the peer's shutdown it may still write, and after a
+   * full hang-up the kernel reports room or an error.  Taken for a wait to
+   * write, it would end every such wait at once, for good. */
+  if (!(events & TDL_READ))
+    ev &= ~(unsigned)TDL_HUP;
   if (ev)
     tdl_io_blocked(loop, &d->w, ev & events);
+  /* What was cached is the caller's now: a read that parked first would
+   * wait for an arrival that was already reported. */
+  if (ev & (TDL_READ | TDL_ERR | TDL_HUP))
+    d->empty = false;
   return (int)ev;
 }
 
@@ -500,6 +513,13 @@ static int ring_wait_fd(tdl__fiber *f, int fd, unsigned events, tdl_time_t deadl
   ssize_t r = ring_io(f, d, &u, events, 0, (events & TDL_READ) ? "wait read" : "wait write", deadline);
   if (r < 0)
     return (int)r;
+  if (!(events & TDL_READ) && !(r & (POLLOUT | POLLERR | POLLHUP))) {
+    /* The peer's shutdown (POLLRDHUP, which a ring's poll always reports)
+     * tells a writer nothing, and a poll asked again would end at once
+     * again: wait for room as an epoll loop does, on the loop's watcher,
+     * which hears of that shutdown once. */
+    return wait_fd(f, fd, TDL_WRITE, "wait write", deadline);
+  }
   unsigned ev = ((r & POLLIN) ? TDL_READ : 0) | ((r & POLLOUT) ? TDL_WRITE : 0);
   if (r & POLLERR)
     ev |= TDL_ERR | TDL_READ | TDL_WRITE; /* the next read/write returns the error */
@@ -919,12 +939,17 @@ int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_
 }
 
 /* Forget what s knows about fd, waking its waiters with -EBADF. */
-static void forget_fd(tdl__sched *s, int fd)
+/* Drop s's state for fd before its close (open: sending behind keeps the
+ * file for what it holds), or after it was closed elsewhere (then the
+ * number may name a stranger: what is held is dropped). */
+static void forget_fd(tdl__sched *s, int fd, bool open)
 {
   tdl__ffd *d = ffd_find(s, fd);
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;
 #ifdef TDL_HAVE_URING
+    if (!open && d->behind)
+      d->behind->fd = -1; /* nothing to duplicate: held data is dropped */
     ffd_close_bg(d); /* before the cancel by fd below: sending behind keeps the file */
     if (tdl__loop_ring(s->loop))
       tdl__fd_ring_closed(s->loop, fd, &d->ring_ops);
@@ -939,18 +964,32 @@ static void forget_fd(tdl__sched *s, int fd)
   tdl__fd_forget(s->loop, fd);
 }
 
+/* Forget fd in the calling fiber's loop, or outside a fiber in every loop
+ * of the thread (any of them may know it). */
+static void forget_here(int fd, bool open)
+{
+  tdl__fiber *self = tdl__self();
+  if (self) {
+    forget_fd(self->sched, fd, open);
+  } else {
+    TDL__LIST_FOREACH(n, &tdl__thread_scheds)
+      forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd, open);
+  }
+}
+
+int tdl_fd_forget(int fd)
+{
+  if (fd < 0)
+    return -EBADF;
+  forget_here(fd, false);
+  return 0;
+}
+
 int tdl_close(int fd)
 {
   if (fd < 0)
     return -EBADF;
-  tdl__fiber *self = tdl__self();
-  if (self) {
-    forget_fd(self->sched, fd);
-  } else {
-    /* Outside a fiber: the fd may be known to any loop of this thread. */
-    TDL__LIST_FOREACH(n, &tdl__thread_scheds)
-      forget_fd(TDL__CONTAINER_OF(n, tdl__sched, on_thread), fd);
-  }
+  forget_here(fd, true);
   /* Linux releases the fd even when close fails (EINTR, or EIO from a
    * deferred write error): report the error once, never ask for a retry that
    * could close a stranger's fd. */

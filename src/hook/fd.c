@@ -14,10 +14,14 @@ TDL__HOOK int close(int fd)
 {
   TDL__HOOK_READY();
   tdl__hfd *h = tdl__hfd_peek(fd);
-  if (h && h->in_fio && (!tdl__hook_forked || tdl__hook_in_fiber())) {
+  bool fiber = tdl__hook_in_fiber();
+  if (h && h->in_fio && (!tdl__hook_forked || fiber)) {
     /* Wakes a fiber still waiting on it (EBADF) and clears the loop's
-     * record, so that the next file with this number starts afresh. */
+     * record, so that the next file with this number starts afresh.
+     * Outside a fiber that reaches this thread's loops only: the number
+     * stays marked for the loop of another thread that used it. */
     memset(h, 0, sizeof *h);
+    h->stale = !fiber;
     int e = tdl_close(fd);
     if (e < 0) {
       errno = -e;
@@ -25,8 +29,11 @@ TDL__HOOK int close(int fd)
     }
     return 0;
   }
-  if (h)
+  if (h) {
+    bool stale = h->in_fio || h->stale;
     memset(h, 0, sizeof *h);
+    h->stale = stale;
+  }
   return tdl__hook_real.close(fd);
 }
 
@@ -60,6 +67,8 @@ static void before_dup_onto(int old, int newfd)
   if (old != newfd && h && h->in_fio && (!tdl__hook_forked || tdl__hook_in_fiber())) {
     h->in_fio = 0;
     (void)tdl_close(newfd); /* the number is free until dup2 takes it again */
+  } else if (old != newfd && h && h->in_fio) {
+    h->stale = 1; /* a child after fork: its loops are the parent's copies */
   }
 }
 
@@ -191,8 +200,8 @@ TDL__HOOK int socket(int domain, int type, int proto)
 static int made_two(int r, const int fds[2])
 {
   if (r == 0) {
-    tdl__hfd_reset(fds[0]);
-    tdl__hfd_reset(fds[1]);
+    (void)tdl__hfd_made(fds[0]);
+    (void)tdl__hfd_made(fds[1]);
   }
   return r;
 }

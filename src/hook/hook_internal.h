@@ -168,6 +168,11 @@ typedef struct tdl__hfd {
   uint8_t in_fio;    /* treadle's fiber I/O has state for it: close with tdl_close */
   uint8_t stream;    /* a pipe or stream socket: a short read empties it */
   uint8_t empty;     /* in a fiber, the last read was short: the next parks first */
+  /* Closed outside a fiber while fiber I/O had state for it: the loop that
+   * has it is another thread's, so the number's next use in a fiber makes
+   * its own loop forget it first (tdl_fd_forget), lest a new file with the
+   * number be taken for the old one.  Kept across the reset of a close. */
+  uint8_t stale;
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } tdl__hfd;
 
@@ -188,11 +193,9 @@ static inline tdl__hfd *tdl__hfd_peek(int fd)
 /* fd's state, its chunk made on first use; NULL out of range or memory. */
 tdl__hfd *tdl__hfd_at(int fd);
 
-/* A new file has this number: forget the old one's state. */
-void tdl__hfd_reset(int fd);
-
 /* A call that makes a file returned fd (or failed, fd < 0): the number is a
- * new file's.  Returns fd. */
+ * new file's, whose state starts afresh (in a fiber, its loop forgets a
+ * number closed outside one).  Returns fd. */
 int tdl__hfd_made(int fd);
 
 /* Look at fd the first time: its kind and the user's O_NONBLOCK. */

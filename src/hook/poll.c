@@ -21,12 +21,16 @@ enum { POLL_RD = POLLIN | POLLRDNORM | POLLRDHUP, POLL_WR = POLLOUT | POLLWRNORM
  * hung on fiber I/O (so close() goes through tdl_close).  *look is set when
  * p must rather be looked at again from time to time: an fd the loop cannot
  * watch without changing it, or events its watcher does not report
- * (POLLPRI, POLLRDBAND, POLLWRBAND, or none: only POLLHUP and POLLERR). */
+ * (POLLPRI, POLLRDBAND, POLLWRBAND, or none: only POLLHUP and POLLERR).
+ * POLLERR, POLLHUP and POLLNVAL in events mean nothing (poll(2) reports
+ * them unasked, and so does the watcher, to either direction): libpq asks
+ * for POLLIN|POLLERR, which must park once, not nap every few ms. */
 static unsigned park_dirs(const struct pollfd *p, bool *look)
 {
   if (p->fd < 0)
     return 0;
-  if (!(p->events & (POLL_RD | POLL_WR)) || (p->events & ~(POLL_RD | POLL_WR)))
+  short asked = (short)(p->events & ~(POLLERR | POLLHUP | POLLNVAL));
+  if (!(asked & (POLL_RD | POLL_WR)) || (asked & ~(POLL_RD | POLL_WR)))
     *look = true;
   unsigned dirs = ((p->events & POLL_RD) ? TDL_READ : 0) | ((p->events & POLL_WR) ? TDL_WRITE : 0);
   if (!dirs)
@@ -107,6 +111,15 @@ static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
   }
   if (ops != local)
     free(ops);
+  /* A read after a poll that said readable must make its call: the loop's
+   * readiness that let the poll go may have been used up by it (a select
+   * clause takes what the loop cached), and no new arrival would end a
+   * read that parked first. */
+  for (nfds_t i = 0; r > 0 && i < n; i++) {
+    tdl__hfd *h = fds[i].revents & (POLLIN | POLLHUP | POLLERR) ? tdl__hfd_peek(fds[i].fd) : NULL;
+    if (h)
+      h->empty = 0;
+  }
   return r;
 }
 

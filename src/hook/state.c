@@ -28,17 +28,25 @@ tdl__hfd *tdl__hfd_at(int fd)
   return &c[(unsigned)fd & (TDL__HFD_CHUNK - 1)];
 }
 
-void tdl__hfd_reset(int fd)
+/* In a fiber: a number closed outside one is forgotten by this fiber's
+ * loop before its first use as a new file. */
+static void forget_if_stale(int fd, tdl__hfd *h)
 {
-  tdl__hfd *h = tdl__hfd_peek(fd);
-  if (h)
-    memset(h, 0, sizeof *h);
+  if (h->stale && tdl__hook_in_fiber()) {
+    (void)tdl_fd_forget(fd);
+    h->stale = 0;
+  }
 }
 
 int tdl__hfd_made(int fd)
 {
-  if (fd >= 0)
-    tdl__hfd_reset(fd);
+  tdl__hfd *h = fd >= 0 ? tdl__hfd_peek(fd) : NULL;
+  if (h) {
+    forget_if_stale(fd, h);
+    bool stale = h->stale;
+    memset(h, 0, sizeof *h);
+    h->stale = stale;
+  }
   return fd;
 }
 
@@ -70,6 +78,7 @@ tdl__hfd *tdl__hfd_hooked(int fd)
   tdl__hfd *h = tdl__hfd_at(fd);
   if (!h)
     return NULL;
+  forget_if_stale(fd, h);
   if (h->kind == TDL__HFD_UNKNOWN)
     tdl__hfd_classify(fd, h);
   if (h->kind != TDL__HFD_WAITABLE || h->user_nb)

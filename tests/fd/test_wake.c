@@ -190,6 +190,146 @@ static void hangup_while_writing_tcp(void **state)
   run_hangup_while_writing();
 }
 
+/* ---- a wait that took what the loop cached: the next read reads ---- */
+
+static void *short_read_then_wait(void *arg)
+{
+  (void)arg;
+  char buf[4096];
+  stage = 1;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10); /* parks, then short */
+  stage = 2;
+  /* The peer writes 20 bytes and the loop hears of them while this fiber
+   * sleeps: they are cached.  tdl_fd_wait takes that readiness... */
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  assert_true(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT)) & TDL_READ);
+  /* ...so the read after it must make its call, not wait for an arrival
+   * that was reported already. */
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 20);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_of_short_read_then_wait(void *arg)
+{
+  (void)arg;
+  char twenty[20] = {0};
+  await_stage(1);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  await_stage(2);
+  assert_int_equal(write(p, twenty, sizeof twenty), (ssize_t)sizeof twenty);
+  return NULL;
+}
+
+static void wait_then_read_after_a_short_read(void **state)
+{
+  (void)state;
+  pair_unix();
+  stage = 0;
+  go(short_read_then_wait, NULL);
+  go(peer_of_short_read_then_wait, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
+/* ---- a hang-up told to a writer alone: a wait to read ends at once ---- */
+
+static void *writer_sees_hangup_then_waits_to_read(void *arg)
+{
+  (void)arg;
+  char buf[4096];
+  stage = 1;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10);
+  fill(s);
+  stage = 2;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  /* The peer wrote and shut its side while this fiber waited to write.  A
+   * library reads with its own call, short, and says so (as libtreadle-hook
+   * does): the end came before that read, so a wait to read must end at
+   * once, though no new arrival will come. */
+  assert_int_equal(read(s, buf, sizeof buf), 10);
+  assert_int_equal(tdl_fd_blocked(s, TDL_READ), 0);
+  int ev = tdl_fd_wait(s, TDL_READ, tdl_after(WAIT));
+  assert_true(ev > 0 && (ev & TDL_READ));
+  assert_int_equal(read(s, buf, sizeof buf), 0);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_that_shuts_only(void *arg)
+{
+  (void)arg;
+  await_stage(1);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  await_stage(2);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  assert_int_equal(shutdown(p, SHUT_WR), 0);
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  assert_true(drain(p) > 0);
+  return NULL;
+}
+
+static void wait_to_read_after_a_hangup_while_writing(void **state)
+{
+  (void)state;
+  pair_unix();
+  stage = 0;
+  go(writer_sees_hangup_then_waits_to_read, NULL);
+  go(peer_that_shuts_only, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
+/* ---- a hang-up cached: a wait to write still waits for room ---- */
+
+static void *wait_to_write_after_a_hangup(void *arg)
+{
+  (void)arg;
+  char buf[64];
+  /* A write that waits (the registration then reports edges), and a read
+   * that waits: the end is reported to it, and stays cached after it. */
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  stage = 2;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 0);
+  fill(s);
+  assert_int_equal(tdl_fd_blocked(s, TDL_WRITE), 0);
+  /* No room, and the peer's shutdown is no reason to write: a wait may
+   * wake once for the hang-up, but then waits (here until its deadline);
+   * it does not end at once, again and again, with the hang-up. */
+  int first = tdl_fd_wait(s, TDL_WRITE, tdl_after(5 * TDL_MSEC));
+  assert_true(first == -ETIMEDOUT || (first > 0 && (first & TDL_HUP)));
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(tdl_fd_wait(s, TDL_WRITE, tdl_after(5 * TDL_MSEC)), -ETIMEDOUT);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_that_drains_then_shuts(void *arg)
+{
+  (void)arg;
+  await_stage(1);
+  assert_true(drain(p) > 0);
+  await_stage(2);
+  assert_int_equal(shutdown(p, SHUT_WR), 0);
+  return NULL;
+}
+
+static void wait_to_write_after_a_hangup_waits(void **state)
+{
+  (void)state;
+  pair_unix();
+  stage = 0;
+  go(wait_to_write_after_a_hangup, NULL);
+  go(peer_that_drains_then_shuts, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -197,6 +337,9 @@ int main(void)
       cmocka_unit_test_setup_teardown(read_edge_while_writing_tcp, setup, teardown),
       cmocka_unit_test_setup_teardown(hangup_while_writing_unix, setup, teardown),
       cmocka_unit_test_setup_teardown(hangup_while_writing_tcp, setup, teardown),
+      cmocka_unit_test_setup_teardown(wait_then_read_after_a_short_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(wait_to_read_after_a_hangup_while_writing, setup, teardown),
+      cmocka_unit_test_setup_teardown(wait_to_write_after_a_hangup_waits, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,3 +51,32 @@ for c, m in zip(conns, msgs):
     c.close()
 print("readme-example: the README's program echoed 50 connections")
 PY
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+
+# And under a streaming client (treadle-bench echo-stream, where the build
+# has the benchmarks): one connection written as fast as it takes 512-byte
+# messages while its echoes are read, on each back end, every byte checked;
+# a server whose reader stops with bytes waiting fails it (5 s without one).
+bench=$build/bench/treadle-bench
+if [ -x "$bench" ]; then
+  bes="epoll poll"
+  grep -q '^LIBURING_FOUND:INTERNAL=1' "$build/CMakeCache.txt" && bes="$bes uring"
+  for be in $bes; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    TDL_BACKEND=$be "$dir/echo" "127.0.0.1:$port" &
+    pid=$!
+    python3 -c "
+import socket, sys, time
+for _ in range(100):
+    try:
+        socket.create_connection(('127.0.0.1', $port), timeout=1).close(); break
+    except OSError:
+        time.sleep(0.05)"
+    "$bench" echo-stream --port "$port" --seconds 2 --size 512 >"$dir/stream" 2>&1 ||
+      { cat "$dir/stream" >&2; echo "readme-example: the streaming client failed on $be" >&2; exit 1; }
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    echo "readme-example: the README's program echoed a stream on $be"
+  done
+else
+  echo "readme-example: skipped the streaming client: $bench not built (TDL_BENCH=OFF)"
+fi

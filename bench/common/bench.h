@@ -99,6 +99,7 @@ int bench_fs_main(int argc, char **argv);
 int bench_fsopen_main(int argc, char **argv);
 int bench_responsive_main(int argc, char **argv);
 int bench_echo_main(int argc, char **argv);
+int bench_echo_stream_main(int argc, char **argv);
 int bench_echo_server_main(int argc, char **argv);
 int bench_uring_floor_main(int argc, char **argv); /* built where liburing is */
 int bench_tls_bulk_main(int argc, char **argv);    /* built where libtreadle-tls is */

@@ -22,6 +22,7 @@
 #pragma weak bench_fsopen_main
 #pragma weak bench_responsive_main
 #pragma weak bench_echo_main
+#pragma weak bench_echo_stream_main
 #pragma weak bench_echo_server_main
 #pragma weak bench_uring_floor_main
 #pragma weak bench_skew_main
@@ -127,6 +128,14 @@ static const bench_opt echo_opts[] = {
     {"readahead", "yes|no", 0, 0, "on uring, receive ahead on each connection (tdl_fd_readahead; default yes)"},
     {0},
 };
+static const bench_opt echo_stream_opts[] = {
+    {"port", "N", 1, 65535, "the echo server's port P (required)"},
+    {"host", "ADDR", 0, 0, "the echo server's address, an IP literal (default 127.0.0.1)"},
+    {"seconds", "N", 1, 86400, "how long to stream (default 5)"},
+    {"size", "N", 1, 16L << 20, "bytes B per message (default 512)"},
+    {"backend", "epoll|poll|uring", 0, 0, "the client loop's back end (default: $TDL_BACKEND, else epoll)"},
+    {0},
+};
 static const bench_opt echo_server_opts[] = {
     {"listen", "ADDR", 0, 0, "where to listen (default 127.0.0.1:0: a free port, printed as PORT n)"},
     {"backend", "epoll|poll|uring", 0, 0, "the loop's back end (default: $TDL_BACKEND, else epoll)"},
@@ -171,6 +180,9 @@ static const bench_workload workloads[] = {
     {"responsive", bench_responsive_main, "a 1 ms timer's lateness while fibers make blocking calls",
      responsive_opts},
     {"echo", bench_echo_main, "C connections to an echo server, M round trips of B bytes (the client)", echo_opts},
+    {"echo-stream", bench_echo_stream_main,
+     "one connection to an echo server, B-byte messages streamed both ways at once for S seconds (the client)",
+     echo_stream_opts},
     {"echo-server", bench_echo_server_main, "the echo server of echo, until stdin ends (not timed itself)",
      echo_server_opts},
     {"uring-floor", bench_uring_floor_main,

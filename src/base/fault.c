@@ -11,7 +11,6 @@
  * that fails; -1 once a sticky countdown has run out. */
 static _Atomic long countdown;
 static _Atomic bool sticky_mode;
-static _Atomic long calls;
 static _Atomic bool fired;
 static const char *_Atomic fired_site;
 
@@ -19,7 +18,6 @@ bool tdl__fault(int err, const char *site)
 {
   if (atomic_load_explicit(&countdown, memory_order_relaxed) == 0)
     return false;
-  atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed);
   long c = atomic_load_explicit(&countdown, memory_order_relaxed);
   for (;;) {
     if (c == 0)
@@ -46,16 +44,10 @@ void tdl__fault_arm(long n, bool sticky)
   atomic_store(&countdown, 0);
   if (n <= 0)
     return; /* what the last countdown did stays readable */
-  atomic_store(&calls, 0);
   atomic_store(&fired, false);
   atomic_store(&fired_site, NULL);
   atomic_store(&sticky_mode, sticky);
   atomic_store(&countdown, n);
-}
-
-long tdl__fault_calls(void)
-{
-  return atomic_load(&calls);
 }
 
 bool tdl__fault_fired(void)

@@ -33,10 +33,8 @@ bool tdl__fault(int err, const char *site);
 
 /* The `n`th wrapped call from now fails (n >= 1); with `sticky`, so does
  * every later one until tdl__fault_arm(0, false).  n == 0 disarms, keeping
- * what tdl__fault_calls and tdl__fault_fired report. */
+ * what tdl__fault_fired reports. */
 void tdl__fault_arm(long n, bool sticky);
-/* Wrapped calls counted while armed since the last arm (failed or not). */
-long tdl__fault_calls(void);
 /* Whether the armed failure has happened since the last arm. */
 bool tdl__fault_fired(void);
 /* "file:line" of the call that failed last, or NULL. */

@@ -270,11 +270,6 @@ static void bio_setup(void)
   fiber_method = f;
 }
 
-int tdl__tls_ssl_index(void)
-{
-  return ssl_index;
-}
-
 int tdl__tls_new_session(SSL *ssl, SSL_SESSION *sess)
 {
   tdl_tls *s = SSL_get_ex_data(ssl, ssl_index);

@@ -50,9 +50,6 @@ void tdl__tls_session_resume(tdl_tls_config *cfg, SSL *ssl, const char *name);
 /* Keep sess (the reference is taken over) as name's session. */
 void tdl__tls_session_keep(tdl_tls_config *cfg, const char *name, SSL_SESSION *sess);
 
-/* The index of the SSL ex_data slot that points to the tdl_tls. */
-int tdl__tls_ssl_index(void);
-
 /* The stream's side of a new session (SSL_CTX_sess_set_new_cb). */
 int tdl__tls_new_session(SSL *ssl, SSL_SESSION *sess);
 

@@ -31,6 +31,8 @@ needs "$prefix/cm/consumer-shared" libtreadle.so || fail "treadle::treadle_share
 "$prefix/cm/consumer-shared"
 needs "$prefix/cm/consumer-hook" libtreadle-hook.so || fail "treadle::treadle_hook does not need libtreadle-hook.so"
 "$prefix/cm/consumer-hook"
+needs "$prefix/cm/consumer-unaware" libtreadle-hook.so || fail "treadle::treadle_hook was dropped by --as-needed"
+"$prefix/cm/consumer-unaware"
 echo "consumer: find_package: treadle::treadle (static), treadle::treadle_shared, treadle::treadle_hook run"
 # libtreadle-tls, where the build has it: find_package and pkg-config, a
 # handshake with certificates made for the run.
@@ -68,6 +70,15 @@ needs "$prefix/pc-hook" libtreadle-hook.so.1 || fail "pkg-config treadle-hook di
 "$prefix/pc-hook"
 $cc tests/consumer/hooked.c -o "$prefix/hand-hook" -I"$prefix/include" -L"$libdir" -ltreadle-hook -ltreadle "$rpath"
 "$prefix/hand-hook"
+# A program that calls nothing of the hook, linked --as-needed (Debian's
+# default): pkg-config's line and the README's by-hand line keep it.
+$cc -Wl,--as-needed tests/consumer/unaware.c -o "$prefix/pc-unaware" $(pkg-config --cflags --libs treadle-hook) "$rpath"
+needs "$prefix/pc-unaware" libtreadle-hook.so.1 || fail "pkg-config treadle-hook was dropped by --as-needed"
+"$prefix/pc-unaware"
+$cc -Wl,--as-needed tests/consumer/unaware.c -o "$prefix/hand-unaware" -I"$prefix/include" -L"$libdir" \
+  -Wl,--push-state,--no-as-needed -ltreadle-hook -Wl,--pop-state -ltreadle "$rpath"
+needs "$prefix/hand-unaware" libtreadle-hook.so.1 || fail "the README's by-hand line was dropped by --as-needed"
+"$prefix/hand-unaware"
 echo "consumer: pkg-config treadle-static (static), treadle, treadle-hook and -ltreadle-hook -ltreadle run"
 if [ $tls = yes ]; then
   $cc tests/consumer/tls.c -o "$prefix/pc-tls" $(pkg-config --cflags --libs treadle-tls) "$rpath"

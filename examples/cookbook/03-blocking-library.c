@@ -15,14 +15,16 @@
  * the hooked call then fails with ECANCELED, which the library reports as
  * an I/O error of its own.
  *
- * Build it with the hook ahead of libtreadle and libc:
+ * Build it with the hook ahead of libtreadle and libc, kept even where the
+ * linker drops libraries the program itself calls nothing of (--as-needed,
+ * Debian's default: the hook works by being loaded):
  *
- *     cc app.c -ltreadle-hook -ltreadle -lcurl
+ *     cc app.c $(pkg-config --cflags --libs treadle-hook) -lcurl
  *
- * and check `tdl_hook_active()` (<treadle/hook.h>) once at the start: a
- * program that lost the hook (a linker with --as-needed drops a library
- * that nothing refers to, and calling it is the reference that keeps it)
- * would still work, but each blocking call would stall the whole loop.
+ * (by hand: -Wl,--push-state,--no-as-needed -ltreadle-hook -Wl,--pop-state
+ * -ltreadle -lcurl), and check `tdl_hook_active()` (<treadle/hook.h>) once
+ * at the start: a program that lost the hook would still work, but each
+ * blocking call would stall the whole loop.
  *
  * The program serves a small HTTP answer from a fiber of its own loop, and
  * fetches it with libcurl from three fibers at once; a fourth fetches from a

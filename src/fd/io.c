@@ -944,6 +944,7 @@ int tdl__fd_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, tdl_
  * number may name a stranger: what is held is dropped). */
 static void forget_fd(tdl__sched *s, int fd, bool open)
 {
+  (void)open; /* (only sending behind, on uring loops, holds the file) */
   tdl__ffd *d = ffd_find(s, fd);
   if (d) {
     ((fio *)s->io)->ffds[fd] = NULL;

@@ -131,6 +131,20 @@
  *     fds the parent's fibers did not block on, or clear the flag first.
  *
  * CANCELLING A FIBER INSIDE A LIBRARY:
+ *   A cancel cuts the connection: a hooked call on a connected stream
+ *     socket that a cancel ends or refuses (the calls above, a poll, a
+ *     connect) may leave the library in the middle of an exchange, a request
+ *     sent and its reply still to come.  So from then on every hooked call
+ *     on that socket, from any fiber (and from a thread, on a socket the
+ *     user left blocking), fails with ECONNABORTED, and a poll or select
+ *     reports it POLLERR at once, until it is closed (dup'd numbers share
+ *     the cut; close clears it).  A later request on the connection can then
+ *     never read an earlier one's reply: the library reports a broken
+ *     connection (hiredis REDIS_ERR_IO, libpq CONNECTION_BAD, libcurl an
+ *     error of the transfer), and the program makes a new one.  The
+ *     cancelled fiber's own calls still fail with ECANCELED.  Pipes and
+ *     listeners are not cut (a cancelled fiber's write to stdout leaves
+ *     stdout to the others).
  *   The library sees the ECANCELED of its system call and reports a
  *   failure of its own:
  *   - libcurl (easy API) keeps its sockets non-blocking and waits in poll:

@@ -173,8 +173,27 @@ typedef struct tdl__hfd {
    * its own loop forget it first (tdl_fd_forget), lest a new file with the
    * number be taken for the old one.  Kept across the reset of a close. */
   uint8_t stale;
+  /* A hooked call on it was cut by a cancel (tdl_fiber_cancel) in a fiber:
+   * the library using it may be in the middle of an exchange, so every
+   * later hooked call on it fails (ECONNABORTED; poll reports POLLERR)
+   * until it is closed, and no later request reads an earlier one's reply.
+   * A dup is cut too (the same connection); close clears it. */
+  uint8_t cut;
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } tdl__hfd;
+
+/* A cancel cut a hooked call on fd: mark it cut if it is a connected
+ * stream socket (a pipe, say a fiber's stdout, or a listener has no
+ * exchange to cut). */
+void tdl__hfd_cut(int fd, tdl__hfd *h);
+/* A call on an fd cut by a cancel (tdl__hfd.cut) fails: true, errno set. */
+static inline bool tdl__hfd_is_cut(const tdl__hfd *h)
+{
+  if (TDL__LIKELY(!h->cut))
+    return false;
+  errno = ECONNABORTED;
+  return true;
+}
 
 #define TDL__HFD_CHUNK_BITS 10
 #define TDL__HFD_CHUNK ((size_t)1 << TDL__HFD_CHUNK_BITS)

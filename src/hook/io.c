@@ -45,6 +45,8 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
       if (e == 0)
         return 0;
     }
+    if (e == -ECANCELED)
+      tdl__hfd_cut(fd, h); /* the exchange is cut: see tdl__hfd.cut */
     errno = e == -ETIMEDOUT ? EAGAIN : -e;
     return -1;
   }
@@ -86,7 +88,11 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
   tdl__hfd *h_ = fiber_ ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);  \
   if (!h_)                                                                    \
     return call;                                                              \
-  if (fiber_ && tdl__hook_refused())                                          \
+  if (fiber_ && tdl__hook_refused()) {                                        \
+    tdl__hfd_cut((fd), h_);                                                   \
+    return -1;                                                                \
+  }                                                                           \
+  if (tdl__hfd_is_cut(h_))                                                    \
     return -1;                                                                \
   tdl_time_t dl_ = DL_UNSET;                                                  \
   const bool reads_ = fiber_ && (reads);                                      \
@@ -122,7 +128,11 @@ TDL__HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_READ(fd, tdl__hook_re
   size_t done_ = 0;                                                           \
   if (!h_)                                                                    \
     return call;                                                              \
-  if (fiber_ && tdl__hook_refused())                                          \
+  if (fiber_ && tdl__hook_refused()) {                                        \
+    tdl__hfd_cut((fd), h_);                                                   \
+    return -1;                                                                \
+  }                                                                           \
+  if (tdl__hfd_is_cut(h_))                                                    \
     return -1;                                                                \
   tdl_time_t dl_ = DL_UNSET;                                                  \
   for (;;) {                                                                  \
@@ -256,7 +266,11 @@ TDL__HOOK int connect(int fd, TDL__CSA_ARG a, socklen_t al)
   tdl__hfd *h = fiber ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);
   if (!h)
     return tdl__hook_real.connect(fd, a, al);
-  if (fiber && tdl__hook_refused())
+  if (fiber && tdl__hook_refused()) {
+    tdl__hfd_cut(fd, h);
+    return -1;
+  }
+  if (tdl__hfd_is_cut(h))
     return -1;
   int r = tdl__hook_real.connect(fd, a, al);
   if (r == 0 || errno != EINPROGRESS)

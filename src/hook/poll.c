@@ -53,10 +53,49 @@ static unsigned park_dirs(const struct pollfd *p, bool *look)
  * growing intervals (50 us to 5 ms), each wake followed by a poll(2) with no
  * timeout, whose answer is the caller's.  -1 with errno (ECANCELED: at
  * once on a cancelled fiber, without a look), or poll's answer. */
+/* A cancel cut this poll: so it did the exchanges its fds were in. */
+static void cut_all(const struct pollfd *fds, nfds_t n)
+{
+  for (nfds_t i = 0; i < n; i++) {
+    tdl__hfd *h = fds[i].fd >= 0 ? tdl__hfd_peek(fds[i].fd) : NULL;
+    if (h && h->kind == TDL__HFD_WAITABLE)
+      tdl__hfd_cut(fds[i].fd, h);
+  }
+}
+
+/* Whether an fd of the set was cut by a cancel (tdl__hfd.cut). */
+static bool any_cut(const struct pollfd *fds, nfds_t n)
+{
+  for (nfds_t i = 0; i < n; i++) {
+    const tdl__hfd *h = fds[i].fd >= 0 ? tdl__hfd_peek(fds[i].fd) : NULL;
+    if (h && h->cut)
+      return true;
+  }
+  return false;
+}
+
+/* poll(2)'s answer r, with POLLERR for the fds cut by a cancel: their
+ * calls fail, and the library hears of it at once instead of waiting. */
+static int with_cut(struct pollfd *fds, nfds_t n, int r)
+{
+  for (nfds_t i = 0; r >= 0 && i < n; i++) {
+    const tdl__hfd *h = fds[i].fd >= 0 ? tdl__hfd_peek(fds[i].fd) : NULL;
+    if (h && h->cut) {
+      r += fds[i].revents == 0;
+      fds[i].revents |= POLLERR;
+    }
+  }
+  return r;
+}
+
 static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
 {
-  if (tdl__hook_refused())
+  if (tdl__hook_refused()) {
+    cut_all(fds, n);
     return -1; /* a look with no timeout is not a wait: it does not come here */
+  }
+  if (any_cut(fds, n))
+    return with_cut(fds, n, tdl__hook_real.poll(fds, n, 0));
   int r = tdl__hook_real.poll(fds, n, 0);
   if (r != 0 || (dl != TDL_FOREVER && tdl_now() >= dl))
     return r;
@@ -100,6 +139,7 @@ static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
      * poll below says POLLNVAL. */
     nap = e < 0 && e != -ETIMEDOUT && e != -EBADF && e != -ECANCELED;
     if (e == -ECANCELED) {
+      cut_all(fds, n);
       errno = ECANCELED;
       r = -1;
       break;
@@ -126,8 +166,10 @@ static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
 TDL__HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
   TDL__HOOK_READY();
-  if (timeout == 0 || !tdl__hook_in_fiber())
+  if (!tdl__hook_in_fiber())
     return tdl__hook_real.poll(fds, n, timeout);
+  if (timeout == 0)
+    return with_cut(fds, n, tdl__hook_real.poll(fds, n, 0));
   return poll_in_fiber(fds, n, timeout < 0 ? TDL_FOREVER : tdl_after((tdl_time_t)timeout * TDL_MSEC));
 }
 

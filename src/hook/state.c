@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "hook/hook_internal.h"
@@ -103,4 +104,13 @@ bool tdl__hfd_nonblocking_underneath(int fd, const tdl__hfd *h)
     return true;
   int fl = tdl__hook_real.fcntl(fd, F_GETFL);
   return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+void tdl__hfd_cut(int fd, tdl__hfd *h)
+{
+  int type = 0, acc = 0;
+  socklen_t tl = sizeof type, al = sizeof acc;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+      getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && !acc)
+    h->cut = 1;
 }

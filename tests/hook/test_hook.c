@@ -364,6 +364,80 @@ static void test_poll_err_hup_parks_once(void **state)
   run_main(poll_err_main, NULL);
 }
 
+/* ---- a cancel cuts the exchange: later calls on the connection fail ---- */
+
+static int cut_sv[2];
+static int cut_r, cut_e;
+
+static void *cut_reader(void *arg)
+{
+  (void)arg;
+  char b[16];
+  cut_r = (int)read(cut_sv[0], b, sizeof b); /* waits for a reply: cancelled */
+  cut_e = errno;
+  return NULL;
+}
+
+static void *cut_pipe_reader(void *arg)
+{
+  char b;
+  cut_r = (int)read(((int *)arg)[0], &b, 1);
+  return NULL;
+}
+
+static void *cut_main(void *arg)
+{
+  (void)arg;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, cut_sv), 0);
+  int number = cut_sv[0];
+  tdl_fiber_t r;
+  assert_int_equal(tdl_fiber_spawn(&r, tdl_fiber_loop(), cut_reader, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_yield(), 0); /* it waits in its read */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), r), 0);
+  assert_int_equal(tdl_fiber_join(r, NULL, TDL_FOREVER), 0);
+  assert_int_equal(cut_r, -1);
+  assert_int_equal(cut_e, ECANCELED);
+  /* The reply the cancelled call waited for comes late.  Another fiber's
+   * request on that connection must not read it as its own: every call
+   * on it fails as on a broken connection, and a poll says so at once. */
+  assert_int_equal(write(cut_sv[1], "stale", 5), 5);
+  char b[16];
+  assert_int_equal(write(cut_sv[0], "next", 4), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  assert_int_equal(read(cut_sv[0], b, sizeof b), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  struct pollfd p = {.fd = cut_sv[0], .events = POLLIN};
+  assert_int_equal(poll(&p, 1, (int)(T_HANG / TDL_MSEC)), 1);
+  assert_true(p.revents & POLLERR);
+  /* Closing clears it: a new connection with the number works. */
+  close(cut_sv[0]);
+  close(cut_sv[1]);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, cut_sv), 0);
+  assert_int_equal(cut_sv[0], number);
+  assert_int_equal(write(cut_sv[1], "ok", 2), 2);
+  assert_int_equal(read(cut_sv[0], b, sizeof b), 2);
+  close(cut_sv[0]);
+  close(cut_sv[1]);
+  /* A pipe has no exchange to cut (a cancelled fiber's write to stdout
+   * must leave stdout to the others). */
+  int pp[2];
+  assert_int_equal(pipe(pp), 0);
+  assert_int_equal(tdl_fiber_spawn(&r, tdl_fiber_loop(), cut_pipe_reader, pp, NULL), 0);
+  assert_int_equal(tdl_fiber_yield(), 0);
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), r), 0);
+  assert_int_equal(tdl_fiber_join(r, NULL, TDL_FOREVER), 0);
+  assert_int_equal(write(pp[1], "x", 1), 1);
+  assert_int_equal(read(pp[0], b, sizeof b), 1);
+  close(pp[0]);
+  close(pp[1]);
+  return NULL;
+}
+static void test_cancel_cuts_the_connection(void **state)
+{
+  (void)state;
+  run_main(cut_main, NULL);
+}
+
 /* ---- a short read: the next read waits for the loop first ---- */
 
 typedef struct short_ctx {
@@ -586,6 +660,7 @@ int main(void)
       cmocka_unit_test(test_close_then_reuse),
       cmocka_unit_test(test_foreign_close_then_reuse),
       cmocka_unit_test(test_poll_err_hup_parks_once),
+      cmocka_unit_test(test_cancel_cuts_the_connection),
       cmocka_unit_test(test_short_read_then_wait),
       cmocka_unit_test(test_cancelled_fiber_refused),
   };

@@ -229,6 +229,65 @@ static void *incr_after_cancel(void *arg)
   return NULL;
 }
 
+/* A command cancelled while it waits for its reply; then another fiber
+ * uses the same connection (hiredis does not know it is broken): its
+ * command must fail as on a broken connection, not take the cancelled
+ * command's reply for its own. */
+typedef struct shared_conn {
+  redisContext *c;
+  int first_null, second_null, second_err;
+  char second_errstr[128];
+} shared_conn;
+
+static void *blpop_cancelled(void *arg)
+{
+  shared_conn *k = arg;
+  redisReply *r = redisCommand(k->c, "BLPOP hook:cut 0"); /* waits: cancelled */
+  k->first_null = r == NULL;
+  freeReplyObject(r);
+  return NULL;
+}
+
+static void *cut_conn_main(void *arg)
+{
+  shared_conn *k = arg;
+  k->c = redisConnect("127.0.0.1", g_port);
+  assert_true(k->c && !k->c->err);
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), blpop_cancelled, k, NULL), 0);
+  assert_int_equal(tdl_fiber_yield(), 0); /* its BLPOP is sent; it waits */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0);
+  assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0);
+  /* The reply the BLPOP waited for comes now, on the same connection. */
+  redisContext *o = redisConnect("127.0.0.1", g_port);
+  assert_true(o && !o->err);
+  redisReply *r = redisCommand(o, "RPUSH hook:cut stale");
+  assert_non_null(r);
+  freeReplyObject(r);
+  redisFree(o);
+  k->c->err = 0; /* as if hiredis had not seen the first failure */
+  r = redisCommand(k->c, "PING");
+  k->second_null = r == NULL;
+  k->second_err = k->c->err;
+  snprintf(k->second_errstr, sizeof k->second_errstr, "%s", k->c->errstr);
+  freeReplyObject(r);
+  redisFree(k->c);
+  return NULL;
+}
+
+static void test_hiredis_cancel_cuts_the_connection(void **state)
+{
+  (void)state;
+  if (g_missing)
+    T_SKIP("redis-server is not installed (Debian: redis-server)");
+  shared_conn k = {0};
+  assert_int_equal(tdl_fiber_main(cut_conn_main, &k, NULL), 0);
+  assert_true(k.first_null);
+  assert_true(k.second_null);
+  assert_int_equal(k.second_err, REDIS_ERR_IO);
+  assert_string_equal(k.second_errstr, strerror(ECONNABORTED));
+}
+
 /* What hook.h says a cancel and a timeout look like from inside hiredis. */
 static void test_hiredis_cancel_and_timeout(void **state)
 {
@@ -278,6 +337,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hiredis_fibers),
       cmocka_unit_test(test_hiredis_cancel_and_timeout),
+      cmocka_unit_test(test_hiredis_cancel_cuts_the_connection),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -167,6 +167,7 @@ typedef struct conn {
   uint64_t c_sent, c_got;
   bool c_shut;                  /* its write side is shut */
   bool c_eof;
+  bool c_closed;                /* its fds are closed: it is over */
   tdl_time_t c_rpause, c_wpause; /* paused until */
   uint64_t c_rpoint, c_wpoint;    /* the next pause, at that count */
   uint8_t trailer[8];           /* upload: the server's count */
@@ -690,7 +691,7 @@ static void c_close(conn *c)
   if (c->c_out >= 0 && c->c_out != c->c_in)
     close(c->c_out);
   c->c_in = c->c_out = -1;
-  atomic_store(&c->c_done, true);
+  c->c_closed = true; /* c_done is set by the client's loop, its last touch of c */
 }
 
 static void c_shut(conn *c)
@@ -808,11 +809,11 @@ static bool c_step(conn *c, rng *r, short revents, short wevents, tdl_time_t now
   }
   if ((wevents & (POLLOUT | POLLERR | POLLHUP)) && c->c_sent < c->c2s_len && now >= c->c_wpause)
     c_write(c, r, now);
-  if (atomic_load(&c->c_done))
+  if (c->c_closed)
     return true;
   if ((revents & (POLLIN | POLLERR | POLLHUP)) && now >= c->c_rpause)
     c_read(c, r, now);
-  if (atomic_load(&c->c_done))
+  if (c->c_closed)
     return true;
   if (c->c_eof && (c->c_sent == c->c2s_len || c->s_abort_at >= 0)) {
     c_close(c);
@@ -913,8 +914,10 @@ static void *client_thread(void *arg)
     now = now_ns();
     for (unsigned i = 0; i < n;) {
       if (c_step(cs[i], &rs[i], pf[2 * i].revents, pf[2 * i + 1].revents, now)) {
-        /* Keep pf in step with cs: the one moved into i's place keeps its
-         * events for the next round, not this one. */
+        /* Over: the run frees it once both sides say so, so this store is
+         * the client's last touch of it.  Keep pf in step with cs: the one
+         * moved into i's place keeps its events for the next round. */
+        atomic_store(&cs[i]->c_done, true);
         cs[i] = cs[n - 1];
         rs[i] = rs[n - 1];
         pf[2 * i] = pf[2 * i + 1] = (struct pollfd){.fd = -1};

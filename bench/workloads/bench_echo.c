@@ -33,6 +33,7 @@
  */
 #include <treadle.h>
 
+#include "backend.h"
 #include "bench.h"
 
 #include <errno.h>
@@ -43,21 +44,6 @@
 
 #define SERVER_BUF (16 * 1024) /* per connection; the Go and tokio servers use the same */
 #define CLIENT_BUF 4096
-
-static int parse_backend(const char *be, tdl_backend *out)
-{
-  if (!be)
-    *out = TDL_BACKEND_DEFAULT;
-  else if (strcmp(be, "epoll") == 0)
-    *out = TDL_BACKEND_EPOLL;
-  else if (strcmp(be, "poll") == 0)
-    *out = TDL_BACKEND_POLL;
-  else if (strcmp(be, "uring") == 0)
-    *out = TDL_BACKEND_URING;
-  else
-    return -1;
-  return 0;
-}
 
 /* ---- the server ---------------------------------------------------------- */
 
@@ -171,7 +157,7 @@ int bench_echo_server_main(int argc, char **argv)
 {
   const char *listen = bench_opt_str(argc, argv, "listen", "127.0.0.1:0");
   tdl_backend backend;
-  if (parse_backend(bench_opt_str(argc, argv, "backend", NULL), &backend) < 0)
+  if (bench_parse_backend(bench_opt_str(argc, argv, "backend", NULL), &backend) < 0)
     bench_die("echo-server: unknown back end");
   bench_raise_nofile();
   const char *ra = bench_opt_str(argc, argv, "readahead", "yes");
@@ -386,7 +372,7 @@ int bench_echo_main(int argc, char **argv)
     fprintf(stderr, "echo: need --port (the echo server's, 1 to 65535)\n");
     return 2;
   }
-  if (parse_backend(be, &backend) < 0)
+  if (bench_parse_backend(be, &backend) < 0)
     bench_die("echo: unknown back end");
   char addr[300];
   snprintf(addr, sizeof addr, strchr(host, ':') ? "[%s]:%ld" : "%s:%ld", host, port);

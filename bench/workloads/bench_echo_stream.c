@@ -17,6 +17,7 @@
  */
 #include <treadle.h>
 
+#include "backend.h"
 #include "bench.h"
 
 #include <errno.h>
@@ -136,14 +137,8 @@ int bench_echo_stream_main(int argc, char **argv)
     fprintf(stderr, "echo-stream: need --port (the echo server's, 1 to 65535)\n");
     return 2;
   }
-  tdl_backend backend = TDL_BACKEND_DEFAULT;
-  if (be && strcmp(be, "epoll") == 0)
-    backend = TDL_BACKEND_EPOLL;
-  else if (be && strcmp(be, "poll") == 0)
-    backend = TDL_BACKEND_POLL;
-  else if (be && strcmp(be, "uring") == 0)
-    backend = TDL_BACKEND_URING;
-  else if (be)
+  tdl_backend backend;
+  if (bench_parse_backend(be, &backend) < 0)
     bench_die("echo-stream: unknown back end");
   char addr[300];
   snprintf(addr, sizeof addr, strchr(host, ':') ? "[%s]:%ld" : "%s:%ld", host, port);

@@ -71,6 +71,18 @@ static void await_stage(int at)
     tdl_fiber_yield();
 }
 
+/* Run a fiber of the test against its peer on L, then check that the
+ * fiber got to its end (stage 3), and close the pair. */
+static void play(tdl_fiber_fn fiber, tdl_fiber_fn peer)
+{
+  stage = 0;
+  go(fiber, NULL);
+  go(peer, NULL);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(stage, 3);
+  close_pair();
+}
+
 /* ---- a read edge that comes while the fiber waits to write ---- */
 
 static void *reader_writer(void *arg)
@@ -109,28 +121,18 @@ static void *peer_of_reader_writer(void *arg)
   return NULL;
 }
 
-static void run_read_edge_while_writing(void)
-{
-  stage = 0;
-  go(reader_writer, NULL);
-  go(peer_of_reader_writer, NULL);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(stage, 3);
-  close_pair();
-}
-
 static void read_edge_while_writing_unix(void **state)
 {
   (void)state;
   pair_unix();
-  run_read_edge_while_writing();
+  play(reader_writer, peer_of_reader_writer);
 }
 
 static void read_edge_while_writing_tcp(void **state)
 {
   (void)state;
   pair_tcp();
-  run_read_edge_while_writing();
+  play(reader_writer, peer_of_reader_writer);
 }
 
 /* ---- a hang-up that comes while the fiber waits to write ---- */
@@ -166,28 +168,18 @@ static void *peer_that_hangs_up(void *arg)
   return NULL;
 }
 
-static void run_hangup_while_writing(void)
-{
-  stage = 0;
-  go(writer_then_reader, NULL);
-  go(peer_that_hangs_up, NULL);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(stage, 3);
-  close_pair();
-}
-
 static void hangup_while_writing_unix(void **state)
 {
   (void)state;
   pair_unix();
-  run_hangup_while_writing();
+  play(writer_then_reader, peer_that_hangs_up);
 }
 
 static void hangup_while_writing_tcp(void **state)
 {
   (void)state;
   pair_tcp();
-  run_hangup_while_writing();
+  play(writer_then_reader, peer_that_hangs_up);
 }
 
 /* ---- a wait that took what the loop cached: the next read reads ---- */
@@ -225,12 +217,7 @@ static void wait_then_read_after_a_short_read(void **state)
 {
   (void)state;
   pair_unix();
-  stage = 0;
-  go(short_read_then_wait, NULL);
-  go(peer_of_short_read_then_wait, NULL);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(stage, 3);
-  close_pair();
+  play(short_read_then_wait, peer_of_short_read_then_wait);
 }
 
 /* ---- a hang-up told to a writer alone: a wait to read ends at once ---- */
@@ -274,12 +261,7 @@ static void wait_to_read_after_a_hangup_while_writing(void **state)
 {
   (void)state;
   pair_unix();
-  stage = 0;
-  go(writer_sees_hangup_then_waits_to_read, NULL);
-  go(peer_that_shuts_only, NULL);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(stage, 3);
-  close_pair();
+  play(writer_sees_hangup_then_waits_to_read, peer_that_shuts_only);
 }
 
 /* ---- a hang-up cached: a wait to write still waits for room ---- */
@@ -322,12 +304,7 @@ static void wait_to_write_after_a_hangup_waits(void **state)
 {
   (void)state;
   pair_unix();
-  stage = 0;
-  go(wait_to_write_after_a_hangup, NULL);
-  go(peer_that_drains_then_shuts, NULL);
-  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
-  assert_int_equal(stage, 3);
-  close_pair();
+  play(wait_to_write_after_a_hangup, peer_that_drains_then_shuts);
 }
 
 int main(void)

@@ -41,7 +41,10 @@ extern "C" {
  * tdl_fd_wait).  A partial transfer is returned as such (no retry loop); a
  * timed-out call has transferred nothing.  MSG_DONTWAIT in the flags of
  * tdl_recv, tdl_send, tdl_recvfrom or tdl_sendto means what it means to the
- * kernel: -EAGAIN instead of parking.
+ * kernel: -EAGAIN instead of parking.  Such a call never switches fibers,
+ * not even for the yield of fiber.h's fairness rule (that yield waits for
+ * the fiber's next call that may switch), so it may be made from inside a
+ * library that must not be re-entered meanwhile (a TLS library's BIO).
  *
  * On a loop whose back end is uring (loop.h), a call that would park is
  * handed to the kernel as an io_uring operation instead, and completes with

@@ -13,7 +13,8 @@
  * the back.  A fiber runs until it blocks or yields: there is no preemption.
  * To keep one busy fiber from starving the rest, a fiber that makes 64
  * treadle I/O calls in a row without blocking (whether they succeed or fail)
- * yields once.
+ * yields once (a call made with MSG_DONTWAIT never switches: fd.h; the
+ * yield then comes with the fiber's next call that may).
  *
  * Blocking calls and deadlines: every blocking call takes an absolute
  * deadline (TDL_FOREVER = none; tdl_after(delay) makes one from a delay).  A

@@ -386,7 +386,7 @@ ssize_t tdl__behind_send(tdl__fiber *f, tdl__bg *bg, const void *buf, size_t len
       deadline_arm(b);
       if (!bg->armed && !tdl_defer_active(&b->next))
         submit(b);
-      tdl__io_budget_spend(f);
+      tdl__io_budget_spend_as(f, flags & MSG_DONTWAIT);
       return b->err ? take_err(b) : (ssize_t)len;
     }
     if (flags & MSG_DONTWAIT)

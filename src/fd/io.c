@@ -552,7 +552,7 @@ static ssize_t ahead_read(tdl__fiber *f, tdl__ffd *d, const struct iovec *iov, i
   if (addrlen)
     *addrlen = 0;
   if (r >= 0)
-    tdl__io_budget_spend(f);
+    tdl__io_budget_spend_as(f, flags & MSG_DONTWAIT);
   return r;
 }
 
@@ -791,7 +791,7 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
     if (errno != EINTR) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         e = -errno;
-        tdl__io_budget_spend(f); /* a failing retry loop must yield too */
+        tdl__io_budget_spend_as(f, nowait); /* a failing retry loop must yield too */
         return e;
       }
 #ifdef TDL_HAVE_URING
@@ -807,7 +807,7 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
 #endif
       if (nowait) {
         tdl_io_blocked(loop, &d->w, op->dir);
-        tdl__io_budget_spend(f);
+        tdl__io_budget_spend_nowait(f);
         return -EAGAIN;
       }
 #ifdef TDL_HAVE_URING
@@ -822,7 +822,7 @@ static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop 
   }
   if (op->asked && (d->empty = emptied(d, op->fd, r, op->asked)))
     tdl_io_blocked(loop, &d->w, TDL_READ);
-  tdl__io_budget_spend(f);
+  tdl__io_budget_spend_as(f, nowait);
   return r;
 }
 

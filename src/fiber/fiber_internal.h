@@ -301,8 +301,25 @@ static inline void tdl__cleanup_del(tdl__cleanup *c)
 /* Run h->destroy(s, h) when s is destroyed. */
 static inline void tdl__sched_client_add(tdl__sched *s, tdl__sched_client *h) { tdl__list_push(&s->hooks, &h->link); }
 
-/* Called by fiber I/O after an operation that did not block. */
+/* Called by fiber I/O after an operation that did not block: every
+ * IO_BUDGET-th in a row yields (fiber.h).  A call made with MSG_DONTWAIT
+ * spends without ever switching: its caller may be inside a library that
+ * is not re-entrant (OpenSSL under libtreadle-tls's BIO), where another
+ * fiber running meanwhile would call it again.  The yield it would owe is
+ * taken by the fiber's next call that may switch (the budget stops at 1). */
 void tdl__io_budget_spend(tdl__fiber *f);
+static inline void tdl__io_budget_spend_nowait(tdl__fiber *f)
+{
+  if (f->io_budget > 1)
+    f->io_budget--;
+}
+static inline void tdl__io_budget_spend_as(tdl__fiber *f, bool nowait)
+{
+  if (nowait)
+    tdl__io_budget_spend_nowait(f);
+  else
+    tdl__io_budget_spend(f);
+}
 
 /* The fiber a handle names, or NULL when stale (or s is NULL). */
 tdl__fiber *tdl__fiber_lookup(tdl__sched *s, tdl_fiber_t h);

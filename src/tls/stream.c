@@ -63,7 +63,7 @@ struct tdl_tls {
   int io_rc;
   /* Fibers parked in a call on the stream (a reader and a writer at
    * most): tdl_tls_free waits for none. */
-  uint16_t parked;
+  uint8_t parked;
   uint8_t ktls; /* TDL_TLS_KTLS_TX | TDL_TLS_KTLS_RX */
   bool handshaken;
   bool eof;      /* close_notify came */
@@ -74,6 +74,13 @@ struct tdl_tls {
   bool rd_eof;    /* the fiber BIO read the peer's end of the stream */
   /* The fiber BIO found the fd empty (or full): drive waits for it. */
   bool again;
+  /* The last read of the fd found it empty (EAGAIN, or a short read of the
+   * fiber BIO), and no wait for it has ended since: only then may a read
+   * wait before it reads.  A wait that ends uses up what the loop saw (on
+   * an edge-triggered loop it is not reported again), so a second wait with
+   * no read between, or one after a read that left bytes in the socket,
+   * would wait for an arrival that has already come. */
+  bool drained;
   bool error_lost; /* a failure came and there was no memory for its words */
 };
 
@@ -176,7 +183,9 @@ static int fiber_result(BIO *b, tdl_tls *s, ssize_t n, bool reading)
 static int fiber_read(BIO *b, char *buf, int len)
 {
   tdl_tls *s = BIO_get_data(b);
-  return fiber_result(b, s, tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER), true);
+  ssize_t n = tdl_recv(s->fd, buf, (size_t)len, MSG_DONTWAIT, TDL_FOREVER);
+  s->drained = n == -EAGAIN || (n > 0 && n < len);
+  return fiber_result(b, s, n, true);
 }
 
 static int fiber_write(BIO *b, const char *buf, int len)
@@ -491,8 +500,21 @@ static int wait_readable(tdl_tls *s, tdl_time_t deadline)
   s->parked--;
   if (rc < 0)
     say(s, "%s while waiting for the peer", tdl_strerror(rc));
+  else
+    s->drained = false; /* what the loop saw is this stream's now (see drained) */
   return rc;
 }
+
+/* Fiber I/O under OpenSSL is made with MSG_DONTWAIT, which never switches
+ * fibers (fd.h): were it to yield, another fiber could call OpenSSL on the
+ * same SSL (its reader and writer) or take the thread's fiber BIO for its
+ * own stream while this call is still inside.  The yield that keeps a busy
+ * fiber from starving the rest (fiber.h) is then owed: a read pays it in
+ * its wait (tdl_fd_wait), and a writer whose socket never fills, which
+ * makes no wait, pays it here, outside OpenSSL, once per WRITE_BUDGET
+ * writes without a wait. */
+enum { WRITE_BUDGET = 64 };
+static _Thread_local unsigned t_unparked_writes;
 
 /* Run fn until it is done (1, *done set), the stream ended (0), or it
  * failed (< 0). */
@@ -525,6 +547,15 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
       say(s, "%s while waiting for the peer", tdl_strerror(s->io_rc));
       return s->io_rc;
     }
+    if (wait == TDL_READ) {
+      /* The socket BIO asks to read again only after EAGAIN.  The fiber
+       * BIO may have read a record that was no data (a ticket, a key
+       * update) without emptying the fd: then read again, not wait. */
+      if (!s->fiber_bio)
+        s->drained = true;
+      else if (!s->drained)
+        continue;
+    }
     /* OpenSSL found the socket empty (or full): what the loop saw before is
      * used up.  Decrypted records are never left behind here: OpenSSL
      * asks to read only when it has none to give.  (On fiber I/O
@@ -536,6 +567,7 @@ static int drive(tdl_tls *s, ssl_fn fn, void *buf, size_t len, size_t *done, tdl
     if (wait == TDL_READ) {
       rc = wait_readable(s, deadline);
     } else {
+      t_unparked_writes = 0;
       s->parked++;
       rc = tdl_fd_wait(s->fd, TDL_WRITE, deadline);
       s->parked--;
@@ -609,7 +641,7 @@ ssize_t tdl_tls_read(tdl_tls *s, void *buf, size_t len, tdl_time_t deadline)
     return rc;
   if (s->eof || len == 0)
     return 0;
-  if (s->fiber_bio && !SSL_has_pending(s->ssl)) {
+  if (s->fiber_bio && s->drained && !SSL_has_pending(s->ssl)) {
     /* See the top: park here, not in tdl_read under SSL_read.  On a uring
      * loop that receives ahead this returns at once when bytes were
      * received. */
@@ -631,9 +663,13 @@ int tdl_tls_wait(tdl_tls *s, tdl_time_t deadline)
   int rc = handshake(s, deadline);
   if (rc < 0)
     return rc;
-  if (s->eof || SSL_has_pending(s->ssl))
+  /* Not drained: the fd may hold bytes, and a read finds out (at worst it
+   * waits after all). */
+  if (s->eof || !s->drained || SSL_has_pending(s->ssl))
     return 0;
-  return wait_readable(s, deadline);
+  /* 0, as tls.h says: not tdl_fd_wait's ready events. */
+  rc = wait_readable(s, deadline);
+  return rc < 0 ? rc : 0;
 }
 
 ssize_t tdl_tls_write(tdl_tls *s, const void *buf, size_t len, tdl_time_t deadline)
@@ -651,8 +687,13 @@ ssize_t tdl_tls_write(tdl_tls *s, const void *buf, size_t len, tdl_time_t deadli
     return 0;
   size_t n = 0;
   rc = drive(s, do_write, (void *)buf, len, &n, deadline);
-  if (rc == 1)
+  if (rc == 1) {
+    if (s->fiber_bio && ++t_unparked_writes >= WRITE_BUDGET) {
+      t_unparked_writes = 0;
+      (void)tdl_fiber_yield(); /* outside OpenSSL (above drive) */
+    }
     return (ssize_t)n;
+  }
   return rc == 0 ? -EPIPE : failed(s, rc);
 }
 

@@ -5,8 +5,11 @@
  * thread with poll(2), whose behaviour is drawn from a seeded generator.
  *
  * Per connection, drawn from (seed, connection number):
- *  - the transport: TCP over loopback, a Unix stream socket pair, or two
- *    pipes; often with small kernel buffers, so that they fill;
+ *  - the transport: TCP over loopback, a Unix stream socket pair, two
+ *    pipes, or (where libtreadle-tls is built) a TLS stream over TCP or a
+ *    Unix socket pair, its records going through fiber I/O or OpenSSL's
+ *    socket BIO (TREADLE_TLS_BIO, tls.h); often with small kernel buffers,
+ *    so that they fill;
  *  - the work: echo (the server writes back what it reads), upload (the
  *    server reads to the end, then answers with the count), download (the
  *    server writes while the client's end is already shut), or full duplex
@@ -17,11 +20,15 @@
  *    client that closes or resets mid-stream, a server that shuts the
  *    connection mid-stream;
  *  - the server's calls (read, recv, readv; write, send, writev,
- *    tdl_net_send_all) and deadlines (none, or 1-30 ms, retried when they
- *    pass); on io_uring loops, receiving ahead and sending behind.
+ *    tdl_net_send_all; over TLS tdl_tls_read, tdl_tls_wait then a read,
+ *    tdl_tls_write, tdl_tls_writev, tdl_tls_send_all) and deadlines (none,
+ *    or 1-30 ms, retried when they pass); on io_uring loops, receiving
+ *    ahead and sending behind (over TLS where its records go through fiber
+ *    I/O).
  * With TDL_TORTURE_HOOKED=1 (and libtreadle-hook preloaded) the server's
  * fibers call plain read, write and poll on blocking fds, as a blocking
- * library would.
+ * library would (no TLS then).  The TLS client is OpenSSL's, non-blocking,
+ * on the client's thread.
  *
  * Every byte is checked: each direction is a stream whose byte at offset i
  * is a function of the connection's key and i, so a byte lost, doubled or
@@ -61,6 +68,14 @@
 #include <unistd.h>
 
 #include <treadle.h>
+#if TORTURE_TLS
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <treadle/tls.h>
+#endif
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -131,9 +146,9 @@ static tdl_time_t now_ns(void)
 
 /* ---- a connection ---- */
 
-enum { TCP, UNIX, PIPE };
+enum { TCP, UNIX, PIPE, TLS };
 enum { ECHO, UPLOAD, DOWNLOAD, DUPLEX };
-static const char *const transports[] = {"tcp", "unix", "pipe"};
+static const char *const transports[] = {"tcp", "unix", "pipe", "tls"};
 static const char *const modes[] = {"echo", "upload", "download", "duplex"};
 enum { MAX_CALL = 256 * 1024, MAX_STREAM = 2 * 1024 * 1024 };
 
@@ -153,6 +168,8 @@ typedef struct conn {
   unsigned s_rcall, s_wcall;    /* which call */
   unsigned s_deadline_ms;       /* 0: none */
   bool ahead, behind;           /* uring: tdl_fd_readahead, tdl_fd_writebehind */
+  bool tls_unix;                /* TLS over a Unix socket pair (else TCP) */
+  bool tls_socket_bio;          /* TLS records on OpenSSL's socket BIO */
   /* fds: the server's and the client's ends (a socket is both ways) */
   int s_in, s_out, c_in, c_out;
   /* the server, as the monitor sees it */
@@ -163,6 +180,14 @@ typedef struct conn {
   bool s_aborted;
   int s_parts;                  /* server fibers still running */
   tdl_fiber_t s_main;
+#if TORTURE_TLS
+  tdl_tls *s_tls;               /* TLS: the server's stream */
+  SSL *c_ssl;                   /* TLS: the client's */
+  bool c_hs_done;               /* its handshake is over */
+  short c_hs_want;              /* what the handshake waits for */
+  size_t c_wretry;              /* an SSL_write to repeat with at least this many bytes */
+  bool c_shut_due;              /* close_notify to send once the handshake is over */
+#endif
   /* the client (its thread only) */
   uint64_t c_sent, c_got;
   bool c_shut;                  /* its write side is shut */
@@ -184,6 +209,11 @@ static struct {
   long only; /* -1: all */
   bool hooked;
   bool uring;
+  bool tls; /* TLS connections are drawn */
+#if TORTURE_TLS
+  tdl_tls_config *tls_fiber, *tls_socket; /* the server's: records through fiber I/O, or the socket BIO */
+  SSL_CTX *tls_client;
+#endif
   tdl_time_t stall; /* a parked fiber with its fd ready this long is a stall */
   tdl_loop *loop;
   /* handed to the client thread */
@@ -196,7 +226,7 @@ static struct {
   atomic_bool failed;
   char why[8192];
   /* totals */
-  uint64_t conns, bytes, timeouts, aborts;
+  uint64_t conns, bytes, timeouts, aborts, tls_conns;
   double conn_seconds;
   tdl_time_t slowest;
   char slowest_who[1024];
@@ -207,10 +237,14 @@ static void describe(const conn *c, char *out, size_t n)
   snprintf(out, n,
            "connection %u (%s, %s): c2s %zu bytes, s2c %zu, buffers %d, client calls <= %zu/%zu, %u pauses of up "
            "to %u ms, client %s at %" PRId64 ", server shuts at %" PRId64 ", server calls %u/%u of <= %zu/%zu, "
-           "deadline %u ms, ahead %d, behind %d; server fds %d/%d",
+           "deadline %u ms, ahead %d, behind %d%s; server fds %d/%d",
            c->id, transports[c->transport], modes[c->mode], c->c2s_len, c->s2c_len, c->bufsize, c->cw_max, c->cr_max,
            c->c_pauses, c->c_pause_ms, c->c_reset ? "resets" : "closes", c->c_abort_at, c->s_abort_at,
-           c->s_rcall, c->s_wcall, c->sr_max, c->sw_max, c->s_deadline_ms, c->ahead, c->behind, c->s_in, c->s_out);
+           c->s_rcall, c->s_wcall, c->sr_max, c->sw_max, c->s_deadline_ms, c->ahead, c->behind,
+           c->transport != TLS      ? ""
+           : c->tls_socket_bio ? (c->tls_unix ? "; TLS over a Unix socket, socket BIO" : "; TLS over TCP, socket BIO")
+                               : (c->tls_unix ? "; TLS over a Unix socket, fiber I/O" : "; TLS over TCP, fiber I/O"),
+           c->s_in, c->s_out);
 }
 
 static void fail(const conn *c, const char *fmt, ...)
@@ -237,7 +271,12 @@ static void draw(conn *c, unsigned id)
   rng r = {mix(T.seed) ^ mix(id + 1)};
   c->id = id;
   c->key = next(&r);
-  c->transport = (int)in(&r, 0, 2);
+  c->transport = (int)in(&r, 0, T.tls ? 3 : 2);
+  if (c->transport == TLS) {
+    c->tls_unix = chance(&r, 30);
+    c->tls_socket_bio = chance(&r, 30);
+  }
+  bool tcp = c->transport == TCP || (c->transport == TLS && !c->tls_unix);
   c->mode = chance(&r, 40) ? ECHO : (int)in(&r, 1, 3); /* echo, the most common server, most often */
   /* Half of them bulk transfers, which fill buffers; the rest of every
    * size, a few empty. */
@@ -248,17 +287,18 @@ static void draw(conn *c, unsigned id)
   c->s2c_len = c->mode == ECHO ? c->c2s_len : c->mode == UPLOAD ? 8 : c->mode == DUPLEX ? log_size(&r, MAX_STREAM) : len;
   /* (TCP through a receive buffer under a few segments' worth crawls at
    * the persist timer's pace, as the kernel avoids silly windows.) */
-  c->bufsize = chance(&r, 60) ? (int)in(&r, c->transport == TCP ? 8192 : 2048, 65536) : 0;
-  /* Calls no smaller than a 20,000th of the stream, so that a connection
-   * ends in a time the run can wait for. */
-  size_t floor = (c->c2s_len > c->s2c_len ? c->c2s_len : c->s2c_len) / 20000 + 1;
+  c->bufsize = chance(&r, 60) ? (int)in(&r, tcp ? 8192 : 2048, 65536) : 0;
+  /* Calls no smaller than a 20,000th of the stream (a 5,000th over TLS,
+   * where each is a record to seal and open), so that a connection ends in
+   * a time the run can wait for. */
+  size_t floor = (c->c2s_len > c->s2c_len ? c->c2s_len : c->s2c_len) / (c->transport == TLS ? 5000 : 20000) + 1;
   c->cw_max = log_size(&r, MAX_CALL);
   c->cr_max = log_size(&r, MAX_CALL);
   c->c_pauses = chance(&r, 70) ? (unsigned)in(&r, 1, 20) : 0;
   c->c_pause_ms = (unsigned)in(&r, 1, chance(&r, 20) ? 200 : 20);
   uint64_t total = c->c2s_len + (c->mode == UPLOAD ? 0 : c->s2c_len);
   c->c_abort_at = chance(&r, 10) && total ? (int64_t)in(&r, 0, total - 1) : -1;
-  c->c_reset = c->transport == TCP && chance(&r, 50);
+  c->c_reset = tcp && chance(&r, 50);
   c->s_abort_at = c->transport != PIPE && chance(&r, 5) && total ? (int64_t)in(&r, 0, total - 1) : -1;
   c->sr_max = chance(&r, 50) ? MAX_CALL : log_size(&r, MAX_CALL); /* a large read is a short one */
   c->sw_max = log_size(&r, MAX_CALL);
@@ -310,6 +350,13 @@ static ssize_t s_read(conn *c, void *buf, size_t n)
       if (r < 0)
         r = -errno;
     }
+#if TORTURE_TLS
+  } else if (c->transport == TLS) {
+    /* Now and then the wait of a server between requests first. */
+    r = c->s_rcall == 1 ? tdl_tls_wait(c->s_tls, s_deadline(c)) : 0;
+    if (r == 0)
+      r = tdl_tls_read(c->s_tls, buf, n, s_deadline(c));
+#endif
   } else {
     unsigned call = c->transport == PIPE && c->s_rcall == 1 ? 0 : c->s_rcall;
     if (call == 0) {
@@ -341,6 +388,22 @@ static int s_write_all(conn *c, const uint8_t *buf, size_t n)
         if (r < 0)
           r = -errno;
       }
+#if TORTURE_TLS
+    } else if (c->transport == TLS) {
+      /* After a write that timed out the next starts with the same bytes,
+       * as tls.h asks: this loop's retry does. */
+      tdl_time_t dl = c->behind ? tdl_after(60 * TDL_SEC) : s_deadline(c);
+      if (c->s_wcall == 0) {
+        r = tdl_tls_write(c->s_tls, buf + done, want, dl);
+      } else if (c->s_wcall == 1) {
+        struct iovec iov[2] = {{(void *)(buf + done), want / 2}, {(void *)(buf + done + want / 2), want - want / 2}};
+        r = tdl_tls_writev(c->s_tls, want > 1 ? iov : iov + 1, want > 1 ? 2 : 1, dl);
+      } else {
+        size_t sent = 0;
+        int e = tdl_tls_send_all(c->s_tls, buf + done, want, &sent, dl);
+        r = e < 0 && !(e == -ETIMEDOUT && sent) ? e : (ssize_t)sent;
+      }
+#endif
     } else {
       tdl_time_t dl = c->behind ? tdl_after(60 * TDL_SEC) : s_deadline(c);
       unsigned call = c->s_wcall;
@@ -398,6 +461,14 @@ static void s_shut_out(conn *c)
 {
   if (c->transport == PIPE)
     return; /* closed with the rest */
+#if TORTURE_TLS
+  if (c->transport == TLS) {
+    int e = tdl_tls_shutdown(c->s_tls, tdl_after(10 * T.stall)); /* close_notify */
+    if (e < 0 && !may_break(c))
+      fail(c, "server: tdl_tls_shutdown: %s (%s)", strerror(-e), tdl_tls_error(c->s_tls));
+    return;
+  }
+#endif
   int e = T.hooked ? (shutdown(c->s_out, SHUT_WR) < 0 ? -errno : 0) : tdl_net_shutdown(c->s_out, SHUT_WR);
   if (e < 0 && e != -ENOTCONN && !may_break(c))
     fail(c, "server: shutdown: %s", strerror(-e));
@@ -466,6 +537,13 @@ static void s_part_done(conn *c)
 {
   if (--c->s_parts)
     return;
+#if TORTURE_TLS
+  if (c->s_tls) {
+    int e = tdl_tls_free(c->s_tls);
+    if (e < 0)
+      fail(c, "server: tdl_tls_free: %s", strerror(-e));
+  }
+#endif
   if (T.hooked) {
     close(c->s_in);
     if (c->s_out != c->s_in)
@@ -502,6 +580,27 @@ static void *serve(void *arg)
     s_part_done(c);
     return NULL;
   }
+#if TORTURE_TLS
+  if (c->transport == TLS) {
+    /* The handshake cannot be retried after its deadline: a long one. */
+    tdl_tls_config *cfg = c->tls_socket_bio ? T.tls_socket : T.tls_fiber;
+    int e = tdl_tls_new(&c->s_tls, cfg, c->s_in, NULL);
+    if (e == 0)
+      e = tdl_tls_handshake(c->s_tls, tdl_after(10 * T.stall));
+    if (e < 0) {
+      if (!may_break(c))
+        fail(c, "server: the handshake: %s (%s)", strerror(-e), c->s_tls ? tdl_tls_error(c->s_tls) : "");
+      free(buf);
+      s_part_done(c);
+      return NULL;
+    }
+    if (tdl_tls_fiber_io(c->s_tls) == c->tls_socket_bio)
+      fail(c, "server: tdl_tls_fiber_io says %d", tdl_tls_fiber_io(c->s_tls));
+    /* Ahead and behind only where records go through fiber I/O (tls.h). */
+    if (c->tls_socket_bio)
+      c->ahead = c->behind = false;
+  }
+#endif
   if (c->ahead && tdl_fd_readahead(c->s_in, true) < 0)
     fail(c, "server: tdl_fd_readahead");
   if (c->behind && tdl_fd_writebehind(c->s_out, true) < 0)
@@ -641,11 +740,11 @@ static int tcp_pair(int *srv, int *cli, int bufsize)
 static int make_fds(conn *c)
 {
   int e = 0;
-  if (c->transport == TCP) {
+  if (c->transport == TCP || (c->transport == TLS && !c->tls_unix)) {
     e = tcp_pair(&c->s_in, &c->c_in, c->bufsize);
     c->s_out = c->s_in;
     c->c_out = c->c_in;
-  } else if (c->transport == UNIX) {
+  } else if (c->transport == UNIX || c->transport == TLS) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
       return -errno;
@@ -686,6 +785,10 @@ static int make_fds(conn *c)
 
 static void c_close(conn *c)
 {
+#if TORTURE_TLS
+  SSL_free(c->c_ssl);
+  c->c_ssl = NULL;
+#endif
   if (c->c_in >= 0)
     close(c->c_in);
   if (c->c_out >= 0 && c->c_out != c->c_in)
@@ -699,7 +802,12 @@ static void c_shut(conn *c)
   if (c->c_shut)
     return;
   c->c_shut = true;
-  if (c->transport == PIPE) {
+  if (c->transport == TLS) {
+    /* close_notify, as soon as the handshake lets it go (c_tls_step). */
+#if TORTURE_TLS
+    c->c_shut_due = true;
+#endif
+  } else if (c->transport == PIPE) {
     close(c->c_out);
     c->c_out = -1;
   } else {
@@ -734,13 +842,102 @@ static void c_pause(conn *c, rng *r, tdl_time_t *until, uint64_t *point, uint64_
 
 static uint8_t cbuf[MAX_CALL];
 
+#if TORTURE_TLS
+/* OpenSSL's last error on the client's thread, in words. */
+static const char *ssl_why(int err)
+{
+  static char why[256];
+  unsigned long e = ERR_get_error();
+  if (e)
+    ERR_error_string_n(e, why, sizeof why);
+  else
+    snprintf(why, sizeof why, "SSL error %d, errno %s", err, strerror(errno));
+  ERR_clear_error();
+  return why;
+}
+
+/* The client's TLS call: its count, or -EAGAIN (try again when poll says),
+ * 0 at the clean end, or -EIO (said in *why). */
+static ssize_t c_tls_io(conn *c, bool writing, size_t n, const char **why)
+{
+  ERR_clear_error();
+  int r = writing ? SSL_write(c->c_ssl, cbuf, (int)n) : SSL_read(c->c_ssl, cbuf, (int)n);
+  if (r > 0)
+    return r;
+  int err = SSL_get_error(c->c_ssl, r);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+    return -EAGAIN;
+  if (err == SSL_ERROR_ZERO_RETURN)
+    return 0;
+  *why = ssl_why(err);
+  return -EIO;
+}
+
+/* The client's handshake and close_notify; false when it is over (failed). */
+static bool c_tls_step(conn *c)
+{
+  if (!c->c_hs_done) {
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->c_ssl);
+    int err = r == 1 ? 0 : SSL_get_error(c->c_ssl, r);
+    if (r == 1) {
+      c->c_hs_done = true;
+    } else if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      c->c_hs_want = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      return true;
+    } else {
+      if (c->s_abort_at < 0)
+        fail(c, "client: the handshake: %s", ssl_why(err));
+      c_close(c);
+      return false;
+    }
+  }
+  if (c->c_shut_due && !c->c_wretry) {
+    ERR_clear_error();
+    int r = SSL_shutdown(c->c_ssl);
+    int err = r >= 0 ? 0 : SSL_get_error(c->c_ssl, r);
+    if (r >= 0) {
+      c->c_shut_due = false;
+    } else if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ) {
+      if (c->s_abort_at < 0)
+        fail(c, "client: SSL_shutdown: %s", ssl_why(err));
+      c_close(c);
+      return false;
+    }
+  }
+  return true;
+}
+#endif
+
 static void c_write(conn *c, rng *r, tdl_time_t now)
 {
   size_t n = log_size(r, c->cw_max);
   if (n > c->c2s_len - c->c_sent)
     n = (size_t)(c->c2s_len - c->c_sent);
-  stream_fill(c->key, c->c_sent, cbuf, n);
-  ssize_t w = c->transport == PIPE ? write(c->c_out, cbuf, n) : send(c->c_out, cbuf, n, MSG_NOSIGNAL);
+  ssize_t w;
+#if TORTURE_TLS
+  if (c->transport == TLS) {
+    /* A write that wanted to wait is made again with as many bytes. */
+    if (c->c_wretry)
+      n = c->c_wretry;
+    stream_fill(c->key, c->c_sent, cbuf, n);
+    const char *why = "";
+    w = c_tls_io(c, true, n, &why);
+    c->c_wretry = w == -EAGAIN ? n : 0;
+    if (w == -EAGAIN)
+      return;
+    if (w <= 0) {
+      if (c->s_abort_at < 0)
+        fail(c, "client: TLS write at %" PRIu64 ": %s", c->c_sent, why);
+      c_close(c);
+      return;
+    }
+  } else
+#endif
+  {
+    stream_fill(c->key, c->c_sent, cbuf, n);
+    w = c->transport == PIPE ? write(c->c_out, cbuf, n) : send(c->c_out, cbuf, n, MSG_NOSIGNAL);
+  }
   if (w < 0) {
     if (errno == EAGAIN)
       return;
@@ -758,7 +955,22 @@ static void c_write(conn *c, rng *r, tdl_time_t now)
 static void c_read(conn *c, rng *r, tdl_time_t now)
 {
   size_t n = log_size(r, c->cr_max);
-  ssize_t got = read(c->c_in, cbuf, n);
+  ssize_t got;
+#if TORTURE_TLS
+  if (c->transport == TLS) {
+    const char *why = "";
+    got = c_tls_io(c, false, n, &why);
+    if (got == -EAGAIN)
+      return;
+    if (got < 0) {
+      if (c->s_abort_at < 0)
+        fail(c, "client: TLS read at %" PRIu64 ": %s", c->c_got, why);
+      c_close(c);
+      return;
+    }
+  } else
+#endif
+    got = read(c->c_in, cbuf, n);
   if (got < 0) {
     if (errno == EAGAIN)
       return;
@@ -807,6 +1019,17 @@ static bool c_step(conn *c, rng *r, short revents, short wevents, tdl_time_t now
     c_abort(c);
     return true;
   }
+#if TORTURE_TLS
+  if (c->transport == TLS) {
+    if (!c_tls_step(c))
+      return true;
+    if (!c->c_hs_done)
+      return false;
+    /* What OpenSSL holds already decrypted, poll cannot see. */
+    if (SSL_has_pending(c->c_ssl))
+      revents |= POLLIN;
+  }
+#endif
   if ((wevents & (POLLOUT | POLLERR | POLLHUP)) && c->c_sent < c->c2s_len && now >= c->c_wpause)
     c_write(c, r, now);
   if (c->c_closed)
@@ -815,6 +1038,10 @@ static bool c_step(conn *c, rng *r, short revents, short wevents, tdl_time_t now
     c_read(c, r, now);
   if (c->c_closed)
     return true;
+#if TORTURE_TLS
+  if (c->c_shut_due)
+    return false; /* the server reads to the close_notify */
+#endif
   if (c->c_eof && (c->c_sent == c->c2s_len || c->s_abort_at >= 0)) {
     c_close(c);
     return true;
@@ -880,6 +1107,20 @@ static void *client_thread(void *arg)
     for (unsigned i = 0; i < T.n_incoming && n < MAXC; i++) {
       cs[n] = T.incoming[i];
       rs[n] = (rng){cs[n]->key ^ 0xc11e};
+#if TORTURE_TLS
+      conn *c = cs[n];
+      if (c->transport == TLS) {
+        /* Partial writes: a full buffer takes what it can, as write(2). */
+        c->c_ssl = SSL_new(T.tls_client);
+        if (!c->c_ssl || !SSL_set_fd(c->c_ssl, c->c_in)) {
+          fail(c, "client: SSL_new: %s", ssl_why(0));
+          return NULL;
+        }
+        SSL_set_mode(c->c_ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+        SSL_set_connect_state(c->c_ssl);
+        c->c_hs_want = POLLOUT;
+      }
+#endif
       n++;
     }
     T.n_incoming = 0;
@@ -889,6 +1130,16 @@ static void *client_thread(void *arg)
     for (unsigned i = 0; i < n; i++) {
       conn *c = cs[i];
       short rev = 0, wev = 0;
+#if TORTURE_TLS
+      if (c->transport == TLS && !c->c_hs_done) {
+        /* The handshake first. */
+        pf[k++] = (struct pollfd){.fd = c->c_in, .events = c->c_hs_want};
+        pf[k++] = (struct pollfd){.fd = -1};
+        continue;
+      }
+      if (c->transport == TLS && !c->c_eof && now >= c->c_rpause && SSL_has_pending(c->c_ssl))
+        wake = now;
+#endif
       if (!c->c_eof && now >= c->c_rpause)
         rev = POLLIN;
       else if (!c->c_eof && c->c_rpause < wake)
@@ -897,6 +1148,10 @@ static void *client_thread(void *arg)
         wev = POLLOUT;
       else if (c->c_sent < c->c2s_len && c->c_wpause < wake)
         wake = c->c_wpause;
+#if TORTURE_TLS
+      if (c->c_shut_due)
+        wev = POLLOUT; /* the close_notify to go */
+#endif
       pf[k++] = (struct pollfd){.fd = rev ? c->c_in : -1, .events = rev};
       pf[k++] = (struct pollfd){.fd = wev ? c->c_out : -1, .events = wev};
     }
@@ -991,6 +1246,7 @@ static void *run(void *arg)
       pthread_mutex_unlock(&T.lock);
       live[n++] = c;
       T.conns++;
+      T.tls_conns += c->transport == TLS;
       (void)!write(T.wake[1], "", 1);
     }
     for (unsigned i = 0; i < n;) {
@@ -1021,6 +1277,69 @@ static void *run(void *arg)
   }
   return NULL;
 }
+
+#if TORTURE_TLS
+/* A key and a self-signed certificate for the server, made here (no key is
+ * ever committed), PEM in memory; and the configurations: records through
+ * fiber I/O, or OpenSSL's socket BIO.  The client trusts anything: what is
+ * tortured is the stream, not verification (test_tls has that). */
+static int tls_setup(void)
+{
+  int rc = -1;
+  EVP_PKEY *key = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  BIO *cb = BIO_new(BIO_s_mem()), *kb = BIO_new(BIO_s_mem());
+  char *cert = NULL, *pkey = NULL, *cp, *kp, err[256] = "";
+  if (!key || !x || !cb || !kb)
+    goto out;
+  X509_NAME *name = X509_get_subject_name(x);
+  if (!X509_set_version(x, 2) || !ASN1_INTEGER_set(X509_get_serialNumber(x), 1) ||
+      !X509_gmtime_adj(X509_getm_notBefore(x), -3600) || !X509_gmtime_adj(X509_getm_notAfter(x), 86400) ||
+      !X509_set_pubkey(x, key) ||
+      !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0) ||
+      !X509_set_issuer_name(x, name) || !X509_sign(x, key, EVP_sha256()) || !PEM_write_bio_X509(cb, x) ||
+      !PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL))
+    goto out;
+  long cl = BIO_get_mem_data(cb, &cp), kl = BIO_get_mem_data(kb, &kp);
+  cert = strndup(cp, (size_t)cl);
+  pkey = strndup(kp, (size_t)kl);
+  if (!cert || !pkey)
+    goto out;
+  /* No kernel TLS: records stay where the test can drive them. */
+  tdl_tls_options o = {.role = TDL_TLS_SERVER, .cert_pem = cert, .key_pem = pkey, .no_resumption = true,
+                       .no_ktls = true, .error = err, .error_cap = sizeof err};
+  unsetenv("TREADLE_TLS_BIO");
+  if (tdl_tls_config_new(&T.tls_fiber, &o) < 0)
+    goto out;
+  setenv("TREADLE_TLS_BIO", "socket", 1); /* read when a configuration is made (tls.h) */
+  int e = tdl_tls_config_new(&T.tls_socket, &o);
+  unsetenv("TREADLE_TLS_BIO");
+  if (e < 0)
+    goto out;
+  T.tls_client = SSL_CTX_new(TLS_client_method());
+  if (!T.tls_client)
+    goto out;
+  SSL_CTX_set_verify(T.tls_client, SSL_VERIFY_NONE, NULL);
+  rc = 0;
+out:
+  if (rc < 0)
+    fprintf(stderr, "torture: TLS set-up failed: %s\n", *err ? err : ssl_why(0));
+  free(cert);
+  free(pkey);
+  BIO_free(cb);
+  BIO_free(kb);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  return rc;
+}
+
+static void tls_teardown(void)
+{
+  tdl_tls_config_free(T.tls_fiber);
+  tdl_tls_config_free(T.tls_socket);
+  SSL_CTX_free(T.tls_client);
+}
+#endif
 
 /* The loop itself must never stall: a fiber that keeps it from its poll
  * (a call that blocked the thread) fails the run, with its call chain. */
@@ -1064,6 +1383,11 @@ int main(void)
     return 1;
   }
   T.uring = strcmp(tdl_loop_backend(T.loop), "uring") == 0;
+#if TORTURE_TLS
+  T.tls = !T.hooked;
+  if (T.tls && tls_setup() < 0)
+    return 1;
+#endif
   tdl_watchdog_options wo = {.threshold = T.stall, .cb = watchdog, .name = "torture"};
   if ((e = tdl_watchdog_start(T.loop, &wo)) < 0) {
     fprintf(stderr, "torture: the watchdog: %s\n", tdl_strerror(e));
@@ -1089,9 +1413,13 @@ int main(void)
     fprintf(stderr, "torture: tdl_loop_free: %s\n", tdl_strerror(e));
     return 1;
   }
-  printf("torture: %" PRIu64 " connections, %.1f MiB checked, %.0f connection-seconds, %" PRIu64
+#if TORTURE_TLS
+  if (T.tls)
+    tls_teardown();
+#endif
+  printf("torture: %" PRIu64 " connections (%" PRIu64 " over TLS), %.1f MiB checked, %.0f connection-seconds, %" PRIu64
          " deadlines passed and retried, %" PRIu64 " clients aborted: passed\n",
-         T.conns, (double)T.bytes / (1 << 20), T.conn_seconds, T.timeouts, T.aborts);
+         T.conns, T.tls_conns, (double)T.bytes / (1 << 20), T.conn_seconds, T.timeouts, T.aborts);
   printf("torture: the slowest took %.1f s: %s\n", (double)T.slowest / TDL_SEC, T.slowest_who);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1392,6 +1393,227 @@ static void readahead_writebehind_echo(void **state)
   assert_int_equal(tdl_loop_free(ring), 0);
 }
 
+/* ---- fiber I/O under OpenSSL ---- */
+
+/* The fiber BIO's tdl_send and tdl_recv must never switch fibers inside
+ * OpenSSL, not even for fiber.h's fairness yield: a fiber that ran
+ * meanwhile would take the thread's fiber BIO for its own stream, and the
+ * rest of the record OpenSSL was sending would go down the other stream's
+ * socket.  Set up so that the yield falls there: the writer has made 63
+ * I/O calls in a row (fiber.h: the 64th yields), its socket takes less
+ * than a record, and another stream's reader is ready to run. */
+typedef struct midrecord {
+  tdl_tls *s1, *c1, *s2, *c2;
+  int pipe_w;
+  char rec[16384];
+  char got[16384];
+  size_t n1;
+  ssize_t w, r2;
+  int wrote, read1, read2;
+} midrecord;
+
+static void *midrecord_other(void *arg)
+{
+  midrecord *m = arg;
+  char buf[64];
+  m->r2 = tdl_tls_read(m->s2, buf, sizeof buf, tdl_after(T_HANG)); /* parks: nothing comes */
+  m->read2 = 1;
+  return NULL;
+}
+
+static void *midrecord_end(void *arg)
+{
+  midrecord *m = arg;
+  assert_int_equal(tdl_tls_shutdown(m->c2, tdl_after(T_HANG)), 0);
+  return NULL;
+}
+
+static void *midrecord_reader(void *arg)
+{
+  midrecord *m = arg;
+  while (m->n1 < sizeof m->rec) {
+    ssize_t n = tdl_tls_read(m->c1, m->got + m->n1, sizeof m->got - m->n1, tdl_after(T_HANG));
+    if (n <= 0)
+      break;
+    m->n1 += (size_t)n;
+  }
+  m->read1 = 1;
+  return NULL;
+}
+
+static void *midrecord_writer(void *arg)
+{
+  midrecord *m = arg;
+  assert_int_equal(tdl_fiber_spawn(NULL, L, midrecord_other, m, &(tdl_fiber_options){.detached = true}), 0);
+  for (int i = 0; i < 63; i++)
+    assert_int_equal(tdl_write(m->pipe_w, "x", 1, TDL_FOREVER), 1);
+  m->w = tdl_tls_send_all(m->s1, m->rec, sizeof m->rec, NULL, tdl_after(T_HANG));
+  m->wrote = 1;
+  return NULL;
+}
+
+typedef struct hs_one {
+  tdl_tls **s;
+  tdl_tls_config *cfg;
+  int fd;
+  const char *name;
+  int done;
+} hs_one;
+
+static void *hs_run(void *arg)
+{
+  hs_one *h = arg;
+  assert_int_equal(tdl_tls_new(h->s, h->cfg, h->fd, h->name), 0);
+  assert_int_equal(tdl_tls_handshake(*h->s, tdl_after(T_HANG)), 0);
+  h->done = 1;
+  return NULL;
+}
+
+static void no_switch_inside_a_record(void **state)
+{
+  (void)state;
+  if (socket_bio())
+    T_SKIP("records on OpenSSL's socket BIO (TREADLE_TLS_BIO=socket): no fiber BIO to test");
+  static midrecord m;
+  memset(&m, 0, sizeof m);
+  tdl_tls_config *scfg = server_cfg("server.pem"), *ccfg = client_cfg(false);
+  int sv1[2], sv2[2], pp[2];
+  spair(sv1);
+  spair(sv2);
+  assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+  m.pipe_w = pp[1];
+  static hs_one h[4];
+  h[0] = (hs_one){.s = &m.s1, .cfg = scfg, .fd = sv1[0]};
+  h[1] = (hs_one){.s = &m.c1, .cfg = ccfg, .fd = sv1[1], .name = "localhost"};
+  h[2] = (hs_one){.s = &m.s2, .cfg = scfg, .fd = sv2[0]};
+  h[3] = (hs_one){.s = &m.c2, .cfg = ccfg, .fd = sv2[1], .name = "localhost"};
+  for (int i = 0; i < 4; i++)
+    t_spawn(L, hs_run, &h[i]);
+  for (int i = 0; i < 4; i++)
+    assert_true(t_run_until(L, &h[i].done, 100000));
+  assert_true(tdl_tls_fiber_io(m.s1));
+  /* Room for less than a record: the first send of it is short. */
+  int size = 4096;
+  assert_int_equal(setsockopt(sv1[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
+  for (size_t i = 0; i < sizeof m.rec; i++)
+    m.rec[i] = (char)pattern(i);
+  int before = -1; /* the other stream's client has its session tickets waiting */
+  assert_int_equal(ioctl(sv2[1], FIONREAD, &before), 0);
+  t_spawn(L, midrecord_writer, &m);
+  t_spawn(L, midrecord_reader, &m);
+  assert_true(t_run_until(L, &m.wrote, 100000));
+  assert_int_equal(m.w, 0);
+  assert_true(t_run_until(L, &m.read1, 100000));
+  assert_int_equal(m.n1, sizeof m.rec);
+  assert_memory_equal(m.got, m.rec, sizeof m.rec);
+  /* Nothing of it went to the other stream. */
+  int queued = -1;
+  assert_int_equal(ioctl(sv2[1], FIONREAD, &queued), 0);
+  assert_int_equal(queued, before);
+  assert_false(m.read2);
+  t_spawn(L, midrecord_end, &m); /* the other reader hears its end */
+  assert_true(t_run_until(L, &m.read2, 100000));
+  assert_int_equal(m.r2, 0);
+  tdl_tls *all[] = {m.s1, m.c1, m.s2, m.c2};
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(tdl_tls_free(all[i]), 0);
+  int fds[] = {sv1[0], sv1[1], sv2[0], sv2[1], pp[0], pp[1]};
+  for (int i = 0; i < 6; i++)
+    tdl_close(fds[i]);
+  tdl_tls_config_free(scfg);
+  tdl_tls_config_free(ccfg);
+}
+
+/* A burst far larger than OpenSSL reads at once, all in the socket before
+ * the server reads, and then nothing more from the peer: the server reads
+ * it in small reads, each after a tdl_tls_wait.  On an edge-triggered loop
+ * the burst is reported once; a wait that ends uses that up, so neither a
+ * second wait with no read between nor a read after one that left bytes in
+ * the socket may wait for the loop again: they would wait for ever. */
+enum { BURST = 192 * 1024 };
+
+typedef struct burst {
+  int sfd, cfd;
+  tdl_tls_config *scfg, *ccfg;
+  tdl_tls *c;
+  int sent, server_ready, done;
+  size_t got;
+  bool mismatch;
+  ssize_t last;
+} burst;
+
+static void *burst_client(void *arg)
+{
+  burst *b = arg;
+  static unsigned char buf[BURST];
+  assert_int_equal(tdl_tls_new(&b->c, b->ccfg, b->cfd, "localhost"), 0);
+  assert_int_equal(tdl_tls_handshake(b->c, tdl_after(T_HANG)), 0);
+  for (size_t i = 0; i < BURST; i++)
+    buf[i] = pattern(i);
+  assert_int_equal(tdl_tls_send_all(b->c, buf, BURST, NULL, tdl_after(T_HANG)), 0);
+  b->sent = 1;
+  return NULL;
+}
+
+static void *burst_server(void *arg)
+{
+  burst *b = arg;
+  char buf[1000];
+  tdl_tls *s;
+  assert_int_equal(tdl_tls_new(&s, b->scfg, b->sfd, NULL), 0);
+  assert_int_equal(tdl_tls_handshake(s, tdl_after(T_HANG)), 0);
+  b->server_ready = 1;
+  /* Until the whole burst is in the socket. */
+  while (!b->sent)
+    assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  while (b->got < BURST) {
+    int w = tdl_tls_wait(s, tdl_after(T_HANG));
+    if (w < 0) {
+      b->last = w;
+      break;
+    }
+    if ((b->got / sizeof buf) % 3 == 0 && (w = tdl_tls_wait(s, tdl_after(T_HANG))) < 0) {
+      b->last = w; /* a second wait, no read between */
+      break;
+    }
+    ssize_t n = tdl_tls_read(s, buf, sizeof buf, tdl_after(T_HANG));
+    b->last = n;
+    if (n <= 0)
+      break;
+    for (ssize_t i = 0; i < n; i++)
+      if ((unsigned char)buf[i] != pattern(b->got + (size_t)i))
+        b->mismatch = true;
+    b->got += (size_t)n;
+  }
+  assert_int_equal(tdl_tls_free(s), 0);
+  b->done = 1;
+  return NULL;
+}
+
+static void burst_read_after_waits(void **state)
+{
+  (void)state;
+  static burst b;
+  int sv[2];
+  spair(sv);
+  /* Room for the whole burst in the socket (a Unix socket's is the
+   * sender's buffer). */
+  int size = 4 * BURST;
+  assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
+  b = (burst){.sfd = sv[0], .cfd = sv[1], .scfg = server_cfg("server.pem"), .ccfg = client_cfg(false)};
+  t_spawn(L, burst_server, &b);
+  t_spawn(L, burst_client, &b);
+  assert_true(t_run_until(L, &b.done, 1000000));
+  assert_int_equal(b.got, BURST);
+  assert_true(b.last > 0); /* neither a wait nor a read failed (-ETIMEDOUT) */
+  assert_false(b.mismatch);
+  assert_int_equal(tdl_tls_free(b.c), 0);
+  tdl_close(sv[0]);
+  tdl_close(sv[1]);
+  tdl_tls_config_free(b.scfg);
+  tdl_tls_config_free(b.ccfg);
+}
+
 /* ---- memory of idle streams ---- */
 
 /* OpenSSL's allocations, counted: how many of at least 16 KiB (a record
@@ -1448,6 +1670,7 @@ typedef struct idler {
   bool use_wait; /* park in tdl_tls_wait, then read */
   tdl_tls *s;
   ssize_t got;
+  int waited; /* what tdl_tls_wait returned: 0 (not the fd's ready events) */
   int reading, pushed, done;
   char buf[64];
 } idler;
@@ -1459,6 +1682,7 @@ static void *run_idler(void *arg)
   assert_int_equal(tdl_tls_handshake(d->s, tdl_after(T_HANG)), 0);
   d->reading = 1;
   int w = d->use_wait ? tdl_tls_wait(d->s, TDL_FOREVER) : 0;
+  d->waited = w;
   d->got = w < 0 ? w : tdl_tls_read(d->s, d->buf, sizeof d->buf, TDL_FOREVER);
   d->done = 1;
   return NULL;
@@ -1509,6 +1733,7 @@ static void idle_streams_hold_no_buffer(void **state)
     assert_true(t_run_until(L, &d[2 * i].pushed, 100000));
     assert_true(t_run_until(L, &d[2 * i + 1].done, 100000));
     assert_int_equal(d[2 * i + 1].got, 6);
+    assert_int_equal(d[2 * i + 1].waited, 0); /* tdl_tls_wait returned 0 (or did not run) */
     assert_memory_equal(d[2 * i + 1].buf, "pushed", 6);
   }
   live = __atomic_load_n(&big_live, __ATOMIC_RELAXED) - before;
@@ -1577,6 +1802,8 @@ int main(void)
     cmocka_unit_test_setup_teardown(request_with_finished, setup, teardown),
     cmocka_unit_test_setup_teardown(read_cut_and_resumed, setup, teardown),
     cmocka_unit_test(readahead_writebehind_echo),
+    cmocka_unit_test_setup_teardown(no_switch_inside_a_record, setup, teardown),
+    cmocka_unit_test_setup_teardown(burst_read_after_waits, setup, teardown),
     cmocka_unit_test_setup_teardown(idle_streams_hold_no_buffer, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -41,8 +41,9 @@
  * second is three, under valgrind twenty.)
  *
  * Environment: TDL_TORTURE_SEED (else one is drawn and printed: a failure
- * replays with it), TDL_TORTURE_SECONDS (default 5), TDL_TORTURE_CONNS (at
- * once, default 48), TDL_TORTURE_ONLY=N (run connection N of the seed
+ * replays with it), TDL_TORTURE_SECONDS (default 5; 2 under valgrind),
+ * TDL_TORTURE_CONNS (at once, default 48; 16 under valgrind),
+ * TDL_TORTURE_ONLY=N (run connection N of the seed
  * alone, again and again), TDL_TORTURE_PAUSE (on a failure, wait for a
  * debugger instead of exiting), TDL_BACKEND.  Prints one line of totals and
  * exits 0, or names the connection, its drawn behaviour and what went
@@ -288,10 +289,10 @@ static void draw(conn *c, unsigned id)
   /* (TCP through a receive buffer under a few segments' worth crawls at
    * the persist timer's pace, as the kernel avoids silly windows.) */
   c->bufsize = chance(&r, 60) ? (int)in(&r, tcp ? 8192 : 2048, 65536) : 0;
-  /* Calls no smaller than a 20,000th of the stream (a 5,000th over TLS,
+  /* Calls no smaller than a 10,000th of the stream (a 2,500th over TLS,
    * where each is a record to seal and open), so that a connection ends in
-   * a time the run can wait for. */
-  size_t floor = (c->c2s_len > c->s2c_len ? c->c2s_len : c->s2c_len) / (c->transport == TLS ? 5000 : 20000) + 1;
+   * a time the run can wait for: the run drains what it started. */
+  size_t floor = (c->c2s_len > c->s2c_len ? c->c2s_len : c->s2c_len) / (c->transport == TLS ? 2500 : 10000) + 1;
   c->cw_max = log_size(&r, MAX_CALL);
   c->cr_max = log_size(&r, MAX_CALL);
   c->c_pauses = chance(&r, 70) ? (unsigned)in(&r, 1, 20) : 0;
@@ -1356,8 +1357,10 @@ int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
   T.seed = env("TDL_TORTURE_SEED") ? strtoull(env("TDL_TORTURE_SEED"), NULL, 0) : (uint64_t)now_ns() ^ (uint64_t)getpid();
-  T.seconds = env("TDL_TORTURE_SECONDS") ? atof(env("TDL_TORTURE_SECONDS")) : 5;
-  T.at_once = env("TDL_TORTURE_CONNS") ? (unsigned)atoi(env("TDL_TORTURE_CONNS")) : 48;
+  /* Under valgrind (scripts/valgrind-tests.sh runs it as it is) a shorter
+   * run of fewer connections: what memcheck looks for shows in any. */
+  T.seconds = env("TDL_TORTURE_SECONDS") ? atof(env("TDL_TORTURE_SECONDS")) : RUNNING_ON_VALGRIND ? 2 : 5;
+  T.at_once = env("TDL_TORTURE_CONNS") ? (unsigned)atoi(env("TDL_TORTURE_CONNS")) : RUNNING_ON_VALGRIND ? 16 : 48;
   T.only = env("TDL_TORTURE_ONLY") ? atol(env("TDL_TORTURE_ONLY")) : -1;
   T.hooked = env("TDL_TORTURE_HOOKED") != NULL;
   /* A second, as a user would count a stall; more where the build or the

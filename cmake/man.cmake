@@ -2,9 +2,11 @@
 # Man pages, generated from the public headers' comments (the one source) by
 # scripts/gen-man.py into the build tree: a page per function or family in
 # man3 (with a .so page for each other function it covers, so that `man
-# tdl_write` works), a page per header in man7, and the cookbook's page.  Installed under
-# share/man.  The check_man test fails when a public function has no page or
-# a page names a function that no longer exists.
+# tdl_write` works), a page per header in man7, the cookbook's page, and
+# treadle-migrate(7) from CHANGELOG.md's table "Migrating from the API before
+# 1.0" (scripts/gen-migrate.py).  Installed under share/man.  The check_man
+# test fails when a public function has no page or a page names a function
+# that no longer exists.
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT Python3_FOUND)
   message(STATUS "treadle: no python3, so no man pages")
@@ -32,9 +34,12 @@ add_custom_command(OUTPUT ${TDL_MAN_DIR}/pages.stamp
           --version ${PROJECT_VERSION} ${TDL_MAN_WITHOUT}
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-cookbook.py --man ${TDL_MAN_DIR}
           --version ${PROJECT_VERSION}
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen-migrate.py --man ${TDL_MAN_DIR}
+          --version ${PROJECT_VERSION}
   COMMAND ${CMAKE_COMMAND} -E touch ${TDL_MAN_DIR}/pages.stamp
   DEPENDS ${PROJECT_SOURCE_DIR}/scripts/gen-man.py ${TDL_PUBLIC_HEADERS}
           ${PROJECT_SOURCE_DIR}/scripts/gen-cookbook.py ${TDL_COOKBOOK_SOURCES}
+          ${PROJECT_SOURCE_DIR}/scripts/gen-migrate.py ${PROJECT_SOURCE_DIR}/CHANGELOG.md
   COMMENT "Man pages from the public headers" VERBATIM)
 add_custom_target(treadle_man ALL DEPENDS ${TDL_MAN_DIR}/pages.stamp)
 install(DIRECTORY ${TDL_MAN_DIR}/man3 ${TDL_MAN_DIR}/man7 DESTINATION ${CMAKE_INSTALL_MANDIR})

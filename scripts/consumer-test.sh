@@ -107,4 +107,7 @@ MANPAGER=cat man -M "$prefix/share/man" 7 treadle-net >/dev/null
 MANPAGER=cat MANWIDTH=80 man -M "$prefix/share/man" 7 treadle-cookbook | grep -q "FAN-OUT ACROSS LOOPS" || {
   echo "consumer: man 7 treadle-cookbook shows no recipe" >&2; exit 1; }
 [ -f "$prefix/share/doc/treadle/COOKBOOK.md" ] || { echo "consumer: COOKBOOK.md is not installed" >&2; exit 1; }
-echo "consumer: man tdl_read, man tdl_write, man 7 treadle-net and man 7 treadle-cookbook work from the installed prefix"
+# The migration table's page: an old name leads to its new one.
+MANPAGER=cat MANWIDTH=80 man -M "$prefix/share/man" 7 treadle-migrate | grep -A1 "tdl_blocking_call" | grep -q "tdl_pool_call" || {
+  echo "consumer: man 7 treadle-migrate does not lead from tdl_blocking_call to tdl_pool_call" >&2; exit 1; }
+echo "consumer: man tdl_read, man tdl_write, man 7 treadle-net, treadle-cookbook and treadle-migrate work from the installed prefix"

@@ -559,7 +559,7 @@ def man7(h, headers, version):
             out.append(",\n".join(f".BR {p.names[0]} (3)" for p in pages))
     if h.man7 == "treadle":
         out += [".SH SEE ALSO", ",\n".join(f".BR {esc(o.man7)} (7)" for o in headers if o is not h) + ",",
-                ".BR treadle\\-cookbook (7)"]
+                ".BR treadle\\-cookbook (7),", ".BR treadle\\-migrate (7)"]
     else:
         out += [".SH SEE ALSO", ".BR treadle (7)"]
     return out

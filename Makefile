@@ -62,8 +62,12 @@ test-musl:
 # The ABI of libtreadle.so, libtreadle-hook.so and (where built)
 # libtreadle-tls.so against the baselines in abi/: fails on a change that 1.x
 # may not make (scripts/abi-check.sh says what counts).
-# `scripts/abi-check.sh build/abi --update [LIB...]` rewrites them.
+# `scripts/abi-check.sh build/abi --update [LIB...]` rewrites them.  First,
+# that the version tells the truth (scripts/release-check.py): the
+# CHANGELOG's newest release is the headers' version, the baselines are
+# that release's (abi/RELEASE), and it is tagged.
 abi-check:
+	scripts/release-check.py
 	JOBS=$(JOBS) scripts/abi-check.sh build/abi
 
 # The soak (tests/soak/soak.c): 100,000 fibers, 1,000,000 timers, 9,000 pipes,

@@ -380,8 +380,9 @@ def http_experiments(conns):
             "tls", f"c={c}", "http",
             f"--conns {c} --duration {{http_seconds}} --warmup {{http_warmup}} --place pinned",
             TLS_ONE, HTTP_KEYS, with_warmup, also_vs=["nginx-1-tls"]))
-    # Idle: also with the stacks of idle connections given back (httpd --compact-idle 100).
-    for _k in ["httpd-1c-tls", "httpd-1uc-tls"]:
+    # Idle: also with the stacks of idle connections given back sooner
+    # (httpd --compact-idle 100; the default is 250) and kept (0).
+    for _k in ["httpd-1c-tls", "httpd-1uc-tls", "httpd-1k-tls"]:
         IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-tls", ""), "--tls"], {})
     # Go only at the smaller count: the driver opens its connections to Go's
     # server at about 25 a second (to the C servers', hundreds), so 10,000
@@ -389,7 +390,7 @@ def http_experiments(conns):
     for _n in ["idle_conns", "idle_conns_many"]:
         out.append(experiment(
             "tls", f"idle n={{{_n}}}", "idle", f"--conns {{{_n}}}",
-            ["httpd-1-tls", "httpd-1c-tls", "httpd-1u-tls", "httpd-1uc-tls"]
+            ["httpd-1-tls", "httpd-1c-tls", "httpd-1k-tls", "httpd-1u-tls", "httpd-1uc-tls"]
             + (["go-1-https"] if _n == "idle_conns" else []) + ["nginx-1-tls"],
             ["rss_kb_per_conn"], cost(_n, 0.003, 2.0), also_vs=["nginx-1-tls"]))
     out.append(experiment(
@@ -597,8 +598,9 @@ GROUP_NOTES = {
            "handshakes are few). idle: that many connections, each after one request, held open and idle; "
            "rss_kb_per_conn is the server's RSS (every process) after, less before, per connection. The rows "
            "'vs nginx-1-tls' are the same runs' ratios to nginx."
-           " httpd-1c-tls and httpd-1uc-tls (idle rows only): httpd-1-tls and httpd-1u-tls with --compact-idle 100, "
-           "which gives back the stack pages of connections idle 100 ms (tdl_fiber_compact_idle).",
+           " httpd-1-tls compacts the fibers of connections idle 250 ms, httpd's default (tdl_fiber_compact_idle: "
+           "their stack pages go back to the kernel). httpd-1c-tls and httpd-1uc-tls (idle rows only): httpd-1-tls "
+           "and httpd-1u-tls with --compact-idle 100; httpd-1k-tls with --compact-idle 0, which keeps them.",
     "skew": "One fiber (goroutine) spawns N fibers and waits for them all; each runs I rounds of "
             "xorshift64 from seed i | 1 and adds its x to a shared atomic sum, checked at the end. treadle: "
             "the spawner on loop 0 of a group of 2 loops (treadle-skew-2) or 1 (treadle-skew-1), each "

@@ -12,7 +12,8 @@ server, load it with wrk, stop it, print one RESULT line.
 Every server answers GET / with "Hello, World!" on 127.0.0.1, a free port.
 KEY names the server and how many cores it is given:
 
-    httpd-1      examples/httpd --loops 1 on epoll
+    httpd-1      examples/httpd --loops 1 on epoll (as started with no tuning:
+                 the stacks of connections idle 250 ms are given back)
     httpd-1u     the same on io_uring (receiving ahead and sending behind, as
                  httpd does there by default)
     httpd-1us    httpd-1u with --no-readahead: a receive request per read
@@ -20,6 +21,8 @@ KEY names the server and how many cores it is given:
     httpd-1c     httpd-1 with --compact-idle 100: the stacks of connections
                  idle 100 ms are given back (tdl_fiber_compact_idle)
     httpd-1uc    httpd-1u with --compact-idle 100
+    httpd-1k     httpd-1 with --compact-idle 0: idle connections keep their
+                 stacks' pages
     floor-1      no library: treadle-bench uring-floor --mode http, liburing
                  directly on one thread (bench/workloads/bench_uring_floor.c),
                  one receive at a time per connection
@@ -125,6 +128,7 @@ SERVERS = {
     "httpd-1un": ("httpd", ["--loops", "1", "--no-writebehind"], URING, 1),
     "httpd-1c": ("httpd", ["--loops", "1", "--compact-idle", "100"], {}, 1),
     "httpd-1uc": ("httpd", ["--loops", "1", "--compact-idle", "100"], URING, 1),
+    "httpd-1k": ("httpd", ["--loops", "1", "--compact-idle", "0"], {}, 1),
     "floor-1": ("floor", ["--recv", "single", "--accept", "multishot", "--send", "plain"], {}, 1),
     "floor-1m": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "plain"], {}, 1),
     "floor-1mr": ("floor", ["--recv", "multishot", "--accept", "multishot", "--send", "ring"], {}, 1),

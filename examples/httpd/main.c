@@ -43,7 +43,7 @@ static void usage(FILE *f, int code)
              "  --no-writebehind        on io_uring loops, a send(2) per answer instead of sending\n"
              "                          behind (tdl_fd_writebehind)\n"
              "  --compact-idle MS       give back the stack pages of connections idle longer than MS\n"
-             "                          milliseconds, 1 or more (tdl_fiber_compact_idle); default: off\n"
+             "                          milliseconds (tdl_fiber_compact_idle); 0: never; default: 250\n"
              "  --metrics               answer GET /-/metrics with treadle's metrics of the process and\n"
              "                          of every loop, in the Prometheus text format\n"
              "  --root DIR              serve the files under DIR at /static/\n"
@@ -180,7 +180,7 @@ static void parse_options(int argc, char **argv, httpd_config *cfg, unsigned *lo
     else if (strcmp(a, "--first-byte-timeout") == 0)
       cfg->first_byte_timeout = seconds(a, v);
     else if (strcmp(a, "--compact-idle") == 0)
-      cfg->compact_idle = (tdl_time_t)count(a, v, 1, 1000000000) * TDL_MSEC;
+      cfg->compact_idle = (tdl_time_t)count(a, v, 0, 1000000000) * TDL_MSEC;
     else if (strcmp(a, "--tls-cert") == 0)
       tls_cert = v;
     else if (strcmp(a, "--tls-key") == 0)

@@ -12,7 +12,9 @@ served as if nothing had happened:
 - new connections accepted while the others are compacted (the accepting
   fiber is compacted too);
 - a malformed request after the idle time: answered 400 and closed;
-- --compact-idle 0 and a non-number: refused, naming the option.
+- the same with httpd's default threshold (250 ms) and with
+  --compact-idle 0 (never);
+- --compact-idle -1 and a non-number: refused, naming the option.
 
     test_httpd_compact.py PATH/TO/httpd [MAKE_CERTS_SH]
 The HTTPS half needs the httpd built with libtreadle-tls, MAKE_CERTS_SH
@@ -33,6 +35,7 @@ HTTPD = sys.argv[1]
 MAKE_CERTS = sys.argv[2] if len(sys.argv) > 2 else None
 BOUND = 60.0  # seconds: a bound on what must happen, not a delay
 IDLE = 0.3    # seconds left idle: many times the threshold of 1 ms
+IDLE_DEFAULT = 0.8  # ...and beyond two of the default 250 ms (fiber.h: compacted within two)
 CONNS = 50
 HELLO = b"Hello, World!"
 
@@ -87,9 +90,9 @@ def read_answers(s, n, p):
 GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-def idle_then_used(loops, tls_dir):
-    what = f"{'HTTPS' if tls_dir else 'HTTP'} on {loops} loop(s)"
-    p, port = start(loops, tls_dir)
+def idle_then_used(loops, tls_dir, extra=("--compact-idle", "1"), idle=IDLE):
+    what = f"{'HTTPS' if tls_dir else 'HTTP'} on {loops} loop(s) {' '.join(extra) or 'by default'}"
+    p, port = start(loops, tls_dir, extra)
     try:
         held = []
         for _ in range(CONNS):
@@ -97,21 +100,21 @@ def idle_then_used(loops, tls_dir):
             s.sendall(GET)
             read_answers(s, 1, p)
             held.append(s)
-        time.sleep(IDLE)  # every connection's fiber is compacted meanwhile
+        time.sleep(idle)  # every connection's fiber is compacted meanwhile
         for s in held:  # one each, in order
             s.sendall(GET)
             read_answers(s, 1, p)
-        time.sleep(IDLE)
+        time.sleep(idle)
         for s in held[: CONNS // 2]:  # three pipelined in one send
             s.sendall(GET * 3)
             read_answers(s, 3, p)
-        time.sleep(IDLE)
+        time.sleep(idle)
         for s in held[CONNS // 2:]:  # a head in two pieces, compacted in between
             s.sendall(GET[:9])
-        time.sleep(IDLE)
+        time.sleep(idle)
         for s in held[CONNS // 2:]:
             s.sendall(GET[9:] + GET[:20])  # the rest, and half of a pipelined one
-        time.sleep(IDLE)
+        time.sleep(idle)
         for s in held[CONNS // 2:]:
             s.sendall(GET[20:])
             read_answers(s, 2, p)
@@ -120,7 +123,7 @@ def idle_then_used(loops, tls_dir):
         s.sendall(GET)
         read_answers(s, 1, p)
         held.append(s)
-        time.sleep(IDLE)
+        time.sleep(idle)
         # A malformed request after the idle time: 400, then closed.
         s = held[0]
         s.sendall(b"NOT A REQUEST\r\n\r\n")
@@ -146,7 +149,7 @@ def idle_then_used(loops, tls_dir):
 
 
 def bad_options():
-    for v in ("0", "soon"):
+    for v in ("-1", "soon"):
         r = subprocess.run([HTTPD, "--listen", "127.0.0.1:0", "--compact-idle", v], capture_output=True, text=True,
                            timeout=BOUND)
         if r.returncode != 2 or "--compact-idle" not in r.stderr:
@@ -157,6 +160,8 @@ def main():
     bad_options()
     for loops in (1, 2):
         idle_then_used(loops, None)
+    idle_then_used(1, None, (), IDLE_DEFAULT)
+    idle_then_used(1, None, ("--compact-idle", "0"))
     if not MAKE_CERTS or not shutil.which("openssl"):
         print("test_httpd_compact: HTTPS not tested (no make-certs.sh or openssl)")
         return
@@ -165,6 +170,7 @@ def main():
         subprocess.run(["sh", MAKE_CERTS, d], check=True, capture_output=True)
         for loops in (1, 2):
             idle_then_used(loops, d)
+        idle_then_used(1, d, (), IDLE_DEFAULT)
     finally:
         shutil.rmtree(d)
     print("test_httpd_compact: ok")

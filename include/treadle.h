@@ -56,6 +56,24 @@
  *   its results go, and the deadline last.  Options come as a struct by
  *   pointer: NULL, or a zero-filled field, means the default.  Flags are an
  *   unsigned set of TDL_<NOUN>_* bits.
+ *   Two arguments passed in each other's place do not compile, where their
+ *   types can tell them apart: in C11 and later with GCC or clang, each
+ *   function with such parameters is also a macro of its own name that
+ *   checks its arguments' types before the call (C compilers only warn
+ *   about most swaps, and say nothing about a void * in a function
+ *   pointer's place).  A pointer is refused where a number goes, a number
+ *   other than 0 where a pointer goes, a pointer to something else where a
+ *   typed pointer goes (a void * and NULL pass), and a data pointer where
+ *   options or a function go, the call's own function type where its data
+ *   goes.  Two numbers (a size and a deadline: tdl_time_t is an int64_t),
+ *   two strings, or a void * that was swapped with a typed pointer still
+ *   compile: tests/api/swaps.txt lists every pair of neighbouring
+ *   parameters either way.  The functions themselves are unchanged:
+ *   &tdl_fiber_spawn and (tdl_fiber_spawn)(...) bypass the macro, and
+ *   TDL_NO_ARG_CHECKS, defined before the include, leaves the macros out
+ *   (C++ refuses those swaps by itself and gets none).  A compound literal
+ *   with commas (&(tdl_fiber_options){.name = "w", .detached = true})
+ *   leaves only the arguments before it checked.
  *
  * MAKING AND TEARING DOWN
  *   tdl_X_new(&x, ...) allocates, and tdl_X_free(x) frees (NULL: nothing to
@@ -210,5 +228,8 @@ TDL_API const char *tdl_version_string(void);
 #include "treadle/fs.h"
 #include "treadle/dns.h"
 #include "treadle/metrics.h"
+/* Last: the argument checks (PARAMETERS), macros over the functions above
+ * and tls.h's. */
+#include "treadle/private/checks.h"
 
 #endif /* TREADLE_H */

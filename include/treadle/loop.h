@@ -576,8 +576,18 @@ TDL_API int tdl_watchdog_stop(tdl_loop *loop);
  * stack it runs on (the fiber's, or the thread's own for a callback); it
  * waits up to 50 ms for that, then names the frames, and calls the
  * callback.  Frame #0 is where the code was interrupted; the rest needs
- * frame pointers (a library built with TDL_FRAME_POINTERS=OFF gives frame
- * #0 and says so).
+ * frame pointers, and a last line in parentheses says which are missing:
+ *           (libc.so.6 is built without frame pointers: the caller of #0 is missing from the chain)
+ * when frame #0 is code that keeps none, as the C library's, as a rule (a
+ * spin in pthread_spin_lock, a blocking read(2)): the walk then takes its
+ * caller's frame for its own and leaves that caller out, or, when it cannot
+ * go on from there, "(the chain stops in libc.so.6, which is built without
+ * frame pointers)".  A library built with TDL_FRAME_POINTERS=OFF gives frame
+ * #0 alone, and says "(the rest of the chain needs treadle built with frame
+ * pointers)" unless #0 is such code.  Whether code keeps frame pointers
+ * is read from the start of its function, which is known only when its
+ * module exports it: a #0 in a function it does not export gets no such
+ * line unless the walk stopped there.
  *
  * The signal is the highest real-time signal (SIGRTMAX downwards) whose
  * action was still the default when the process's first watchdog started,

@@ -324,4 +324,7 @@ TDL_API int tdl_tls_fd(const tdl_tls *s);
 }
 #endif
 
+/* The argument checks of these functions (treadle.h, PARAMETERS). */
+#include "private/checks.h"
+
 #endif /* TREADLE_TLS_H */

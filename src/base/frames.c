@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <string.h>
 
 #include "base/frames.h"
 #include "base/fmt.h"
@@ -75,4 +76,57 @@ char *tdl__frames_line(char *p, char *end, int i, uintptr_t pc)
   p = tdl__put_str(p, end, "+");
   p = put_hex(p, end, fixed_address(di.dli_fbase) ? pc : pc - (uintptr_t)di.dli_fbase);
   return tdl__put_str(p, end, ")\n");
+}
+
+bool tdl__frames_no_record(uintptr_t pc)
+{
+  Dl_info di;
+  if (!dladdr((void *)pc, &di) || !di.dli_saddr || (uintptr_t)di.dli_saddr > pc)
+    return false;
+  /* The bytes from the function's start up to pc: code that ran. */
+  const unsigned char *c = di.dli_saddr;
+  size_t ran = pc - (uintptr_t)di.dli_saddr;
+#if defined(__x86_64__)
+  size_t i = 0;
+  if (ran >= 4 && c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+    i = 4; /* endbr64 */
+  if (ran < i + 4)
+    return true; /* interrupted before push %rbp; mov %rsp,%rbp was done */
+  bool push = c[i] == 0x55;
+  bool mov = c[i + 1] == 0x48 && ((c[i + 2] == 0x89 && c[i + 3] == 0xe5) || (c[i + 2] == 0x8b && c[i + 3] == 0xec));
+  return !(push && mov);
+#elif defined(__aarch64__)
+  /* add x29, sp, #imm (mov x29, sp is its #0 form), after the stp of x29
+   * and x30 (and a paciasp or bti before them). */
+  for (size_t k = 0; k < 8 && (k + 1) * 4 <= ran; k++) {
+    uint32_t insn;
+    memcpy(&insn, c + 4 * k, sizeof insn);
+    if ((insn & 0xff8003ffu) == 0x910003fdu)
+      return false;
+  }
+  return true;
+#else
+  (void)c;
+  (void)ran;
+  return false;
+#endif
+}
+
+const char *tdl__frames_module(uintptr_t pc)
+{
+  Dl_info di;
+  if (!dladdr((void *)pc, &di) || !di.dli_fname || !di.dli_fname[0])
+    return NULL;
+  const char *slash = strrchr(di.dli_fname, '/');
+  return slash ? slash + 1 : di.dli_fname;
+}
+
+bool tdl__frames_in_treadle(uintptr_t pc)
+{
+  Dl_info di, self;
+  if (!dladdr((void *)pc, &di))
+    return false;
+  if (di.dli_sname)
+    return strncmp(di.dli_sname, "tdl_", 4) == 0;
+  return dladdr((void *)(uintptr_t)tdl__frames_walk, &self) && self.dli_fbase == di.dli_fbase;
 }

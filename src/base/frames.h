@@ -47,4 +47,25 @@ int tdl__frames_walk(uintptr_t pc, uintptr_t fp, uintptr_t lo, uintptr_t hi, uin
  * Not async-signal-safe (dladdr).  Returns the new p. */
 char *tdl__frames_line(char *p, char *end, int i, uintptr_t pc);
 
+/* Whether the function that pc is in (an interrupted pc, not a return
+ * address) had made no frame record of its own at pc: its code starts with
+ * no frame-pointer prologue (x86-64: [endbr64] push %rbp; mov %rsp,%rbp --
+ * AArch64: mov x29, sp among its first instructions), or pc comes before
+ * that prologue's end.  A walk from such a frame takes its caller's record
+ * for its own, and so leaves the caller out (or stops).  false when it
+ * cannot be told: the function's module does not export it (its start is
+ * unknown), or another architecture.  Reads code only between the
+ * function's start and pc.  Not async-signal-safe (dladdr). */
+bool tdl__frames_no_record(uintptr_t pc);
+
+/* The file name, without its directory, of the module pc is in ("libc.so.6"),
+ * or NULL when none is known.  Not async-signal-safe (dladdr). */
+const char *tdl__frames_module(uintptr_t pc);
+
+/* Whether pc is in treadle's own code: a function whose exported name
+ * starts with tdl_, or, for one not exported, the module treadle is in (a
+ * program linked with the static library: the program).  Not
+ * async-signal-safe (dladdr). */
+bool tdl__frames_in_treadle(uintptr_t pc);
+
 #endif /* TDL_BASE_FRAMES_H */

@@ -106,6 +106,7 @@ static struct {
   uintptr_t thread_lo, thread_hi;
   uintptr_t pcs[TDL__FRAMES_MAX];
   int n;
+  bool walked;        /* the walk went from the interrupted frame pointer (not pc alone) */
   /* What the callback of the report in progress can ask for
    * (tdl_watchdog_report_chain): the watchdog thread's alone. */
   const tdl_watchdog_report *report;
@@ -147,7 +148,8 @@ static void on_sample(int signo, siginfo_t *si, void *ucv)
   }
   /* Callers' frames lie above sp; below it a thread's stack may not even be
    * mapped. */
-  if (sp >= lo && sp < hi)
+  S.walked = sp >= lo && sp < hi;
+  if (S.walked)
     S.n = tdl__frames_walk(pc, fp, sp, hi, S.pcs, TDL__FRAMES_MAX);
   else
     S.n = tdl__frames_walk(pc, 0, 0, 0, S.pcs, 1);
@@ -269,23 +271,55 @@ static void sample(tdl__watch *w)
   __atomic_store_n(&S.state, SAMPLE_IDLE, __ATOMIC_RELAXED);
 }
 
+/* The line under a chain of `shown` frames that says what is missing from
+ * it, if something is that frame pointers would have given:
+ *   - frame #0 made no frame record (its code keeps no frame pointer, or
+ *     the walk could not go on from it), and it is not treadle's: the
+ *     library or program it is in (libc, as a rule) is built without frame
+ *     pointers.  With #0 alone shown, the chain stops there; with more, the
+ *     walk went on from its caller's record and left that caller out;
+ *   - else, in a treadle without frame pointers (only #0 shown: the walk
+ *     would go through treadle's frames), that.
+ * Nothing when the chain is whole, or where it merely ends in code that
+ * keeps no frame pointers below the stalled code (a thread's start in
+ * libc). */
+static char *put_missing(char *p, char *end, int shown)
+{
+  if (S.n < 1)
+    return p;
+  uintptr_t pc = S.pcs[0];
+  bool bare = tdl__frames_no_record(pc) || (S.walked && S.n == 1);
+  bool ours = tdl__frames_in_treadle(pc);
+  if (!TDL__HAVE_FRAME_POINTERS && (ours || !bare))
+    return tdl__put_str(p, end, "        (the rest of the chain needs treadle built with frame pointers)\n");
+  if (!bare || ours)
+    return p;
+  const char *module = tdl__frames_module(pc);
+  if (!module)
+    module = "code";
+  if (shown == 1) {
+    p = tdl__put_str(p, end, "        (the chain stops in ");
+    p = tdl__put_str(p, end, module);
+    return tdl__put_str(p, end, ", which is built without frame pointers)\n");
+  }
+  p = tdl__put_str(p, end, "        (");
+  p = tdl__put_str(p, end, module);
+  return tdl__put_str(p, end, " is built without frame pointers: the caller of #0 is missing from the chain)\n");
+}
+
 /* Without the lock, on the watchdog thread: S.pcs named into S.chain. */
 static void name_sample(void)
 {
   if (S.n < 0)
     return;
   char *p = S.chain, *end = S.chain + sizeof S.chain - 1;
+  /* Without frame pointers in treadle, only the interrupted pc is sure: the
+   * walk goes through treadle's frames. */
   int n = TDL__HAVE_FRAME_POINTERS ? S.n : (S.n > 1 ? 1 : S.n);
   for (int i = 0; i < n; i++)
     p = tdl__frames_line(p, end, i, S.pcs[i]);
+  p = put_missing(p, end, n);
   *p = '\0';
-  if (!TDL__HAVE_FRAME_POINTERS) {
-    /* Only the interrupted pc is sure: the walk goes through treadle's frames. */
-    const char *why = "        (the rest of the chain needs treadle built with frame pointers)\n";
-    while (*why && p < end)
-      *p++ = *why++;
-    *p = '\0';
-  }
 }
 
 const char *tdl_watchdog_report_chain(const tdl_watchdog_report *r)

@@ -196,6 +196,92 @@ static void test_chain_of_a_callback(void **state)
   t_loop_free(loop);
 }
 
+/* ---- a stall inside the C library ----
+ *
+ * A fiber spins in pthread_spin_lock on a lock the test holds: the C
+ * library's code, built without frame pointers (as C libraries are, as a
+ * rule), is frame #0, and the chain's last line must say that the C library
+ * is what lacks them, not treadle.  Each report releases the lock (the
+ * spin then ends, and a try that the report did not catch spinning takes
+ * it again after a poll); a helper thread releases it should no report
+ * come. */
+
+static pthread_spinlock_t libc_lock;
+
+static void capture_and_release(const tdl_watchdog_report *r, void *data)
+{
+  capture(r, data);
+  pthread_spin_unlock(&libc_lock);
+}
+
+__attribute__((noinline)) void wd_spins_in_libc(void);
+__attribute__((noinline)) void wd_spins_in_libc(void)
+{
+  pthread_spin_lock(&libc_lock); /* spins in libc until a report releases it; then holds it */
+}
+
+static void *libc_spin_fiber(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < ATTEMPTS && !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE); i++) {
+    wd_spins_in_libc();
+    if (!__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE))
+      tdl_sleep(tdl_after(TDL_MSEC)); /* back to the poll: the next stall is reported anew */
+  }
+  return NULL;
+}
+
+static void *release_at_hang(void *arg)
+{
+  (void)arg;
+  for (tdl_time_t end = t_clock() + T_HANG; !__atomic_load_n(&spin_stop, __ATOMIC_ACQUIRE) && t_clock() < end;)
+    usleep(10000);
+  __atomic_store_n(&spin_stop, 1, __ATOMIC_RELEASE);
+  pthread_spin_unlock(&libc_lock);
+  return NULL;
+}
+
+static void test_chain_of_a_stall_in_libc(void **state)
+{
+  (void)state;
+  reset(" pthread_spin_lock+0x");
+  assert_int_equal(pthread_spin_init(&libc_lock, PTHREAD_PROCESS_PRIVATE), 0);
+  assert_int_equal(pthread_spin_lock(&libc_lock), 0);
+  pthread_t guard;
+  assert_int_equal(pthread_create(&guard, NULL, release_at_hang, NULL), 0);
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = THRESHOLD, .cb = capture_and_release};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  tdl_fiber_options o = {.name = "libc-spinner", .detached = true};
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, libc_spin_fiber, NULL, &o), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+  __atomic_store_n(&spin_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(guard, NULL);
+  pthread_spin_unlock(&libc_lock);
+  assert_int_equal(pthread_spin_destroy(&libc_lock), 0);
+  assert_true(reports >= 1);
+  if (!NAMES_CHECKED)
+    return;
+  /* #0 is the spin, in the C library... */
+  const char *f0 = strstr(chain, "        #0 0x");
+  assert_non_null(f0);
+  assert_non_null(strstr(f0, " pthread_spin_lock+0x"));
+  assert_true(strchr(f0, '\n') != NULL && strstr(f0, " pthread_spin_lock+0x") < strchr(f0, '\n'));
+  /* ...and the last line says that the C library has no frame pointers
+   * (the chain stops there, or left out its caller), whichever way treadle
+   * was built; never that treadle lacks them. */
+  size_t len = strlen(chain);
+  assert_true(len > 1 && chain[len - 1] == '\n');
+  const char *last = chain + len - 1;
+  while (last > chain && last[-1] != '\n')
+    last--;
+  assert_true(strncmp(last, "        (", 9) == 0);
+  assert_non_null(strstr(last, " built without frame pointers"));
+  assert_null(strstr(chain, "needs treadle built with frame pointers"));
+}
+
 /* ---- the default report, on stderr ---- */
 
 static int err_fd;
@@ -312,6 +398,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_of_a_fiber),
       cmocka_unit_test(test_chain_of_a_callback),
+      cmocka_unit_test(test_chain_of_a_stall_in_libc),
       cmocka_unit_test(test_default_report_has_the_chain),
       cmocka_unit_test(test_outside_a_callback),
       cmocka_unit_test(test_program_takes_the_signal),

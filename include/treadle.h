@@ -180,7 +180,7 @@ extern "C" {
  * MAJOR changes when the ABI breaks, and with it the library's SONAME
  * (libtreadle.so.MAJOR); MINOR when names are added; PATCH for fixes.
  * TDL_VERSION_HEX orders versions: 0xMMmmpp. */
-#define TDL_VERSION_MAJOR 1
+#define TDL_VERSION_MAJOR 2
 #define TDL_VERSION_MINOR 0
 #define TDL_VERSION_PATCH 0
 #define TDL_VERSION_HEX ((TDL_VERSION_MAJOR << 16) | (TDL_VERSION_MINOR << 8) | TDL_VERSION_PATCH)

@@ -17,6 +17,8 @@ prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 cc="cc -std=c11 -Wall -Wextra -Wpedantic -Werror"
+# The SONAMEs carry the MAJOR of the headers' version.
+major=$(sed -n 's/^#define TDL_VERSION_MAJOR \([0-9]*\)$/\1/p' include/treadle.h)
 
 # needs PROGRAM LIB: PROGRAM's NEEDED entries name LIB (a soname prefix).
 needs() { readelf -d "$1" | grep 'NEEDED' | grep -q "\[$2"; }
@@ -62,27 +64,27 @@ needs "$prefix/pc-static2" libtreadle && fail "pkg-config treadle-static linked 
 # Shared: the README's command, with the rpath it says a prefix outside the
 # loader's path needs.
 $cc tests/consumer/main.c -o "$prefix/pc-shared" $(pkg-config --cflags --libs treadle) "$rpath"
-needs "$prefix/pc-shared" libtreadle.so.1 || fail "pkg-config treadle did not link libtreadle.so.1"
+needs "$prefix/pc-shared" libtreadle.so.$major || fail "pkg-config treadle did not link libtreadle.so.$major"
 "$prefix/pc-shared"
 # The hook: through pkg-config, and by hand.
 $cc tests/consumer/hooked.c -o "$prefix/pc-hook" $(pkg-config --cflags --libs treadle-hook) "$rpath"
-needs "$prefix/pc-hook" libtreadle-hook.so.1 || fail "pkg-config treadle-hook did not link libtreadle-hook.so.1"
+needs "$prefix/pc-hook" libtreadle-hook.so.$major || fail "pkg-config treadle-hook did not link libtreadle-hook.so.$major"
 "$prefix/pc-hook"
 $cc tests/consumer/hooked.c -o "$prefix/hand-hook" -I"$prefix/include" -L"$libdir" -ltreadle-hook -ltreadle "$rpath"
 "$prefix/hand-hook"
 # A program that calls nothing of the hook, linked --as-needed (Debian's
 # default): pkg-config's line and the README's by-hand line keep it.
 $cc -Wl,--as-needed tests/consumer/unaware.c -o "$prefix/pc-unaware" $(pkg-config --cflags --libs treadle-hook) "$rpath"
-needs "$prefix/pc-unaware" libtreadle-hook.so.1 || fail "pkg-config treadle-hook was dropped by --as-needed"
+needs "$prefix/pc-unaware" libtreadle-hook.so.$major || fail "pkg-config treadle-hook was dropped by --as-needed"
 "$prefix/pc-unaware"
 $cc -Wl,--as-needed tests/consumer/unaware.c -o "$prefix/hand-unaware" -I"$prefix/include" -L"$libdir" \
   -Wl,--push-state,--no-as-needed -ltreadle-hook -Wl,--pop-state -ltreadle "$rpath"
-needs "$prefix/hand-unaware" libtreadle-hook.so.1 || fail "the README's by-hand line was dropped by --as-needed"
+needs "$prefix/hand-unaware" libtreadle-hook.so.$major || fail "the README's by-hand line was dropped by --as-needed"
 "$prefix/hand-unaware"
 echo "consumer: pkg-config treadle-static (static), treadle, treadle-hook and -ltreadle-hook -ltreadle run"
 if [ $tls = yes ]; then
   $cc tests/consumer/tls.c -o "$prefix/pc-tls" $(pkg-config --cflags --libs treadle-tls) "$rpath"
-  needs "$prefix/pc-tls" libtreadle-tls.so.1 || fail "pkg-config treadle-tls did not link libtreadle-tls.so.1"
+  needs "$prefix/pc-tls" libtreadle-tls.so.$major || fail "pkg-config treadle-tls did not link libtreadle-tls.so.$major"
   needs "$prefix/pc-tls" libssl && fail "a program of libtreadle-tls links libssl itself: it should come with the library"
   "$prefix/pc-tls" "$prefix/certs/server.pem" "$prefix/certs/server.key"
   # A program that does not use TLS does not load libssl.

@@ -230,8 +230,8 @@ TDL_API int tdl_fiber_dump(tdl_loop *loop, int fd);
  *   treadle dump (signal 3): 2 loops
  *   loop 0x5581b2d4e2a0 (epoll): 2 fibers
  *       fiber 1 "main" parked on join stack 8192/65536 guarded
- *           #0 0x7f3a4c21a9e1 ?? (/usr/lib/libtreadle.so.1+0x1b9e1)
- *           #1 0x7f3a4c21b2c7 tdl_fiber_join+0x87 (/usr/lib/libtreadle.so.1+0x1c2c7)
+ *           #0 0x7f3a4c21a9e1 ?? (/usr/lib/libtreadle.so.2+0x1b9e1)
+ *           #1 0x7f3a4c21b2c7 tdl_fiber_join+0x87 (/usr/lib/libtreadle.so.2+0x1c2c7)
  *           #2 0x5581b2c3d1f0 serve+0x40 (/usr/bin/server+0x21f0)
  *       fiber 2 "conn" parked on read fd 7 stack 4096/65536 guarded
  *           ...

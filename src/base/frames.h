@@ -40,7 +40,7 @@ enum { TDL__FRAMES_MAX = 32 };
 int tdl__frames_walk(uintptr_t pc, uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, int max);
 
 /* Append, at p (up to end), the line of frame i:
- *   "        #2 0x00005581b2c3 tdl_sleep+0x4a (/usr/lib/libtreadle.so.1+0x1f2c3)\n"
+ *   "        #2 0x00005581b2c3 tdl_sleep+0x4a (/usr/lib/libtreadle.so.2+0x1f2c3)\n"
  * where the function is named when its module exports it, and the module and
  * the pc's offset in it are given whatever it is, for `addr2line -e module
  * offset` (static functions are not in the dynamic symbol table).

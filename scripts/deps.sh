@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Installs (as root) or names (otherwise) the Debian packages a job needs.
-#   scripts/deps.sh test|bench|aarch64|musl|abi|fuzz
+#   scripts/deps.sh test|bench|aarch64|musl|abi|fuzz|analyse
 set -eu
 case "${1:-test}" in
   test)    pkgs="cmake make gcc pkg-config libcmocka-dev valgrind python3 redis-server redis-tools libhiredis-dev man-db liburing-dev libcurl4-openssl-dev python3-prometheus-client gdb linux-perf" ;;
@@ -10,10 +10,22 @@ case "${1:-test}" in
   musl)    pkgs="cmake make gcc pkg-config musl-tools xz-utils debian-archive-keyring python3" ;;
   abi)     pkgs="cmake make gcc pkg-config liburing-dev abigail-tools" ;;
   fuzz)    pkgs="clang" ;;
-  *) echo "usage: $0 test|bench|aarch64|musl|abi|fuzz" >&2; exit 2 ;;
+  # scan-build is in clang-tools; liburing and OpenSSL so that the uring back
+  # end and libtreadle-tls are analysed too.
+  analyse) pkgs="cmake make gcc pkg-config liburing-dev libssl-dev clang-tools cppcheck" ;;
+  *) echo "usage: $0 test|bench|aarch64|musl|abi|fuzz|analyse" >&2; exit 2 ;;
 esac
 # libtreadle-tls and its tests: OpenSSL 3, the openssl command, curl.
 [ "${1:-test}" = test ] && pkgs="$pkgs libssl-dev openssl curl"
+# The hook's database tests (tests/hook/test_hook_pg.c, test_hook_mariadb.c)
+# and the cookbook's database recipe: the clients libpq and MariaDB
+# Connector/C, and the servers that the tests start themselves, each in a
+# temporary directory (as nobody when run as root: tests/hook/dbserver.h).
+[ "${1:-test}" = test ] && pkgs="$pkgs postgresql libpq-dev mariadb-server libmariadb-dev"
+# The fiber runtimes among the peers (bench/peers/build-peers.sh builds them):
+# State Threads (bench-st) and Boost.Fiber over Boost.Asio (bench-boost-fiber;
+# Asio is in libboost-dev's headers), and the C++ compiler for the latter.
+[ "${1:-test}" = bench ] && pkgs="$pkgs g++ libst-dev libboost-fiber-dev libboost-context-dev libboost-dev"
 # The tls benchmark group: treadle-bench tls-bulk (libtreadle-tls), and the
 # openssl command (certificates, s_time, s_server and s_client).
 [ "${1:-test}" = bench ] && pkgs="$pkgs libssl-dev openssl"

@@ -121,7 +121,8 @@
  *     the calls that make fds, poll and select with a zero timeout, a call
  *     with MSG_DONTWAIT, and any call on an fd the user made non-blocking
  *     (code that sets O_NONBLOCK waits in poll or select, which is refused)
- *     or that the hook does not wait for (files, terminals).
+ *     or that the hook does not wait for (files, terminals), unless the
+ *     cancel cut that connection (below).
  *   fork.  In the child, the fiber that forked is not hooked (treadle.h:
  *     it makes no blocking call, and the loop it ran on is the parent's),
  *     and close() there is close(2): tdl_close would take the parent's
@@ -134,26 +135,38 @@
  *   A cancel cuts the connection: a hooked call on a connected stream
  *     socket that a cancel ends or refuses (the calls above, a poll, a
  *     connect) may leave the library in the middle of an exchange, a request
- *     sent and its reply still to come.  So from then on every hooked call
- *     on that socket, from any fiber (and from a thread, on a socket the
- *     user left blocking), fails with ECONNABORTED, and a poll or select
- *     reports it POLLERR at once, until it is closed (dup'd numbers share
- *     the cut; close clears it).  A later request on the connection can then
- *     never read an earlier one's reply: the library reports a broken
- *     connection (hiredis REDIS_ERR_IO, libpq CONNECTION_BAD, libcurl an
- *     error of the transfer), and the program makes a new one.  The
- *     cancelled fiber's own calls still fail with ECANCELED.  Pipes and
- *     listeners are not cut (a cancelled fiber's write to stdout leaves
- *     stdout to the others).
+ *     sent and its reply still to come.  So from then on every call on that
+ *     socket, from any fiber or thread, fails with ECONNABORTED, also one
+ *     that would pass through (an fd the user made non-blocking, as libpq,
+ *     libcurl and MariaDB Connector/C do, or MSG_DONTWAIT), and a poll or
+ *     select in a fiber reports it POLLERR at once, until it is closed
+ *     (dup'd numbers share the cut; close clears it).  A later request on the connection
+ *     can then never read an earlier one's reply: the library reports a
+ *     broken connection, and the program makes a new one.  The cancelled
+ *     fiber's own calls still fail with ECANCELED.  Pipes, socketpairs (a
+ *     library's wakeup channel, which its poll waits on beside the
+ *     connection: curl_multi_poll's) and listeners are not cut (a cancelled
+ *     fiber's write to stdout leaves stdout to the others).  A timeout of the
+ *     user's (SO_RCVTIMEO, SO_SNDTIMEO) cuts nothing: the library handles
+ *     its own.
  *   The library sees the ECANCELED of its system call and reports a
  *   failure of its own:
  *   - libcurl (easy API) keeps its sockets non-blocking and waits in poll:
  *     curl_easy_perform returns CURLE_BAD_FUNCTION_ARGUMENT (43, "A libcurl
- *     function was given a bad argument"), its answer to a poll that fails.
+ *     function was given a bad argument"), its answer to a poll that fails,
+ *     and closes the connection: the handle's next transfer makes a new one.
  *   - hiredis (synchronous API): the command returns NULL, with c->err
  *     REDIS_ERR_IO and c->errstr strerror(ECANCELED); it did not reach the
- *     server.  Free the context.
- *   Neither names the cause, so give each call the library's own timeout,
+ *     server.  Free the context (a command on it fails: ECONNABORTED).
+ *   - libpq (PQexec, ...) keeps its socket non-blocking and waits in poll:
+ *     the call returns an error, "select() failed: Operation canceled",
+ *     and PQstatus still says CONNECTION_OK; the next query fails ("could
+ *     not receive data from server: Software caused connection abort"),
+ *     and PQstatus then says CONNECTION_BAD.  PQfinish it.
+ *   - MariaDB Connector/C (mysql_query, ...): the call fails with
+ *     CR_SERVER_LOST (2013, "Lost connection to server during query") and
+ *     the library closes the connection: later calls CR_SERVER_GONE_ERROR.
+ *   None names the cause, so give each call the library's own timeout,
  *   taken from the fiber's deadline, and keep tdl_fiber_cancel for what
  *   must end whatever the library is doing (a shutdown):
  *     long ms = (long)((deadline - tdl_now()) / TDL_MSEC); // not TDL_FOREVER
@@ -163,7 +176,14 @@
  *       (tv from the same difference; SO_RCVTIMEO and SO_SNDTIMEO, which
  *       the hook keeps: REDIS_ERR_IO with c->errstr strerror(EAGAIN) when
  *       one passes)
- *   tests/hook/test_hook_curl.c and test_hook_hiredis.c check all four.
+ *     PQexec(c, "SET statement_timeout = <ms>"), then the query (SQLSTATE
+ *       57014 when it passes; the connection stays usable; so does one that
+ *       PQcancel ended, from another fiber);
+ *     MariaDB: "SET STATEMENT max_statement_time = <s> FOR <query>"
+ *       (ER_STATEMENT_TIMEOUT, 1969; KILL QUERY from another connection:
+ *       ER_QUERY_INTERRUPTED, 1317).
+ *   tests/hook/test_hook_curl.c, test_hook_hiredis.c, test_hook_pg.c and
+ *   test_hook_mariadb.c check all of these, against servers they start.
  *
  * WHAT IS NOT:
  *   Regular files, directories and block devices pass through untouched

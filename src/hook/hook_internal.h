@@ -175,16 +175,17 @@ typedef struct tdl__hfd {
   uint8_t stale;
   /* A hooked call on it was cut by a cancel (tdl_fiber_cancel) in a fiber:
    * the library using it may be in the middle of an exchange, so every
-   * later hooked call on it fails (ECONNABORTED; poll reports POLLERR)
-   * until it is closed, and no later request reads an earlier one's reply.
-   * A dup is cut too (the same connection); close clears it. */
+   * later call on it fails (ECONNABORTED; poll reports POLLERR), also one
+   * that passes through (tdl__hfd_passes_cut), until it is closed, and no
+   * later request reads an earlier one's reply.  A dup is cut too (the
+   * same connection); close clears it. */
   uint8_t cut;
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } tdl__hfd;
 
 /* A cancel cut a hooked call on fd: mark it cut if it is a connected
- * stream socket (a pipe, say a fiber's stdout, or a listener has no
- * exchange to cut). */
+ * stream socket (a pipe, say a fiber's stdout, a socketpair or a listener
+ * has no exchange to cut).  errno is kept. */
 void tdl__hfd_cut(int fd, tdl__hfd *h);
 /* A call on an fd cut by a cancel (tdl__hfd.cut) fails: true, errno set. */
 static inline bool tdl__hfd_is_cut(const tdl__hfd *h)
@@ -207,6 +208,21 @@ static inline tdl__hfd *tdl__hfd_peek(int fd)
     return NULL;
   tdl__hfd *c = atomic_load_explicit(&tdl__hfd_chunks[(unsigned)fd >> TDL__HFD_CHUNK_BITS], memory_order_acquire);
   return c ? &c[(unsigned)fd & (TDL__HFD_CHUNK - 1)] : NULL;
+}
+
+/* A call that passes through (on an fd the user made non-blocking, with
+ * MSG_DONTWAIT, ...) on an fd cut by a cancel fails all the same: libpq,
+ * libcurl and MariaDB Connector/C keep their sockets non-blocking, and a
+ * read that went to the kernel would hand them the cancelled request's
+ * reply.  true, errno set (ECANCELED in the cancelled fiber itself, as its
+ * other calls fail). */
+static inline bool tdl__hfd_passes_cut(int fd)
+{
+  const tdl__hfd *h = tdl__hfd_peek(fd);
+  if (TDL__LIKELY(!h || !h->cut))
+    return false;
+  errno = tdl__hook_in_fiber() && tdl_fiber_cancelled() ? ECANCELED : ECONNABORTED;
+  return true;
 }
 
 /* fd's state, its chunk made on first use; NULL out of range or memory. */

@@ -87,7 +87,7 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
   bool fiber_ = tdl__hook_in_fiber();                                         \
   tdl__hfd *h_ = fiber_ ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);  \
   if (!h_)                                                                    \
-    return call;                                                              \
+    return tdl__hfd_passes_cut(fd) ? -1 : call;                               \
   if (fiber_ && tdl__hook_refused()) {                                        \
     tdl__hfd_cut((fd), h_);                                                   \
     return -1;                                                                \
@@ -127,7 +127,7 @@ TDL__HOOK ssize_t read(int fd, void *buf, size_t n) { HOOK_READ(fd, tdl__hook_re
   tdl__hfd *h_ = fiber_ ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);  \
   size_t done_ = 0;                                                           \
   if (!h_)                                                                    \
-    return call;                                                              \
+    return tdl__hfd_passes_cut(fd) ? -1 : call;                               \
   if (fiber_ && tdl__hook_refused()) {                                        \
     tdl__hfd_cut((fd), h_);                                                   \
     return -1;                                                                \
@@ -181,7 +181,7 @@ TDL__HOOK ssize_t writev(int fd, const struct iovec *iov, int n)
 #define DONTWAIT_PASSES(call)                                                 \
   if (flags & MSG_DONTWAIT) {                                                 \
     TDL__HOOK_READY();                                                        \
-    return call;                                                              \
+    return tdl__hfd_passes_cut(fd) ? -1 : call;                               \
   }
 
 /* MSG_WAITALL: the kernel waits for all n bytes only on a blocking file.
@@ -265,7 +265,7 @@ TDL__HOOK int connect(int fd, TDL__CSA_ARG a, socklen_t al)
   bool fiber = tdl__hook_in_fiber();
   tdl__hfd *h = fiber ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);
   if (!h)
-    return tdl__hook_real.connect(fd, a, al);
+    return tdl__hfd_passes_cut(fd) ? -1 : tdl__hook_real.connect(fd, a, al);
   if (fiber && tdl__hook_refused()) {
     tdl__hfd_cut(fd, h);
     return -1;

@@ -5,10 +5,12 @@
  * no lock.
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "hook/hook_internal.h"
 
@@ -108,9 +110,21 @@ bool tdl__hfd_nonblocking_underneath(int fd, const tdl__hfd *h)
 
 void tdl__hfd_cut(int fd, tdl__hfd *h)
 {
+  int e = errno; /* the caller's (ECANCELED), which the looks below must keep */
   int type = 0, acc = 0;
   socklen_t tl = sizeof type, al = sizeof acc;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
-      getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && !acc)
-    h->cut = 1;
+      getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && !acc) {
+    /* A socketpair (a Unix-domain connection whose peer has no name) is a
+     * pipe by another name, as often as not a library's wakeup channel that
+     * its poll waits on beside the connection (curl_multi_poll's): cut, it
+     * would report POLLERR to every later poll, and the library spin. */
+    struct sockaddr_un peer;
+    socklen_t pl = sizeof peer;
+    bool pair = getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && peer.sun_family == AF_UNIX &&
+                pl <= offsetof(struct sockaddr_un, sun_path);
+    if (!pair)
+      h->cut = 1;
+  }
+  errno = e;
 }

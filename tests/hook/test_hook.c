@@ -382,13 +382,34 @@ static void *cut_pipe_reader(void *arg)
 {
   char b;
   cut_r = (int)read(((int *)arg)[0], &b, 1);
+  /* Refused now, with the cancel's error (not the pipe's to a socket call). */
+  if (cut_r == -1 && errno == ECANCELED && write(((int *)arg)[1], "w", 1) == -1)
+    cut_e = errno;
   return NULL;
+}
+
+/* A TCP listener on 127.0.0.1 (blocking), its address in *a. */
+static int tcp_listener(struct sockaddr_in *a)
+{
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t al = sizeof *a;
+  *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_true(l >= 0);
+  assert_int_equal(bind(l, (struct sockaddr *)a, sizeof *a), 0);
+  assert_int_equal(listen(l, 4), 0);
+  assert_int_equal(getsockname(l, (struct sockaddr *)a, &al), 0);
+  return l;
 }
 
 static void *cut_main(void *arg)
 {
   (void)arg;
-  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, cut_sv), 0);
+  struct sockaddr_in la;
+  int l = tcp_listener(&la);
+  cut_sv[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(connect(cut_sv[0], (struct sockaddr *)&la, sizeof la), 0);
+  cut_sv[1] = accept(l, NULL, NULL);
+  assert_true(cut_sv[1] >= 0);
   int number = cut_sv[0];
   tdl_fiber_t r;
   assert_int_equal(tdl_fiber_spawn(&r, tdl_fiber_loop(), cut_reader, NULL, NULL), 0);
@@ -412,20 +433,26 @@ static void *cut_main(void *arg)
   /* Closing clears it: a new connection with the number works. */
   close(cut_sv[0]);
   close(cut_sv[1]);
-  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, cut_sv), 0);
-  assert_int_equal(cut_sv[0], number);
-  assert_int_equal(write(cut_sv[1], "ok", 2), 2);
-  assert_int_equal(read(cut_sv[0], b, sizeof b), 2);
-  close(cut_sv[0]);
-  close(cut_sv[1]);
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(c, number);
+  assert_int_equal(connect(c, (struct sockaddr *)&la, sizeof la), 0);
+  int a = accept(l, NULL, NULL);
+  assert_true(a >= 0);
+  assert_int_equal(write(a, "ok", 2), 2);
+  assert_int_equal(read(c, b, sizeof b), 2);
+  close(a);
+  close(c);
+  close(l);
   /* A pipe has no exchange to cut (a cancelled fiber's write to stdout
    * must leave stdout to the others). */
   int pp[2];
   assert_int_equal(pipe(pp), 0);
+  cut_e = 0;
   assert_int_equal(tdl_fiber_spawn(&r, tdl_fiber_loop(), cut_pipe_reader, pp, NULL), 0);
   assert_int_equal(tdl_fiber_yield(), 0);
   assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), r), 0);
   assert_int_equal(tdl_fiber_join(r, NULL, TDL_FOREVER), 0);
+  assert_int_equal(cut_e, ECANCELED);
   assert_int_equal(write(pp[1], "x", 1), 1);
   assert_int_equal(read(pp[0], b, sizeof b), 1);
   close(pp[0]);
@@ -436,6 +463,79 @@ static void test_cancel_cuts_the_connection(void **state)
 {
   (void)state;
   run_main(cut_main, NULL);
+}
+
+/* A library that keeps its connection non-blocking and waits in poll, with
+ * a wakeup socketpair beside it (libpq, libcurl, MariaDB Connector/C):
+ * cancelled in that poll, the connection is cut, for the calls that pass
+ * through to the kernel too (a read there would take the cancelled
+ * request's reply for the next one's); the socketpair, a pipe by another
+ * name, is not (cut, it would be POLLERR to every later poll: curl spun). */
+typedef struct nb_cut {
+  int conn, peer; /* a TCP connection, conn non-blocking by the user */
+  int wake[2];    /* a socketpair */
+  int r, e;
+} nb_cut;
+
+static void *nb_cut_poller(void *arg)
+{
+  nb_cut *k = arg;
+  struct pollfd p[2] = {{.fd = k->conn, .events = POLLIN}, {.fd = k->wake[0], .events = POLLIN}};
+  k->r = poll(p, 2, -1); /* waits for the reply: cancelled */
+  k->e = errno;
+  return NULL;
+}
+
+static void *nb_cut_main(void *arg)
+{
+  nb_cut *k = arg;
+  t_tcp_pair(&k->conn, &k->peer);
+  assert_int_equal(fcntl(k->conn, F_SETFL, fcntl(k->conn, F_GETFL) | O_NONBLOCK), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, k->wake), 0);
+  assert_int_equal(send(k->conn, "request", 7, 0), 7);
+  tdl_fiber_t f;
+  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), nb_cut_poller, k, NULL), 0);
+  assert_int_equal(tdl_fiber_yield(), 0); /* it waits in its poll */
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0);
+  assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0);
+  assert_int_equal(k->r, -1);
+  assert_int_equal(k->e, ECANCELED);
+  char b[16];
+  assert_int_equal(read(k->peer, b, sizeof b), 7);
+  assert_int_equal(write(k->peer, "stale", 5), 5); /* the late reply */
+  struct pollfd p[2] = {{.fd = k->conn, .events = POLLIN}, {.fd = k->wake[0], .events = POLLIN}};
+  assert_int_equal(poll(p, 2, (int)(T_HANG / TDL_MSEC)), 1);
+  assert_true(p[0].revents & POLLERR);
+  assert_int_equal(p[1].revents, 0);
+  assert_int_equal(send(k->conn, "next", 4, 0), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  assert_int_equal(recv(k->conn, b, sizeof b, 0), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  assert_int_equal(recv(k->conn, b, sizeof b, MSG_DONTWAIT | MSG_PEEK), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  assert_int_equal(read(k->conn, b, sizeof b), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  /* The socketpair works on. */
+  assert_int_equal(write(k->wake[1], "w", 1), 1);
+  assert_int_equal(poll(p + 1, 1, (int)(T_HANG / TDL_MSEC)), 1);
+  assert_int_equal(p[1].revents, POLLIN);
+  assert_int_equal(read(k->wake[0], b, sizeof b), 1);
+  return NULL;
+}
+
+static void test_cancel_cuts_a_nonblocking_connection(void **state)
+{
+  (void)state;
+  nb_cut k = {0};
+  run_main(nb_cut_main, &k);
+  /* Outside a fiber too, the connection stays cut until it is closed. */
+  char b[16];
+  assert_int_equal(recv(k.conn, b, sizeof b, 0), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  close(k.conn);
+  close(k.peer);
+  close(k.wake[0]);
+  close(k.wake[1]);
 }
 
 /* ---- a short read: the next read waits for the loop first ---- */
@@ -661,6 +761,7 @@ int main(void)
       cmocka_unit_test(test_foreign_close_then_reuse),
       cmocka_unit_test(test_poll_err_hup_parks_once),
       cmocka_unit_test(test_cancel_cuts_the_connection),
+      cmocka_unit_test(test_cancel_cuts_a_nonblocking_connection),
       cmocka_unit_test(test_short_read_then_wait),
       cmocka_unit_test(test_cancelled_fiber_refused),
   };

@@ -273,6 +273,176 @@ static void test_curl_cancel_and_deadline(void **state)
   close(g_silent);
 }
 
+/* ---- a cancel inside curl_easy_perform cuts the connection ---- */
+
+/* A keep-alive HTTP/1.1 server of the test's own, a fiber per connection
+ * (treadle's own I/O, which the hook does not see): /slow is answered
+ * "stale" only once the test releases it, anything else "fresh" at once. */
+typedef struct slow {
+  int lfd;
+  char url[64];
+  int accepted;   /* connections accepted */
+  int slow_seen;  /* a /slow request was read */
+  int stale_sent; /* ... and answered, on its connection */
+  tdl_sem release;
+} slow;
+
+typedef struct slow_conn {
+  slow *s;
+  int fd;
+} slow_conn;
+
+static void *slow_conn_fiber(void *arg)
+{
+  slow_conn *sc = arg;
+  slow *s = sc->s;
+  char req[4096];
+  size_t got = 0;
+  for (;;) {
+    ssize_t n = tdl_read(sc->fd, req + got, sizeof req - 1 - got, tdl_after(T_HANG));
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+    req[got] = '\0';
+    char *end = strstr(req, "\r\n\r\n");
+    if (!end)
+      continue;
+    int is_slow = strncmp(req, "GET /slow ", 10) == 0;
+    if (is_slow) {
+      s->slow_seen = 1;
+      if (tdl_sem_acquire(&s->release, tdl_after(T_HANG)) < 0)
+        break;
+    }
+    const char *answer = is_slow ? "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
+                                 : "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh";
+    int e = tdl_net_send_all(sc->fd, answer, strlen(answer), NULL, tdl_after(T_HANG));
+    if (is_slow)
+      s->stale_sent = 1;
+    if (e < 0)
+      break;
+    got -= (size_t)(end + 4 - req);
+    memmove(req, end + 4, got);
+  }
+  tdl_close(sc->fd);
+  test_free(sc);
+  return NULL;
+}
+
+static void *slow_server(void *arg)
+{
+  slow *s = arg;
+  int fd;
+  while ((fd = tdl_net_accept(s->lfd, NULL, TDL_FOREVER)) >= 0) {
+    s->accepted++;
+    slow_conn *sc = test_malloc(sizeof *sc);
+    *sc = (slow_conn){s, fd};
+    tdl_fiber_options o = {.detached = true};
+    assert_int_equal(tdl_fiber_spawn(NULL, tdl_fiber_loop(), slow_conn_fiber, sc, &o), 0);
+  }
+  return NULL; /* cancelled: the test is over */
+}
+
+typedef struct perform {
+  CURL *c;
+  const char *url;
+  CURLcode rc;
+  char body[64];
+  size_t len;
+} perform;
+
+static size_t keep_body(char *data, size_t size, size_t n, void *arg)
+{
+  perform *p = arg;
+  size_t add = size * n, room = sizeof p->body - 1 - p->len;
+  memcpy(p->body + p->len, data, add < room ? add : room);
+  p->len += add < room ? add : room;
+  p->body[p->len] = '\0';
+  return add;
+}
+
+static void *perform_fiber(void *arg)
+{
+  perform *p = arg;
+  curl_easy_setopt(p->c, CURLOPT_URL, p->url); /* curl keeps a copy */
+  curl_easy_setopt(p->c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(p->c, CURLOPT_WRITEFUNCTION, keep_body);
+  curl_easy_setopt(p->c, CURLOPT_WRITEDATA, p);
+  p->rc = curl_easy_perform(p->c);
+  return NULL;
+}
+
+typedef struct cut_run {
+  slow s;
+  perform p[4]; /* /fresh, /slow (cancelled), then /fresh twice, one easy handle */
+  int accepted_before;
+} cut_run;
+
+static void *cut_main(void *arg)
+{
+  cut_run *k = arg;
+  slow *s = &k->s;
+  assert_int_equal(tdl_sem_init(&s->release, 0, 1), 0);
+  s->lfd = tdl_net_listen_str("127.0.0.1:0", 16, 0);
+  assert_true(s->lfd >= 0);
+  tdl_addr a;
+  char where[48];
+  assert_int_equal(tdl_net_local_addr(s->lfd, &a), 0);
+  assert_true(tdl_addr_format(&a, where, sizeof where) >= 0);
+  tdl_fiber_t server, victim;
+  assert_int_equal(tdl_fiber_spawn(&server, tdl_fiber_loop(), slow_server, s, NULL), 0);
+  CURL *c = curl_easy_init();
+  assert_non_null(c);
+  char urls[2][80];
+  snprintf(urls[0], sizeof urls[0], "http://%s/fresh", where);
+  snprintf(urls[1], sizeof urls[1], "http://%s/slow", where);
+  for (int i = 0; i < 4; i++)
+    k->p[i] = (perform){.c = c, .url = urls[i == 1]};
+  perform_fiber(&k->p[0]); /* the connection the next transfer reuses */
+  assert_int_equal(tdl_fiber_spawn(&victim, tdl_fiber_loop(), perform_fiber, &k->p[1], NULL), 0);
+  for (tdl_time_t end = t_clock() + T_HANG; !s->slow_seen && t_clock() < end;)
+    tdl_sleep(tdl_after(TDL_MSEC));
+  assert_true(s->slow_seen);
+  assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), victim), 0);
+  assert_int_equal(tdl_fiber_join(victim, NULL, TDL_FOREVER), 0);
+  /* The server answers the cancelled request now, on its connection. */
+  k->accepted_before = s->accepted;
+  assert_int_equal(tdl_sem_release(&s->release), 0);
+  for (tdl_time_t end = t_clock() + T_HANG; !s->stale_sent && t_clock() < end;)
+    tdl_sleep(tdl_after(TDL_MSEC));
+  assert_true(s->stale_sent);
+  perform_fiber(&k->p[2]);
+  perform_fiber(&k->p[3]);
+  curl_easy_cleanup(c);
+  tdl_fiber_cancel(tdl_fiber_loop(), server);
+  tdl_fiber_join(server, NULL, TDL_FOREVER);
+  tdl_close(s->lfd);
+  tdl_sem_destroy(&s->release);
+  return NULL;
+}
+
+/* The next transfer on the easy handle must not read the cancelled one's
+ * answer: curl makes a new connection (or fails), and answers "fresh". */
+static void test_curl_cancel_cuts_the_connection(void **state)
+{
+  (void)state;
+  cut_run k = {0};
+  assert_int_equal(tdl_fiber_main(cut_main, &k, NULL), 0);
+  for (int i = 0; i < 4; i++)
+    print_message("transfer %d: %s, body \"%s\"\n", i, curl_easy_strerror(k.p[i].rc), k.p[i].body);
+  print_message("connections: %d before the cancelled answer went, %d in all\n", k.accepted_before, k.s.accepted);
+  assert_int_equal(k.p[0].rc, CURLE_OK);
+  assert_string_equal(k.p[0].body, "fresh");
+  assert_int_equal(k.accepted_before, 1); /* /slow went on the first transfer's connection */
+  assert_int_not_equal(k.p[1].rc, CURLE_OK);
+  assert_string_equal(k.p[1].body, "");
+  for (int i = 2; i < 4; i++) {
+    assert_null(strstr(k.p[i].body, "stale"));
+    assert_int_equal(k.p[i].rc, CURLE_OK);
+    assert_string_equal(k.p[i].body, "fresh");
+  }
+  assert_int_equal(k.s.accepted, 2); /* a new connection for the transfers after the cut */
+}
+
 static int setup(void **state)
 {
   (void)state;
@@ -299,6 +469,7 @@ int main(int argc, char **argv)
       cmocka_unit_test(test_curl_fibers),
       cmocka_unit_test(test_curl_refused),
       cmocka_unit_test(test_curl_cancel_and_deadline),
+      cmocka_unit_test(test_curl_cancel_cuts_the_connection),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

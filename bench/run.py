@@ -90,6 +90,8 @@ SIZES = {
     "hiredis_commands": (1_000_000, 50_000),
     "hiredis_fibers": (1_000, 200),
     "echo_messages": (1_000_000, 100_000),
+    "stream_seconds": (5, 1),
+    "fiber_spawns": (1_000_000, 100_000),
     "skew_tasks": (20_000, 2_000),
     "skew_iters": (100_000, 100_000),
     # HTTP: seconds of each measured wrk run (--duration; a connection per
@@ -129,6 +131,21 @@ IMPLS = {
     "go-2": ("bench-go", [], {"GOMAXPROCS": "2"}),
     "tokio-ct": ("bench-tokio", ["--flavor", "current_thread"], {}),
     "tokio-mt": ("bench-tokio", ["--flavor", "multi_thread"], {}),
+    # ... and the C and C++ fiber runtimes: State Threads, Boost.Fiber.
+    "st": ("bench-st", [], {}),
+    "boost-fiber": ("bench-boost-fiber", [], {}),
+    "boost-fiber-buffered": ("bench-boost-fiber", ["--chan", "buffered"], {}),
+    # idle: each stackful peer also at its smallest stack that runs the workload
+    # (State Threads: a page; Boost.Fiber: 16 KiB, over its minimum_size of 13,504
+    # bytes: 8 KiB overflows), and treadle compacting its idle fibers.
+    "st-4k": ("bench-st", ["--stack", "4096"], {}),
+    "boost-fiber-16k": ("bench-boost-fiber", ["--stack", "16384"], {}),
+    "treadle-compact": ("treadle-bench", ["--compact-ms", "10"], {}),
+    # ... and the Rust ones: may (stackful coroutines, one worker thread; at its
+    # default stack of 32 KiB and at one page) and monoio (io_uring, stackless tasks).
+    "may": ("bench-may", [], {}),
+    "may-4k": ("bench-may", ["--stack", "4096"], {}),
+    "monoio": ("bench-monoio", [], {}),
     "treadle-spin": ("treadle-bench", ["--spin", "100000"], {}),
     "floor": ("treadle-bench", ["--floor", "1"], {}),
     "floor-sleep": ("treadle-bench", ["--floor", "2"], {}),
@@ -176,6 +193,10 @@ IMPLS = {
     "treadle-uring-sends": ("script:echo_driver.py", ["--server", "treadle-uring-sends"], {}),
     "go-1-server": ("script:echo_driver.py", ["--server", "go-1"], {}),
     "tokio-ct-server": ("script:echo_driver.py", ["--server", "tokio-ct"], {}),
+    "st-server": ("script:echo_driver.py", ["--server", "st"], {}),
+    "boost-fiber-server": ("script:echo_driver.py", ["--server", "boost-fiber"], {}),
+    "may-server": ("script:echo_driver.py", ["--server", "may"], {}),
+    "monoio-server": ("script:echo_driver.py", ["--server", "monoio"], {}),
     "floor-single": ("script:echo_driver.py", ["--server", "floor-single"], {}),
     "floor-multishot": ("script:echo_driver.py", ["--server", "floor-multishot"], {}),
 }
@@ -246,18 +267,24 @@ EXPERIMENTS.append(experiment(
     "timers", "fire N={timers}", "timers", "--timers {timers} --mode fire",
     ["treadle"] + C_PEERS, ["ns_per_timer", "cpu_ns_per_timer"],
     cost("timers", 0.6 * US, 0.3, libuv=1.7 * US, libevent=2.3 * US)))
+# State Threads and monoio have no channel: they are in the wake row only.
 for _via in ["wake", "chan"]:
     EXPERIMENTS.append(experiment(
         "ring", f"via {_via}, 503 fibers, T={{hops}}", "ring", f"--threads 503 --hops {{hops}} --via {_via}",
-        ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"],
-        cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.12 * US, tokio_mt=0.23 * US)))
+        ["treadle"] + FIBER_PEERS + (["st"] if _via == "wake" else []) + ["boost-fiber", "may"]
+        + (["monoio"] if _via == "wake" else []),
+        ["ns_per_hop", "cpu_ns_per_hop"],
+        cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.12 * US, tokio_mt=0.23 * US, st=0.03 * US,
+             boost_fiber=0.25 * US, may=0.2 * US, monoio=0.2 * US)))
 EXPERIMENTS.append(experiment(
     "chan", "ping-pong T={hops}", "chan", "--hops {hops}",
-    ["treadle"] + FIBER_PEERS, ["ns_per_hop", "cpu_ns_per_hop"],
-    cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.1 * US)))
+    ["treadle"] + FIBER_PEERS + ["st", "boost-fiber", "boost-fiber-buffered", "may"], ["ns_per_hop", "cpu_ns_per_hop"],
+    cost("hops", 0.19 * US, 0.05, treadle=0.03 * US, tokio_ct=0.1 * US, st=0.03 * US, boost_fiber=0.12 * US,
+         boost_fiber_buffered=0.17 * US, may=0.35 * US)))
 EXPERIMENTS.append(experiment(
     "idle", "F={fibers}", "idle", "--fibers {fibers}",
-    ["treadle"] + FIBER_PEERS, ["bytes_per_fiber"], cost("fibers", 3 * US, 0.3)))
+    ["treadle"] + FIBER_PEERS + ["st", "boost-fiber", "may"], ["bytes_per_fiber"],
+    cost("fibers", 3 * US, 0.3, st=5 * US, boost_fiber=15 * US, may=40 * US)))
 # Compacting idle fibers (tdl_fiber_compact_idle): each park with and without
 # it; wake_ns is a timing (the wake-up of a compacted fiber against a resident
 # one), bytes_per_fiber is not.
@@ -267,6 +294,12 @@ for _park, _n in [("park", "fibers"), ("read", "idle_readers"), ("chan", "fibers
             "idle", "%s F={%s}%s" % (_park, _n, " compact %d ms" % _ms if _ms else ""), "idle",
             "--fibers {%s} --park %s --compact-ms %d" % (_n, _park, _ms),
             ["treadle"], ["bytes_per_fiber", "copy_bytes", "wake_ns"], cost(_n, 15 * US, 0.1 + _ms * 0.004)))
+# Parked in a read, against the stackful peers, each at its default stack and
+# its smallest; treadle as it comes and compacted.
+EXPERIMENTS.append(experiment(
+    "idle", "read F={idle_readers}, peers", "idle", "--fibers {idle_readers} --park read",
+    ["treadle", "treadle-compact", "st", "st-4k", "boost-fiber", "boost-fiber-16k", "may", "may-4k", "monoio"],
+    ["bytes_per_fiber"], cost("idle_readers", 20 * US, 0.15, may=40 * US, may_4k=40 * US)))
 for _p, _d in [(100, 0), (1000, 0), (9000, 0), (1000, 1000), (9000, 1000)]:
     EXPERIMENTS.append(experiment(
         "pipes-fiber", f"P={_p} D={_d}", "pipes",
@@ -293,6 +326,10 @@ EXPERIMENTS.append(experiment(
     "spawn", "2 GiB parent, K={big_spawns}", "spawn", "--count {big_spawns} --parent-mib 2048",
     ["treadle", "posix_spawn", "vfork", "fork"], ["spawns_per_s", "cpu_us_per_spawn"],
     cost("big_spawns", 600 * US, 3.0, fork=0.1)))
+EXPERIMENTS.append(experiment(
+    "spawn", "fibers: N={fiber_spawns}, B=1000", "fiber-spawn", "--fibers {fiber_spawns} --batch 1000",
+    ["treadle", "st", "boost-fiber", "may", "monoio"], ["fibers_per_s", "cpu_ns_per_fiber"],
+    cost("fiber_spawns", 0.4 * US, 0.05, boost_fiber=7 * US, may=2 * US)))
 EXPERIMENTS.append(experiment(
     "blocking", "F=64 N={calls}", "blocking", "--calls {calls} --fibers 64",
     ["treadle", "libuv", "tokio-mt", "tokio-ct"], ["us_per_call", "cpu_us_per_call"],
@@ -342,6 +379,18 @@ EXPERIMENTS.append(experiment(
      "floor-multishot", "go-1-server", "tokio-ct-server"],
     ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"],
     cost("echo_messages", 7 * US, 1.0, go_1_server=9 * US), also_vs=["treadle-epoll"]))
+# The fiber runtimes' echo: the net-perf protocol (fixed 512-byte messages),
+# ping-pong over 100 connections, and one connection streamed both ways.
+ECHO_FIBER_SERVERS = ["treadle-uring", "treadle-epoll", "st-server", "boost-fiber-server", "may-server",
+                      "monoio-server", "go-1-server", "tokio-ct-server"]
+EXPERIMENTS.append(experiment(
+    "echo", "C=100 M={echo_messages} B=512", "echo", "--conns 100 --messages {echo_messages} --size 512",
+    ECHO_FIBER_SERVERS, ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"],
+    cost("echo_messages", 10 * US, 1.0, st_server=14 * US, boost_fiber_server=20 * US)))
+EXPERIMENTS.append(experiment(
+    "echo", "stream C=1 S={stream_seconds} s B=512", "echo-stream", "--seconds {stream_seconds} --size 512",
+    ECHO_FIBER_SERVERS, ["msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"],
+    cost("stream_seconds", 1.0, 1.0)))
 
 EXPERIMENTS.append(experiment(
     "skew", "N={skew_tasks} I={skew_iters}", "skew", "--tasks {skew_tasks} --iters {skew_iters}",
@@ -443,9 +492,20 @@ GROUP_NOTES = {
             "tokio: a Notify per task); `via chan` uses an unbuffered channel between neighbours (tokio has "
             "no rendezvous channel: capacity-1 mpsc). `ns_per_hop` is wall time, `cpu_ns_per_hop` CPU "
             "time. go-1 is GOMAXPROCS=1, go the default (every CPU); tokio-ct is current_thread, tokio-mt "
-            "multi_thread.",
+            "multi_thread. st is State Threads (a thread per member; via wake only, ST having no channel: an "
+            "st_cond_t and a flag per thread, signalled by its predecessor); boost-fiber is Boost.Fiber on its "
+            "round_robin scheduler (via wake: a fibers::mutex, condition_variable and flag per fiber; via chan: "
+            "an unbuffered_channel per neighbour). Both run on one thread. may: stackful coroutines on one "
+            "worker thread (via wake: coroutine::park and Coroutine::unpark; via chan: may has no rendezvous "
+            "channel, an unbounded mpsc per neighbour, which never holds more than the token); monoio: tasks "
+            "on its io_uring runtime (via wake only, monoio having no channel nor notification: a one-task "
+            "permit on std's Waker, bench/peers/monoio).",
     "chan": "Two fibers pass a value back and forth over one unbuffered channel; a hop is one send and "
-            "its receive (tokio: a capacity-1 mpsc per direction). Columns as in ring.",
+            "its receive (tokio: a capacity-1 mpsc per direction). Columns as in ring; st passes the value "
+            "through a one-value slot and an st_cond_t per direction (State Threads has no channel), "
+            "boost-fiber over one unbuffered_channel both ways, boost-fiber-buffered over a buffered_channel "
+            "of capacity 2 (Boost.Fiber's smallest) per direction; may over an unbounded mpsc per direction "
+            "(it has no rendezvous channel). monoio has no channel.",
     "idle": "F fibers each blocked for good on a channel receive; bytes_per_fiber = (VmRSS with all "
             "blocked - VmRSS before) * 1024 / F. treadle: one touched 4 KiB stack page per fiber holds "
             "its control block, its frames and its wait record, plus its slot in the handle table; Go: "
@@ -454,7 +514,20 @@ GROUP_NOTES = {
             "chan are treadle alone, parked in tdl_fiber_park, in tdl_read on a pipe of its own, or on a channel "
             "receive, with tdl_fiber_compact_idle (compact 10 ms: measured once every fiber is compacted) and "
             "without: copy_bytes is a compacted fiber's heap copy of its stack (a channel receive is never "
-            "compacted), wake_ns the time to wake all F and run each once, per fiber.",
+            "compacted), wake_ns the time to wake all F and run each once, per fiber. st (State Threads) and "
+            "boost-fiber (Boost.Fiber) in the F row: blocked in st_cond_wait on one shared condition variable, "
+            "and in a pop of one shared unbuffered_channel. The row 'read ..., peers': parked in a read of a "
+            "pipe of its own, treadle as it comes and compacted (treadle-compact: --compact-ms 10), st in "
+            "st_read (its st_netfd_t opened by the thread), boost-fiber in a Boost.Asio async_read_some of a "
+            "posix::stream_descriptor (made by the fiber); each stackful peer at its default stack (State "
+            "Threads 64 KiB, Boost.Fiber's fixedsize_stack 128 KiB) and its smallest that runs the workload "
+            "(st-4k: a page, which also holds the thread's control block; boost-fiber-16k: 16 KiB, above "
+            "Boost's minimum_size of 13,504 bytes; 8 KiB overflows into the heap; may: 32 KiB, and may-4k a "
+            "page), may in a read of the pipe through may::io::CoIo (and in the F row in a receive of an mpsc "
+            "of its own); monoio, whose tasks have no stack, in a read of one end of a socket pair of its "
+            "own (monoio reads no pipes) into a 64-byte buffer it owns, as monoio's reads take one. may maps each "
+            "stack with a guard page: past vm.max_map_count / 2 coroutines (about 32,000 by default) it cannot "
+            "start them, and its run of F=100,000 fails, saying so.",
     "pipes-fiber": "One fiber (goroutine, task) per pipe looping { write 1 byte; read 1 byte, trying "
                    "the read first and parking only on EAGAIN; sleep D }: the same work as the "
                    "callback styles, written as blocking code. treadle-callback-vs-fiber is treadle's "
@@ -561,7 +634,19 @@ GROUP_NOTES = {
             "above 1 the peer served faster; server_cpu_us_per_msg is the server's CPU time (utime+stime of "
             "every thread, /proc/PID/stat, clock ticks of 10 ms) over the timed round trips only (the "
             "connections are made and warmed before), per message; client_cpu_us_per_msg the client's. The "
-            "rows 'vs treadle-epoll' are the same runs' ratios to treadle-epoll.",
+            "rows 'vs treadle-epoll' are the same runs' ratios to treadle-epoll. C=100 B=512 and stream: the "
+            "fiber runtimes' echo (the net-perf protocol, fixed 512-byte messages), the same client: ping-pong "
+            "over 100 connections, and one connection streamed both ways for S seconds (treadle-bench "
+            "echo-stream: a writer fiber sends 512-byte messages as fast as the socket takes them, a reader "
+            "fiber checks every byte that comes back; msgs_per_s is bytes echoed / 512 over the wall time, "
+            "the server's CPU counted from before the client starts). st-server is bench-st echo-server "
+            "(State Threads: a thread per connection, st_read/st_write; Debian's libst has no epoll, so "
+            "poll(2)); boost-fiber-server is bench-boost-fiber echo-server (Boost.Fiber over Boost.Asio on "
+            "one thread: a fiber per connection, async_read_some and async_write suspending the fiber); "
+            "may-server is bench-may echo-server (a coroutine per connection on one worker thread); "
+            "monoio-server is bench-monoio echo-server (a task per connection, each read and write_all a "
+            "request on io_uring, owned 16 KiB buffers). All four report the bytes they echoed, which are "
+            "checked.",
     "http": "One core: every server answers GET / with \"Hello, World!\" over keep-alive connections, pinned "
             "to CPU 0, under `wrk -t1 -c<conns> --latency` pinned to CPU 1 (bench/drivers/http_driver.py): "
             "httpd-1 is examples/httpd with one loop on epoll, httpd-1u the same on io_uring (receiving "
@@ -610,7 +695,13 @@ GROUP_NOTES = {
     "spawn": "Start /bin/true K times one after another, waiting for each. cpu_us_per_spawn counts "
              "parent and child CPU. Ratios of spawns_per_s above 1 mean the peer is faster; of "
              "cpu_us_per_spawn, that the peer spends more. With a 2 GiB resident parent fork+exec "
-             "copies the page tables; the vfork-style methods do not.",
+             "copies the page tables; the vfork-style methods do not. fibers: one fiber starts B = 1000 "
+             "fibers, then joins each in turn, until N have run (treadle-bench fiber-spawn: tdl_fiber_spawn "
+             "and tdl_fiber_join; st: st_thread_create joinable and st_thread_join; boost-fiber: a "
+             "fibers::fiber and join(), on Boost's default 128 KiB fixedsize_stack); each fiber's result is "
+             "summed and checked; may: go! and join from a coroutine, on one worker thread; monoio: "
+             "monoio::spawn and the JoinHandle awaited (a task has no stack). fibers_per_s is wall time, "
+             "cpu_ns_per_fiber CPU time per fiber.",
 }
 
 
@@ -797,7 +888,8 @@ def find_binary(build, name):
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     for dirpath, dirnames, filenames in os.walk(build):
-        dirnames[:] = [d for d in dirnames if d not in ("CMakeFiles", "peers-tokio-target")]
+        # (cargo's target directories hold the Rust peers' own copies: never those)
+        dirnames[:] = [d for d in dirnames if d != "CMakeFiles" and not (d.startswith("peers-") and d.endswith("-target"))]
         if name in filenames:
             cand = os.path.join(dirpath, name)
             if os.access(cand, os.X_OK):
@@ -1294,7 +1386,8 @@ def machine_table(build, started, load, load_end):
                  + "; benchmarks at -O2"))
     peers = []
     for name, pkg in (("libev", "libev-dev"), ("libuv", "libuv1-dev"), ("libevent", "libevent-dev"),
-                      ("hiredis", "libhiredis-dev"), ("liburing", "liburing-dev")):
+                      ("hiredis", "libhiredis-dev"), ("liburing", "liburing-dev"), ("State Threads", "libst-dev"),
+                      ("Boost.Fiber", "libboost-fiber-dev")):
         v = _deb_version(pkg)
         if v:
             peers.append(f"{name} {v}")
@@ -1315,14 +1408,16 @@ def machine_table(build, started, load, load_end):
         peers.append(f"Go {m.group(1)}")
     rustc = _first_line(["rustc", "--version"])
     if rustc:
-        tokio = None
-        try:
-            with open(os.path.join(ROOT, "bench", "peers", "tokio", "Cargo.lock")) as f:
-                m = re.search(r'name = "tokio"\nversion = "([^"]+)"', f.read())
-                tokio = m.group(1) if m else None
-        except OSError:
-            pass
-        peers.append(f"rustc {rustc.split()[1]}" + (f" (tokio {tokio})" if tokio else ""))
+        crates = []
+        for crate in ("tokio", "may", "monoio"):
+            try:
+                with open(os.path.join(ROOT, "bench", "peers", crate, "Cargo.lock")) as f:
+                    m = re.search(rf'name = "{crate}"\nversion = "([^"]+)"', f.read())
+                    if m:
+                        crates.append(f"{crate} {m.group(1)}")
+            except OSError:
+                pass
+        peers.append(f"rustc {rustc.split()[1]}" + (f" ({', '.join(crates)})" if crates else ""))
     rows.append(("peers", ", ".join(peers) or "none found"))
     rows.append(("load average", f"{load} at the start, {load_end} at the end (1 / 5 / 15 min)"))
     return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)

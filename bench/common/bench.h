@@ -89,6 +89,7 @@ int bench_pipes_main(int argc, char **argv);
 int bench_timers_main(int argc, char **argv);
 int bench_ring_main(int argc, char **argv);
 int bench_spawn_main(int argc, char **argv);
+int bench_fiber_spawn_main(int argc, char **argv);
 int bench_idle_main(int argc, char **argv);
 int bench_chan_main(int argc, char **argv);
 int bench_xchan_main(int argc, char **argv);

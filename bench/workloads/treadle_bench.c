@@ -13,6 +13,7 @@
 #pragma weak bench_timers_main
 #pragma weak bench_ring_main
 #pragma weak bench_spawn_main
+#pragma weak bench_fiber_spawn_main
 #pragma weak bench_idle_main
 #pragma weak bench_chan_main
 #pragma weak bench_xchan_main
@@ -55,6 +56,12 @@ static const bench_opt spawn_opts[] = {
     COUNT("count", "2000", "runs of /bin/true K, one after another"),
     {"method", "treadle|popen|fork|vfork|posix_spawn", 0, 0, "how to start it (default treadle)"},
     {"parent-mib", "N", 0, 1L << 20, "touch this many MiB of heap first (default 0)"},
+    {0},
+};
+static const bench_opt fiber_spawn_opts[] = {
+    COUNT("fibers", "1000000", "fibers N to start and join in all"),
+    {"batch", "N", 1, 1000000, "fibers B started before the first of them is joined (default 1000)"},
+    {"stack", "N", 0, LONG_MAX, "stack size in bytes (default 0: treadle's default)"},
     {0},
 };
 static const bench_opt idle_opts[] = {
@@ -169,6 +176,7 @@ static const bench_workload workloads[] = {
     {"timers", bench_timers_main, "add and cancel, or fire, N timers", timers_opts},
     {"ring", bench_ring_main, "a token passed around a ring of fibers", ring_opts},
     {"spawn", bench_spawn_main, "start /bin/true K times, waiting for each", spawn_opts},
+    {"fiber-spawn", bench_fiber_spawn_main, "start and join N fibers, B at a time", fiber_spawn_opts},
     {"idle", bench_idle_main, "memory per blocked fiber", idle_opts},
     {"chan", bench_chan_main, "two fibers ping-pong over an unbuffered channel", chan_opts},
     {"xchan", bench_xchan_main, "a shared channel of capacity 1024 between two loops", xchan_opts},

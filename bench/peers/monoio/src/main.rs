@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: MIT
+
+//! bench-monoio: the monoio peer (crates.io `monoio`, a thread-per-core
+//! runtime on io_uring) of treadle-bench's fiber workloads
+//! (docs/BENCHMARKS.md), with the same command line and the same RESULT line
+//! as the C driver:
+//!
+//! ```text
+//! bench-monoio ring  --threads 503 --hops T [--via wake]
+//! bench-monoio fiber-spawn --fibers N --batch B
+//! bench-monoio idle  --fibers F [--park read]
+//! bench-monoio echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
+//! ```
+//!
+//! One runtime on the main thread (monoio's FusionDriver: io_uring where the
+//! kernel has it, else epoll; the key driver= says which), its tasks spawned
+//! with monoio::spawn.  monoio has no channel and no notification primitive
+//! of its own (no chan workload; ring wakes through a permit written here on
+//! std's Waker), and its tasks have no stack (no --stack).  impl is "monoio".
+//! A run that fails its own check exits 1 without a RESULT line; a malformed
+//! command line exits 2.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::process::exit;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::unix::UnixStream;
+use monoio::net::{TcpListener, TcpStream};
+
+struct Span {
+    t0: Instant,
+    ru0: libc::rusage,
+    wall: f64,
+    user: f64,
+    sys: f64,
+}
+
+fn rusage_self() -> libc::rusage {
+    // SAFETY: getrusage fills the struct it is given; all-zero is a valid rusage.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            die(&format!("getrusage: {}", std::io::Error::last_os_error()));
+        }
+        ru
+    }
+}
+
+fn tv_seconds(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
+}
+
+impl Span {
+    fn begin() -> Span {
+        let ru0 = rusage_self();
+        Span { t0: Instant::now(), ru0, wall: 0.0, user: 0.0, sys: 0.0 }
+    }
+
+    fn end(&mut self) {
+        self.wall = self.t0.elapsed().as_secs_f64();
+        let ru = rusage_self();
+        self.user = tv_seconds(ru.ru_utime) - tv_seconds(self.ru0.ru_utime);
+        self.sys = tv_seconds(ru.ru_stime) - tv_seconds(self.ru0.ru_stime);
+    }
+}
+
+/// A "Vm...:" field of /proc/self/status in KiB, or -1.
+fn proc_status_kb(field: &str) -> i64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return -1;
+    };
+    for line in s.lines() {
+        if let Some(rest) = line.strip_prefix(field).and_then(|r| r.strip_prefix(':')) {
+            if let Some(v) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                return v;
+            }
+        }
+    }
+    -1
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("bench-monoio: {msg}");
+    exit(1)
+}
+
+fn usage_exit(msg: &str) -> ! {
+    eprintln!("bench-monoio: {msg}");
+    exit(2)
+}
+
+/// Prints the RESULT line and ends the process (tasks still parked are
+/// left to the exit).
+fn result(bench: &str, sp: &Span, keys: &str) -> ! {
+    println!(
+        "RESULT impl=monoio bench={bench} {keys} wall_s={:.6} user_s={:.6} sys_s={:.6} peak_rss_kb={}",
+        sp.wall,
+        sp.user,
+        sp.sys,
+        proc_status_kb("VmHWM")
+    );
+    let _ = std::io::stdout().flush();
+    exit(0)
+}
+
+fn fail(bench: &str, why: &str) -> ! {
+    eprintln!("bench-monoio {bench}: CHECK FAILED: {why}");
+    exit(1)
+}
+
+/// "--name value" pairs after the workload name.
+struct Opts(HashMap<String, String>);
+
+impl Opts {
+    fn parse(args: &[String], known: &[&str]) -> Opts {
+        let mut m = HashMap::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            let Some(name) = a.strip_prefix("--") else {
+                usage_exit(&format!("bad argument {a:?} (options are --name value pairs)"))
+            };
+            if i + 1 >= args.len() {
+                usage_exit(&format!("option {a} needs a value"));
+            }
+            if !known.contains(&name) {
+                usage_exit(&format!("unknown option --{name}"));
+            }
+            m.insert(name.to_string(), args[i + 1].clone());
+            i += 2;
+        }
+        Opts(m)
+    }
+
+    fn long(&self, name: &str, dflt: i64) -> i64 {
+        match self.0.get(name) {
+            None => dflt,
+            Some(v) => v.parse().unwrap_or_else(|_| usage_exit(&format!("--{name}: not an integer: {v:?}"))),
+        }
+    }
+
+    fn str<'a>(&'a self, name: &str, dflt: &'a str) -> &'a str {
+        self.0.get(name).map(|s| s.as_str()).unwrap_or(dflt)
+    }
+}
+
+/// Raise the soft RLIMIT_NOFILE to the hard limit (pipes need 2 fds each).
+/// Raise the soft RLIMIT_NOFILE to the hard limit (socket pairs need 2 fds each).
+fn raise_nofile() {
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+        }
+    }
+}
+
+/// A one-task wake-up: notify() sets the permit and wakes the task waiting
+/// in wait(), if any; a notify() that comes first is not lost.  What a
+/// single-threaded runtime without a Notify of its own is given to wake a
+/// task (tokio's peer uses tokio::sync::Notify).
+#[derive(Default)]
+struct Permit {
+    set: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Permit {
+    fn notify(&self) {
+        self.set.set(true);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn wait(&self) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |cx| {
+            if self.set.replace(false) {
+                Poll::Ready(())
+            } else {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+}
+
+// ---- ring: a token around N tasks ---------------------------------------------
+//
+// The count of hops left is the token: the holder of v stops the run if v is
+// 0, else passes v - 1 on (a hop).  So T hops are made and the run ends at
+// task T mod N; both are checked.  --via wake only (monoio has no channel):
+// each task waits on a Permit of its own, set by its predecessor.
+async fn ring(o: &Opts) -> ! {
+    let n = o.long("threads", 503).max(2) as usize;
+    let hops = o.long("hops", 10_000_000);
+    if o.str("via", "wake") != "wake" {
+        usage_exit("ring: monoio has no channel: --via wake only");
+    }
+    let permits: Rc<Vec<Permit>> = Rc::new((0..n).map(|_| Permit::default()).collect());
+    let token = Rc::new(Cell::new(0i64));
+    let passed = Rc::new(Cell::new(0i64));
+    let finisher = Rc::new(Cell::new(usize::MAX));
+    let fin = Rc::new(Permit::default());
+    for i in 0..n {
+        let (permits, token, passed, finisher, fin) =
+            (permits.clone(), token.clone(), passed.clone(), finisher.clone(), fin.clone());
+        monoio::spawn(async move {
+            loop {
+                permits[i].wait().await;
+                let v = token.get();
+                if v == 0 {
+                    finisher.set(i);
+                    fin.notify();
+                    return;
+                }
+                token.set(v - 1);
+                passed.set(passed.get() + 1);
+                permits[(i + 1) % n].notify();
+            }
+        });
+    }
+    monoio::time::sleep(Duration::from_millis(1)).await; // every task reaches its first wait
+    let mut sp = Span::begin();
+    token.set(hops);
+    permits[0].notify(); // hands the token over: not a hop
+    fin.wait().await;
+    sp.end();
+    if passed.get() != hops || finisher.get() != (hops % n as i64) as usize {
+        fail(
+            "ring",
+            &format!("{} hops of {hops}, stopped at task {} (expected {})", passed.get(), finisher.get(), hops % n as i64),
+        );
+    }
+    result(
+        "ring",
+        &sp,
+        &format!(
+            "threads={n} hops={hops} via=wake driver={} ns_per_hop={:.2} cpu_ns_per_hop={:.2}",
+            driver(),
+            sp.wall * 1e9 / hops as f64,
+            (sp.user + sp.sys) * 1e9 / hops as f64
+        ),
+    )
+}
+
+// ---- fiber-spawn: start and join N tasks, B at a time --------------------------
+//
+// The main task spawns B tasks (monoio::spawn), then awaits each JoinHandle
+// in turn, until N have run.  Task i returns i + 1; the sum is checked
+// against N (N + 1) / 2.
+async fn fiber_spawn(o: &Opts) -> ! {
+    let n = o.long("fibers", 1_000_000).max(1) as u64;
+    let batch = o.long("batch", 1000).max(1) as u64;
+    let mut sum = 0u64;
+    let mut hs = Vec::with_capacity(batch as usize);
+    let mut sp = Span::begin();
+    let mut done = 0u64;
+    while done < n {
+        let k = batch.min(n - done);
+        for i in 0..k {
+            let v = done + i + 1;
+            hs.push(monoio::spawn(async move { v }));
+        }
+        for h in hs.drain(..) {
+            sum += h.await;
+        }
+        done += k;
+    }
+    sp.end();
+    let want = n * (n + 1) / 2;
+    if sum != want {
+        fail("fiber-spawn", &format!("the joins collected {sum}, expected {want}"));
+    }
+    result(
+        "fiber-spawn",
+        &sp,
+        &format!(
+            "fibers={n} batch={batch} stack=0 fibers_per_s={:.0} cpu_ns_per_fiber={:.1}",
+            n as f64 / sp.wall,
+            (sp.user + sp.sys) * 1e9 / n as f64
+        ),
+    )
+}
+
+// ---- idle: memory per blocked task -----------------------------------------------
+//
+// F tasks, each blocked for good in a read of a socket of its own (one end
+// of a UnixStream pair; monoio reads no pipes), with a 64-byte buffer it
+// owns, as monoio's reads take one.  bytes_per_fiber = (VmRSS with all F
+// blocked - VmRSS before) * 1024 / F, the pairs made before.  Then a byte is
+// written to every other end, each reader checks it, and the wake-up of all
+// is timed: wake_ns, per task.
+async fn idle(o: &Opts) -> ! {
+    let n = o.long("fibers", 100_000).max(1) as usize;
+    if o.str("park", "read") != "read" {
+        usage_exit("idle: monoio has no channel: --park read only");
+    }
+    let mut ends = Vec::with_capacity(n);
+    let mut others = Vec::with_capacity(n);
+    for i in 0..n {
+        let (a, b) = UnixStream::pair().unwrap_or_else(|e| die(&format!("socketpair {i} of {n}: {e}")));
+        ends.push(a);
+        others.push(b);
+    }
+    let blocked = Rc::new(Cell::new(0usize));
+    let woken = Rc::new(Cell::new(0usize));
+    let failed = Rc::new(Cell::new(false));
+    let all = Rc::new(Permit::default());
+    let before = proc_status_kb("VmRSS");
+    let mut sp = Span::begin();
+    for mut end in ends.drain(..) {
+        let (blocked, woken, failed, all) = (blocked.clone(), woken.clone(), failed.clone(), all.clone());
+        monoio::spawn(async move {
+            blocked.set(blocked.get() + 1);
+            let (res, buf) = end.read(vec![0u8; 64]).await;
+            if !matches!(res, Ok(1)) || buf[0] != b'w' {
+                failed.set(true);
+            }
+            blocked.set(blocked.get() - 1);
+            woken.set(woken.get() + 1);
+            if woken.get() == n {
+                all.notify();
+            }
+            std::mem::forget(end); // left open: the exit closes it
+        });
+    }
+    for _ in 0..1000 {
+        monoio::time::sleep(Duration::from_millis(1)).await;
+        if blocked.get() >= n {
+            break;
+        }
+    }
+    monoio::time::sleep(Duration::from_millis(10)).await; // every read submitted
+    let blocked_at_measure = blocked.get();
+    let after = proc_status_kb("VmRSS");
+    let bytes_per_fiber = (after - before) as f64 * 1024.0 / n as f64;
+    let t0 = Instant::now();
+    for b in &others {
+        // SAFETY: writes one byte from a static buffer to a socket we own.
+        if unsafe { libc::write(b.as_raw_fd(), b"w".as_ptr().cast(), 1) } != 1 {
+            die(&format!("write: {}", std::io::Error::last_os_error()));
+        }
+    }
+    all.wait().await;
+    let wake_ns = t0.elapsed().as_secs_f64() * 1e9 / n as f64;
+    sp.end();
+    if failed.get() || blocked_at_measure != n || woken.get() != n {
+        fail("idle", &format!("{blocked_at_measure} of {n} blocked, {} woken", woken.get()));
+    }
+    result(
+        "idle",
+        &sp,
+        &format!(
+            "fibers={n} park=read stack=0 driver={} rss_before_kb={before} rss_after_kb={after} \
+             bytes_per_fiber={bytes_per_fiber:.0} wake_ns={wake_ns:.0}",
+            driver()
+        ),
+    )
+}
+
+// ---- echo-server -------------------------------------------------------------
+//
+// The peer of treadle-bench's echo-server (docs/BENCHMARKS.md, "echo"), with
+// the same contract: listen (default 127.0.0.1:0), print "PORT n", serve
+// until stdin reaches end of file, then print "SERVED conns=N bytes=B" and
+// exit 0.  monoio's echo: accept in the main task, a task per connection
+// reading into an owned 16 KiB buffer and write_all of it (each a request
+// on the ring), TCP_NODELAY; stdin is read by a plain thread, blocked in
+// read(2).
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+static ECHOED: AtomicU64 = AtomicU64::new(0);
+
+async fn echo_conn(mut s: TcpStream) {
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    loop {
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        let n = match res {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let (res, b) = s.write_all(buf).await;
+        buf = b;
+        if res.is_err() {
+            return;
+        }
+        ECHOED.fetch_add(n as u64, Relaxed);
+        buf.clear();
+    }
+}
+
+async fn echo_server(o: &Opts) -> ! {
+    let addr = o.str("listen", "127.0.0.1:0").to_string();
+    let ln = TcpListener::bind(addr.as_str()).unwrap_or_else(|e| die(&format!("listen on {addr}: {e}")));
+    let port = ln.local_addr().map(|a| a.port()).unwrap_or_else(|e| die(&e.to_string()));
+    println!("PORT {port}");
+    let _ = std::io::stdout().flush();
+    eprintln!("bench-monoio echo-server: listening on port {port}, driver {}", driver());
+    std::thread::spawn(|| {
+        let mut b = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut b), Ok(n) if n > 0) {}
+        println!("SERVED conns={} bytes={}", ACCEPTED.load(Relaxed), ECHOED.load(Relaxed));
+        let _ = std::io::stdout().flush();
+        exit(0);
+    });
+    loop {
+        match ln.accept().await {
+            Ok((s, _)) => {
+                let _ = s.set_nodelay(true);
+                ACCEPTED.fetch_add(1, Relaxed);
+                monoio::spawn(echo_conn(s));
+            }
+            Err(e) => {
+                eprintln!("bench-monoio echo-server: accept: {e}");
+                monoio::time::sleep(Duration::from_millis(10)).await; // EMFILE and the like: do not spin
+            }
+        }
+    }
+}
+
+fn driver() -> &'static str {
+    if monoio::utils::detect_uring() {
+        "uring"
+    } else {
+        "epoll"
+    }
+}
+
+fn main() {
+    raise_nofile();
+    let argv: Vec<String> = std::env::args().collect();
+    let usage = || -> ! {
+        usage_exit("usage: bench-monoio ring|fiber-spawn|idle|echo-server [options]\n       (see docs/BENCHMARKS.md)")
+    };
+    if argv.len() < 2 {
+        usage();
+    }
+    let bench = argv[1].clone();
+    let known: &[&str] = match bench.as_str() {
+        "ring" => &["threads", "hops", "via"],
+        "fiber-spawn" => &["fibers", "batch"],
+        "idle" => &["fibers", "park"],
+        "echo-server" => &["listen"],
+        _ => usage(),
+    };
+    let opts = Opts::parse(&argv[2..], known);
+    let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new()
+        .enable_timer()
+        .build()
+        .unwrap_or_else(|e| die(&format!("building the runtime: {e}")));
+    rt.block_on(async move {
+        match bench.as_str() {
+            "ring" => ring(&opts).await,
+            "fiber-spawn" => fiber_spawn(&opts).await,
+            "idle" => idle(&opts).await,
+            "echo-server" => echo_server(&opts).await,
+            _ => unreachable!(),
+        }
+    });
+}

@@ -10,8 +10,8 @@
 #                on each back end (epoll, poll, io_uring),
 #                run them again under valgrind, check an installed copy is usable,
 #                and compile and run the README's program
-# CI (.ci/run) adds `make test-asan`, `make test-aarch64`, `make test-musl` and
-# `make abi-check`.
+# CI (.ci/run) adds `make test-asan`, `make test-aarch64`, `make test-musl`,
+# `make abi-check` and `make analyse`.
 # make prints "Entering/Leaving directory" around every recursive make, also
 # those that cmake --build starts: dozens of lines that say nothing.
 MAKEFLAGS += --no-print-directory
@@ -21,7 +21,7 @@ WERROR ?= OFF
 JOBS ?= 2
 CMAKE ?= cmake
 
-.PHONY: all test test-build test-valgrind test-consumer test-asan test-tsan test-aarch64 test-musl abi-check bench bench-full bench-build clean soak
+.PHONY: all test test-build test-valgrind test-consumer test-asan coverage test-tsan test-aarch64 test-musl abi-check analyse bench bench-full bench-build clean soak
 
 all: test-build
 
@@ -40,11 +40,27 @@ test: test-build
 	scripts/consumer-test.sh build/test
 	scripts/readme-example.sh build/test
 
+# COVERAGE=ON counts lines and branches as the suite runs (CI does, so
+# that the suite runs once for both) and then checks scripts/coverage.py's
+# floors.
+COVERAGE ?= OFF
 test-asan:
 	@scripts/deps.sh test
-	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_SANITIZE=ON -DTDL_BENCH=OFF -DTDL_COVERAGE=$(COVERAGE) -DTDL_WERROR=$(WERROR) >/dev/null
 	$(CMAKE) --build build/asan -j$(JOBS)
+	find build/asan -name '*.gcda' -delete
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build/asan --output-on-failure -j$(JOBS)
+	[ "$(COVERAGE)" != ON ] || scripts/coverage.py build/asan
+
+# Coverage of src/ by the whole suite, per folder (scripts/coverage.py, with
+# gcovr), in a build of its own: fails below the floors.
+coverage:
+	@scripts/deps.sh test
+	$(CMAKE) -S . -B build/coverage -DCMAKE_BUILD_TYPE=Debug -DTDL_DEBUG_CHECKS=ON -DTDL_FAULTS=ON -DTDL_COVERAGE=ON -DTDL_BENCH=OFF -DTDL_WERROR=$(WERROR) >/dev/null
+	$(CMAKE) --build build/coverage -j$(JOBS)
+	find build/coverage -name '*.gcda' -delete
+	ctest --test-dir build/coverage --output-on-failure -j$(JOBS)
+	scripts/coverage.py build/coverage
 
 # Every test where threads meet, under ThreadSanitizer.
 test-tsan:
@@ -69,6 +85,13 @@ test-musl:
 abi-check:
 	scripts/release-check.py
 	JOBS=$(JOBS) scripts/abi-check.sh build/abi
+
+# The static analysers: GCC's -fanalyzer and clang's scan-build over the
+# libraries, cppcheck over src/; fails on any report (scripts/analyse.sh says
+# how a false positive is silenced).
+analyse:
+	@scripts/deps.sh analyse
+	JOBS=$(JOBS) scripts/analyse.sh build/analyse
 
 # The soak (tests/soak/soak.c): 100,000 fibers, 1,000,000 timers, 9,000 pipes,
 # channels, spawns, a group and the pool at once for SOAK_SECONDS (CI: 60);

@@ -22,6 +22,7 @@
 #ifndef TDL_BASE_LIST_H
 #define TDL_BASE_LIST_H
 
+#include <assert.h>
 #include <stdbool.h>
 
 #include "base/base.h"
@@ -34,6 +35,9 @@ static inline bool tdl__list_linked(const tdl__list *n) { return n->next != NULL
 /* Put n between p and q (neighbours in a circle). */
 static inline void tdl__list_link_(tdl__list *p, tdl__list *n, tdl__list *q)
 {
+  /* A node of a list has both neighbours: clang's analyser cannot follow
+   * the circle and would take them for NULL. */
+  assert(p && q);
   n->prev = p;
   n->next = q;
   p->next = n;
@@ -63,6 +67,7 @@ static inline void tdl__list_insert_after(tdl__list *pos, tdl__list *n) { tdl__l
 static inline void tdl__list_remove(tdl__list *n)
 {
   tdl__list *p = n->prev, *q = n->next;
+  assert(p && q); /* n is in a list: as in tdl__list_link_ */
   p->next = q;
   q->prev = p;
   if (p == q) /* only the head is left: the list is empty now */

@@ -10,6 +10,7 @@
  * fiber's: the strings are copied into the request, and the answer is
  * copied out to the caller's array on the fiber's side, after the call.
  */
+#include <assert.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,7 @@ static int lookup_on_pool(const char *host, const char *service, int family, boo
     return e;
   if (q->status != 0) {
     e = tdl__dns_eai_errno(q->status, q->sys_errno);
+    assert(e < 0); /* always an error: the callers read *out on 0 */
     lookup_free(q);
     return e;
   }

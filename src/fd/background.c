@@ -77,6 +77,9 @@ int tdl__bg_park(tdl__fiber *f, tdl__bg *bg, const char *what, tdl_time_t deadli
 {
   tdl__bgwait w = {.f = f};
   tdl_loop *loop = bg->loop;
+  /* Never left behind: every way out of the park clears it (below,
+   * abort_park or tdl__bg_close). */
+  /* cppcheck-suppress autoVariables */
   bg->waiter = &w;
   f->abort_wait = abort_park;
   f->abort_ctx = &bg->waiter;

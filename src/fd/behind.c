@@ -92,7 +92,7 @@ static char *buf_take(tdl__behind_spares *sp)
 {
   char *p = sp->head;
   if (p) {
-    memcpy(&sp->head, p, sizeof(void *));
+    memcpy(&sp->head, p, sizeof sp->head);
     if (--sp->count < sp->low)
       sp->low = sp->count;
     return p;
@@ -107,7 +107,7 @@ static void buf_give(tdl__behind_spares *sp, char *p)
     free(p);
     return;
   }
-  memcpy(p, &sp->head, sizeof(void *));
+  memcpy(p, &sp->head, sizeof sp->head);
   sp->head = p;
   sp->count++;
 }
@@ -116,7 +116,7 @@ void tdl__behind_spares_trim(tdl__behind_spares *sp)
 {
   for (; sp->low > 0 && sp->head; sp->low--, sp->count--) {
     char *p = sp->head;
-    memcpy(&sp->head, p, sizeof(void *));
+    memcpy(&sp->head, p, sizeof sp->head);
     free(p);
   }
   sp->low = sp->count;

@@ -181,6 +181,8 @@ ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, cons
     prep(sqe, u);
     tdl__list_push(on_fd, &w.link);
     f->abort_wait = abort_ring_wait;
+    /* Read only through abort_wait, which is NULL again before w goes. */
+    /* cppcheck-suppress autoVariables */
     f->abort_ctx = &w;
     TDL__COUNT(loop, io_parks, 1);
     e = tdl__park(f, what, u->fd, deadline);
@@ -192,6 +194,8 @@ ssize_t tdl__fd_ring_io(tdl__fiber *f, tdl__list *on_fd, const tdl__uop *u, cons
        * kernel has the operation until it completes. */
       if (e == 0)
         e = -ECANCELED;
+      /* For the call below only. */
+      /* cppcheck-suppress autoVariables */
       f->abort_ctx = &w;
       abort_ring_wait(f);
       while (!w.done)

@@ -58,7 +58,7 @@ static char *put_hex(char *p, char *end, uintptr_t v) {
 static char *put_name(char *p, char *end, const char *name) {
   enum { MAX_NAME = 64 };
   int i = 0;
-  for (; name[i] && i < MAX_NAME && p < end; i++) {
+  for (; i < MAX_NAME && name[i] && p < end; i++) {
     unsigned char c = (unsigned char)name[i];
     *p++ = (c < 0x20 || c > 0x7e || c == '"') ? '?' : (char)c;
   }

@@ -293,6 +293,7 @@ static long path_on_ring(tdl__fiber *f, call *c, tdl_time_t deadline)
     st->st_uid = kx.uid;
     st->st_gid = kx.gid;
     st->st_rdev = makedev(kx.rdev_major, kx.rdev_minor);
+    /* cppcheck-suppress uninitvar ; the ring's STATX wrote kx (u.addr) */
     st->st_size = (off_t)kx.size;
     st->st_blksize = kx.blksize;
     st->st_blocks = (blkcnt_t)kx.blocks;

@@ -29,6 +29,7 @@
  * accepting fibers wake with EINVAL) and a close of the inboxes (their
  * slots take what is queued, then return).
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,7 @@ fail:
  * round from the slot after the last one chosen. */
 static slot *least_loaded(tdl_acceptor *a)
 {
+  assert(a->n > 0); /* set once, by tdl_acceptor_new (for clang's analyser) */
   slot *best = &a->s[0];
   uint64_t best_load = UINT64_MAX;
   for (unsigned k = 0; k < a->n; k++) {

@@ -212,9 +212,10 @@ static int ghb_call_pool(const char *name, int af, size_t buflen, ghb_call **out
     return -ENOMEM;
   }
   int e = tdl_pool_call(TDL_LANE_NAME, ghb_run, c, ghb_free, NULL, TDL_FOREVER);
-  if (e == 0)
-    *out = c;
-  return e;
+  if (e < 0)
+    return e; /* and the pool gives c to ghb_free */
+  *out = c;
+  return 0;
 }
 
 /* p moved from [from, from + len) to the same place in `to`. */

@@ -119,7 +119,9 @@ void tdl__hfd_cut(int fd, tdl__hfd *h)
      * pipe by another name, as often as not a library's wakeup channel that
      * its poll waits on beside the connection (curl_multi_poll's): cut, it
      * would report POLLERR to every later poll, and the library spin. */
-    struct sockaddr_un peer;
+    /* (getpeername writes the family; set before for clang's analyser, which
+     * does not see a write through glibc's transparent-union argument.) */
+    struct sockaddr_un peer = {.sun_family = AF_UNSPEC};
     socklen_t pl = sizeof peer;
     bool pair = getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && peer.sun_family == AF_UNIX &&
                 pl <= offsetof(struct sockaddr_un, sun_path);

@@ -251,7 +251,7 @@ static void thread_req_there(tdl_loop *loop, tdl_post *p)
   }
   pthread_mutex_lock(&r->lock);
   if (error == 0)
-    r->m = m;
+    r->m = m; /* cppcheck-suppress uninitStructMember ; loop_snapshot wrote m where error is 0 */
   r->error = error;
   r->done = true;
   pthread_cond_signal(&r->done_cv);

@@ -251,6 +251,8 @@ static int parse(tdl_addr *a, const char *s, int *kind, perr *e)
 {
   memset(a, 0, sizeof *a);
   *kind = TDL__HOST_LITERAL;
+  /* Only carries e, which bad() fills in before the caller reads it. */
+  /* cppcheck-suppress ctuuninitvar */
   src in = {s, e};
   int r;
   if (!s) {

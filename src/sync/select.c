@@ -264,6 +264,8 @@ static int wait_all(tdl__fiber *f, tdl_select_op *ops, size_t n, clause *c, tdl_
   bool look = r == 0 && shared_ready(ops, n);
   if (r == 0 && !look) {
     f->abort_wait = abort_select;
+    /* Read only through abort_wait, which is NULL again before p goes. */
+    /* cppcheck-suppress autoVariables */
     f->abort_ctx = &p;
     r = tdl__park(f, "select", -1, deadline);
     f->abort_wait = NULL;
@@ -321,6 +323,6 @@ int tdl_select(tdl_select_op *ops, size_t n, tdl_time_t deadline)
   if (entered)
     shared_enter(ops, n, false);
   if (c != local)
-    free(c);
+    free(c); /* cppcheck-suppress autovarInvalidDeallocation ; it misses the test above */
   return r;
 }

@@ -244,6 +244,12 @@ static void *release_at_hang(void *arg)
 static void test_chain_of_a_stall_in_libc(void **state)
 {
   (void)state;
+#if defined(__SANITIZE_THREAD__)
+  /* The lock is released by the watchdog's thread, not the one that took
+   * it; ThreadSanitizer, which models a spin lock as a mutex, refuses that
+   * ("unlock of an unlocked mutex"). */
+  T_SKIP("a spin lock released by another thread, which ThreadSanitizer refuses");
+#endif
   reset(" pthread_spin_lock+0x");
   assert_int_equal(pthread_spin_init(&libc_lock, PTHREAD_PROCESS_PRIVATE), 0);
   assert_int_equal(pthread_spin_lock(&libc_lock), 0);

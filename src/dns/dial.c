@@ -29,13 +29,11 @@ static bool family_missing(int e)
 
 static bool passed(tdl_time_t deadline) { return deadline != TDL_FOREVER && tdl__clock_now() >= deadline; }
 
-/* The deadline of one attempt with `left` addresses (this one included)
- * still to try. */
-static tdl_time_t attempt_deadline(tdl_time_t deadline, size_t left, tdl_time_t floor)
+tdl_time_t tdl__dns_attempt_deadline(tdl_time_t now, tdl_time_t deadline, size_t left, tdl_time_t floor)
 {
   if (deadline == TDL_FOREVER)
     return TDL_FOREVER;
-  tdl_time_t now = tdl__clock_now(), remaining = deadline - now;
+  tdl_time_t remaining = deadline - now;
   if (remaining <= 0)
     return deadline;
   tdl_time_t share = remaining / (tdl_time_t)left;
@@ -48,7 +46,7 @@ int tdl__dns_dial_addrs(const tdl_addr *a, size_t n, tdl_time_t floor, tdl_time_
 {
   int first = -ENXIO;
   for (size_t i = 0; i < n; i++) {
-    int fd = tdl_net_connect(&a[i], attempt_deadline(deadline, n - i, floor));
+    int fd = tdl_net_connect(&a[i], tdl__dns_attempt_deadline(tdl__clock_now(), deadline, n - i, floor));
     if (fd >= 0 || fd == -ECANCELED)
       return fd;
     if (fd == -ETIMEDOUT && passed(deadline))

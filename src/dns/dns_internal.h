@@ -33,5 +33,9 @@ int tdl__dns_eai_errno(int status, int sys_errno);
  * max(remaining / addresses left, min(floor, remaining)); tdl_dns_dial's
  * rules for which error is returned.  n > 0; in a fiber. */
 int tdl__dns_dial_addrs(const tdl_addr *a, size_t n, tdl_time_t floor, tdl_time_t deadline);
+/* The deadline of one attempt made at `now` with `left` addresses (this one
+ * included) still to try: its share of what remains, at least the floor
+ * (or all that remains).  Pure: the tests check it to the nanosecond. */
+tdl_time_t tdl__dns_attempt_deadline(tdl_time_t now, tdl_time_t deadline, size_t left, tdl_time_t floor);
 
 #endif /* TDL_DNS_INTERNAL_H */

@@ -122,7 +122,7 @@ bench-build:
 	  wait $$peers; cat build/release/peers.log; exit $$rc
 
 # A quick look: every group once at small sizes (bench/run.py --quick), about
-# five minutes on two cores from a fresh clone, the builds included.
+# seven minutes on two cores from a fresh clone, the builds included.
 bench: bench-build
 	python3 bench/run.py --build build/release --quick
 

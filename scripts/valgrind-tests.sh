@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Runs every test binary under valgrind memcheck, once per back end; fails on
-# any error or any definite/indirect leak.   scripts/valgrind-tests.sh BUILD_DIR
+# Runs every test binary under valgrind memcheck, on the epoll and uring back
+# ends; fails on any error or any definite/indirect leak.   scripts/valgrind-tests.sh BUILD_DIR
 set -u
 # One run (the list below hands these out): --one TEST BACKEND LABEL
 if [ "${1:-}" = --one ]; then
@@ -26,7 +26,10 @@ if [ "${1:-}" = --one ]; then
 fi
 dir=${1:-build/test}
 status=0
-bes="epoll poll"
+# epoll and, below, uring: the poll back end differs from epoll in one file
+# (loop/backend/poll.c), which the native runs and ASan check; under
+# valgrind it would only run every test a third time.
+bes="epoll"
 # The uring back end where the build has it (fd/ring.c tells memcheck what
 # the kernel wrote through the ring).
 grep -q '^LIBURING_FOUND:INTERNAL=1' "$dir/CMakeCache.txt" 2>/dev/null && bes="$bes uring"

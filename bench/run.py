@@ -1288,7 +1288,9 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
                               if isinstance(s.get(key), float) and other_by_round.get(s["_round"])]
                     ok = impl in e["impls"] and impl != other and ratios
                     cells.append(f"{statistics.median(ratios):.2f}×" if ok else "")
-                if any(cells):
+                # A row with the first column's ratio alone says again what
+                # the other's (×) says: left out.
+                if sum(1 for c in cells if c) > 1:
                     lines.append(f"| {e['label'].format(**sizes)} | {key} vs {other} | " + " | ".join(cells) + " |")
     notes = []
     if group in GROUP_NOTES:

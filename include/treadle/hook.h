@@ -140,7 +140,8 @@
  *     that would pass through (an fd the user made non-blocking, as libpq,
  *     libcurl and MariaDB Connector/C do, or MSG_DONTWAIT), and a poll or
  *     select in a fiber reports it POLLERR at once, until it is closed
- *     (dup'd numbers share the cut; close clears it).  A later request on the connection
+ *     (every number dup'd of it, before the cut or after, is cut too; closing a
+ *     number clears its cut).  A later request on the connection
  *     can then never read an earlier one's reply: the library reports a
  *     broken connection, and the program makes a new one.  The cancelled
  *     fiber's own calls still fail with ECANCELED.  Pipes, socketpairs (a

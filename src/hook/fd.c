@@ -51,6 +51,7 @@ static int duped(int old, int newfd)
   tdl__hfd *h = o ? tdl__hfd_at(newfd) : tdl__hfd_peek(newfd);
   if (h) {
     if (o && o != h) {
+      o->dupped = 1;
       *h = *o;
       h->in_fio = 0;
     } else if (!o) {

@@ -177,9 +177,14 @@ typedef struct tdl__hfd {
    * the library using it may be in the middle of an exchange, so every
    * later call on it fails (ECONNABORTED; poll reports POLLERR), also one
    * that passes through (tdl__hfd_passes_cut), until it is closed, and no
-   * later request reads an earlier one's reply.  A dup is cut too (the
-   * same connection); close clears it. */
+   * later request reads an earlier one's reply.  Every number of the same
+   * file is cut too (the same connection), made before the cut or after;
+   * close clears it. */
   uint8_t cut;
+  /* A number dup'd from it or it from another (duped in fd.c): a cut looks
+   * for the others sharing its file only then, so that a cut costs no
+   * system call for the connections no one dup'd. */
+  uint8_t dupped;
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } tdl__hfd;
 

@@ -108,6 +108,24 @@ bool tdl__hfd_nonblocking_underneath(int fd, const tdl__hfd *h)
   return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* The numbers dup'd of fd's file, before the cut or after, are the same
+ * connection: cut them too.  A socket's inode names its file. */
+static void cut_the_other_numbers(int fd)
+{
+  struct stat st, other;
+  if (fstat(fd, &st) < 0)
+    return;
+  for (size_t c = 0; c < TDL__HFD_NCHUNKS; c++) {
+    tdl__hfd *chunk = atomic_load_explicit(&tdl__hfd_chunks[c], memory_order_acquire);
+    for (size_t i = 0; chunk && i < TDL__HFD_CHUNK; i++) {
+      int n = (int)(c * TDL__HFD_CHUNK + i);
+      if (chunk[i].dupped && !chunk[i].cut && n != fd && fstat(n, &other) == 0 &&
+          other.st_dev == st.st_dev && other.st_ino == st.st_ino)
+        chunk[i].cut = 1;
+    }
+  }
+}
+
 void tdl__hfd_cut(int fd, tdl__hfd *h)
 {
   int e = errno; /* the caller's (ECANCELED), which the looks below must keep */
@@ -125,8 +143,11 @@ void tdl__hfd_cut(int fd, tdl__hfd *h)
     socklen_t pl = sizeof peer;
     bool pair = getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && peer.sun_family == AF_UNIX &&
                 pl <= offsetof(struct sockaddr_un, sun_path);
-    if (!pair)
+    if (!pair) {
       h->cut = 1;
+      if (h->dupped)
+        cut_the_other_numbers(fd);
+    }
   }
   errno = e;
 }

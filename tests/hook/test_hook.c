@@ -473,6 +473,7 @@ static void test_cancel_cuts_the_connection(void **state)
  * name, is not (cut, it would be POLLERR to every later poll: curl spun). */
 typedef struct nb_cut {
   int conn, peer; /* a TCP connection, conn non-blocking by the user */
+  int early;      /* conn dup'd before the cancel */
   int wake[2];    /* a socketpair */
   int r, e;
 } nb_cut;
@@ -492,6 +493,9 @@ static void *nb_cut_main(void *arg)
   t_tcp_pair(&k->conn, &k->peer);
   assert_int_equal(fcntl(k->conn, F_SETFL, fcntl(k->conn, F_GETFL) | O_NONBLOCK), 0);
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, k->wake), 0);
+  /* A number dup'd before the cut is the same connection: cut too. */
+  k->early = dup(k->conn);
+  assert_true(k->early >= 0);
   assert_int_equal(send(k->conn, "request", 7, 0), 7);
   tdl_fiber_t f;
   assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), nb_cut_poller, k, NULL), 0);
@@ -515,6 +519,16 @@ static void *nb_cut_main(void *arg)
   assert_int_equal(errno, ECONNABORTED);
   assert_int_equal(read(k->conn, b, sizeof b), -1);
   assert_int_equal(errno, ECONNABORTED);
+  assert_int_equal(recv(k->early, b, sizeof b, 0), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  int late = dup(k->conn); /* and one dup'd after it */
+  assert_true(late >= 0);
+  assert_int_equal(read(late, b, sizeof b), -1);
+  assert_int_equal(errno, ECONNABORTED);
+  /* Closing a number clears its cut only: the others stay cut. */
+  close(late);
+  assert_int_equal(send(k->early, "next", 4, 0), -1);
+  assert_int_equal(errno, ECONNABORTED);
   /* The socketpair works on. */
   assert_int_equal(write(k->wake[1], "w", 1), 1);
   assert_int_equal(poll(p + 1, 1, (int)(T_HANG / TDL_MSEC)), 1);
@@ -533,6 +547,7 @@ static void test_cancel_cuts_a_nonblocking_connection(void **state)
   assert_int_equal(recv(k.conn, b, sizeof b, 0), -1);
   assert_int_equal(errno, ECONNABORTED);
   close(k.conn);
+  close(k.early);
   close(k.peer);
   close(k.wake[0]);
   close(k.wake[1]);

@@ -26,6 +26,9 @@ esac
 # State Threads (bench-st) and Boost.Fiber over Boost.Asio (bench-boost-fiber;
 # Asio is in libboost-dev's headers), and the C++ compiler for the latter.
 [ "${1:-test}" = bench ] && pkgs="$pkgs g++ libst-dev libboost-fiber-dev libboost-context-dev libboost-dev"
+# The pg benchmark group: libpq for its clients, and the server that
+# bench/drivers/pg_driver.py starts for each run.
+[ "${1:-test}" = bench ] && pkgs="$pkgs postgresql libpq-dev"
 # The tls benchmark group: treadle-bench tls-bulk (libtreadle-tls), and the
 # openssl command (certificates, s_time, s_server and s_client).
 [ "${1:-test}" = bench ] && pkgs="$pkgs libssl-dev openssl"

@@ -213,12 +213,13 @@ IMPLS = {
 SCRIPT = "script:"
 # HTTP: one server per run, wrk against it (drivers/http_driver.py names them).
 HTTP_ONE = ["httpd-1u", "httpd-1", "httpd-1us", "httpd-1un", "floor-1", "floor-1m", "floor-1mr", "go-1-http",
-            "nginx-1"]
+            "nginx-1", "st-1-http", "boost-fiber-1-http", "may-1-http", "monoio-1-http"]
 HTTP_TWO = ["httpd-2du", "httpd-2ru", "httpd-2d", "httpd-2r", "httpd-2x1", "go-2-http", "nginx-2"]
 HTTP_CLOSE = ["httpd-1u", "httpd-1", "floor-1", "floor-1as", "floor-1ae", "nginx-1"]
 for _k in dict.fromkeys(HTTP_ONE + HTTP_TWO + HTTP_CLOSE):
     # go-1-http, go-2-http: the table's names (go-1 and go-2 are bench-go's);
-    # the driver's are go-1, go-2.
+    # the driver's are go-1, go-2.  Likewise st-1-http, boost-fiber-1-http,
+    # may-1-http, monoio-1-http: the fiber runtimes' http-server (driver: st-1, ...).
     IMPLS[_k] = ("script:http_driver.py", ["--server", _k.replace("-http", "")], {})
 
 # HTTPS (the tls group): the same servers and driver with --tls.
@@ -693,12 +694,20 @@ GROUP_NOTES = {
             "per answer; floor-1, floor-1m and floor-1mr are no library (treadle-bench uring-floor --mode "
             "http: one receive at a time, a multishot receive, and a multishot receive with every answer a "
             "send request on the ring); go-1-http is Go's net/http with GOMAXPROCS=1; nginx-1 one nginx "
-            "worker. rps is wrk's requests per second (above 1, the peer served more), p99_us wrk's 99th "
-            "percentile latency, server_cpu_us_per_req the server's CPU time (utime+stime of the server and "
-            "its workers, /proc/PID/stat) per request, errors wrk's socket errors and non-2xx answers. Each "
-            "run starts its server afresh and warms it with wrk first. wrk, one thread on one CPU, can be the "
-            "limit on requests/s; CPU per request then tells the servers apart. The rows 'vs httpd-1' are "
-            "the same runs' ratios to httpd-1.",
+            "worker; st-1-http, boost-fiber-1-http, may-1-http and monoio-1-http are the fiber runtimes' "
+            "servers (the peers' http-server: State Threads on poll(2), a thread per connection; Boost.Fiber "
+            "over Boost.Asio, a fiber per connection; may with one worker thread, a coroutine per connection; "
+            "monoio on io_uring, a task per connection), written without an HTTP library as the echo group's "
+            "servers are: a 16 KiB buffer per connection, the complete request heads a read brings answered "
+            "in one write, with the bytes httpd sends. rps is wrk's requests per second (above 1, the peer "
+            "served more), p99_us wrk's 99th percentile latency, server_cpu_us_per_req the server's CPU time "
+            "(utime+stime of the server and its workers, /proc/PID/stat) per request, errors wrk's socket "
+            "errors and non-2xx answers. Each run starts its server afresh, checks its answers (two requests "
+            "in one write, one in two pieces, the answers' bytes, and from every server but the floor 400 to a "
+            "malformed request) and warms it with wrk first; a wrong answer, or a non-2xx answer or read error of "
+            "wrk's, fails the run. wrk, one thread on one CPU, can be the limit on requests/s; CPU per "
+            "request then tells the servers apart. The rows 'vs httpd-1' are the same runs' ratios to "
+            "httpd-1.",
     "http-2": "Two cores, the same servers and keys as the http group: httpd with two loops (--loops 2) "
               "accepting with --accept distribute (one acceptor hands each connection to the least-loaded "
               "loop: httpd-2d, on uring httpd-2du) or reuseport (a listener per loop: httpd-2r, httpd-2ru), "
@@ -964,6 +973,15 @@ for _label in ("C=100 M={echo_messages} B=512", "stream C=1 S={stream_seconds} s
         else:
             TARGETS.append(target(f"echo stream, {_impl}: msgs/s >= Photon's", "echo", _label, "msgs_per_s", _impl,
                                   None, ">=", 482860))
+# HTTP against the fiber runtimes' servers, one core each: httpd on its better
+# back end at least as fast as the best, at no more than 0.9 x its CPU.
+for _c in (75, 1000):
+    _peers = ("st-1-http", "boost-fiber-1-http", "may-1-http", "monoio-1-http")
+    TARGETS += [
+        target(f"httpd one core, c={_c}: req/s >= every fiber runtime's", "http", f"c={_c}", "rps",
+               ("httpd-1u", "httpd-1"), _peers, ">=", 1.0),
+        target(f"httpd one core, c={_c}: CPU/req <= 0.9 x the best fiber runtime's", "http", f"c={_c}",
+               "server_cpu_us_per_req", ("httpd-1u", "httpd-1"), _peers, "<=", 0.9)]
 # HTTP, one core at 75 connections, and two cores (httpd on uring, its faster
 # back end there; the epoll rows run beside them, part of no target).
 TARGETS += [

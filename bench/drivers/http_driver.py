@@ -34,6 +34,13 @@ KEY names the server and how many cores it is given:
                  then one accept request
     go-1         bench-go-http (Go net/http), GOMAXPROCS=1
     nginx-1      nginx, 1 worker
+    st-1         bench-st http-server: State Threads, a thread per connection
+    boost-fiber-1  bench-boost-fiber http-server: Boost.Fiber over Boost.Asio,
+                 a fiber per connection
+    may-1        bench-may http-server: may, one worker thread, a coroutine
+                 per connection
+    monoio-1     bench-monoio http-server: monoio on io_uring, a task per
+                 connection
     httpd-2d     httpd --loops 2 --accept distribute, epoll
     httpd-2r     httpd --loops 2 --accept reuseport, epoll
     httpd-2du    httpd-2d on io_uring
@@ -46,6 +53,26 @@ KEY names the server and how many cores it is given:
 nothing is pinned): pinned, the server on CPU 0 and wrk on CPU 1 (taskset);
 shared, nothing pinned (wrk and the server share every CPU); wrk1, wrk on
 CPU 1 and the server free.
+
+The fiber runtimes' servers (st-1, boost-fiber-1, may-1, monoio-1; the
+peers' `http-server`, put in the build directory by
+bench/peers/build-peers.sh) use no HTTP library: a fiber, coroutine or task
+per connection reads requests into a 16 KiB buffer, answers every complete
+request head (up to its blank line) a read brings in one write, and sends
+the bytes httpd sends; anything but GET is 400 (docs/BENCHMARKS.md,
+"HTTP").  They serve until their stdin ends, as the floor does.
+
+`http` checks every server's answers before wrk runs, beyond the readiness
+probe (GET / with "Connection: close", read to the close): on one
+keep-alive connection two requests in one write must get two answers and a
+request sent in two pieces one, each "Hello, World!" with its Content-Length
+(from httpd, the floor and the fiber runtimes' servers, byte for byte
+httpd's headers, the Date aside), and, on another connection, a request with
+a malformed header line must be answered 400 (not asked of the floor, which
+answers every head).  A wrong answer fails the run, as do any non-2xx
+answer and any read error wrk reports (an answer it could not parse, or a
+connection closed in the middle of one): a server that answers wrongly
+under load fails its row instead of reporting a rate.
 
 `http`: after --warmup seconds of wrk at C connections (0: none), one
 measured `wrk -t1 -cC -dS --latency` (with --close, every request carries
@@ -96,9 +123,9 @@ wall time are read around each s_time run:
     resumed_frac            the share of -reuse connections that resumed (s_time's
                             "r"); below 0.5 the run fails
 
-A program that is missing (wrk, nginx, httpd, bench-go-http, or
-treadle-bench without uring-floor) is an exit status of 77 with a note: the
-orchestrator skips the run.  nginx's configuration is
+A program that is missing (wrk, nginx, httpd, bench-go-http, a peer of
+PEERS, or treadle-bench without uring-floor) is an exit status of 77 with a
+note: the orchestrator skips the run.  nginx's configuration is
 bench/peers/nginx/nginx.conf.in.
 """
 
@@ -143,7 +170,16 @@ SERVERS = {
     "httpd-2x1": ("httpd", ["--loops", "1"], {}, 2),
     "go-2": ("go", [], {"GOMAXPROCS": "2"}, 2),
     "nginx-2": ("nginx", [], {}, 2),
+    "st-1": ("st", [], {}, 1),
+    "boost-fiber-1": ("boost-fiber", [], {}, 1),
+    "may-1": ("may", [], {}, 1),
+    "monoio-1": ("monoio", [], {}, 1),
 }
+# The fiber runtimes' servers: kind -> the peer program whose http-server they are.
+PEERS = {"st": "bench-st", "boost-fiber": "bench-boost-fiber", "may": "bench-may", "monoio": "bench-monoio"}
+# What httpd answers GET / with on a kept connection; the floor and PEERS send the same bytes.
+HTTPD_HELLO = re.compile(rb"HTTP/1\.1 200 OK\r\nServer: treadle\r\nDate: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
+                         rb"\d\d:\d\d:\d\d GMT\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!")
 
 
 def note(msg):
@@ -174,6 +210,9 @@ def program(kind, build):
         if h.returncode != 0 or "not built" in h.stdout:
             return None, "treadle-bench has no uring-floor (built without liburing)"
         return p, None
+    if kind in PEERS:
+        p = find(build, PEERS[kind])
+        return (p, None) if p else (None, f"no {PEERS[kind]} under {build} (bench/peers/build-peers.sh builds it)")
     if kind == "go":
         p = find(build, "bench-go-http")
         return (p, None) if p else (None, f"no bench-go-http under {build} (bench/peers/build-peers.sh builds it)")
@@ -239,6 +278,66 @@ def ready(port, proc, deadline, tls=False):
     return False
 
 
+def read_answer(s, buf):
+    """One answer (with a Content-Length) from s, buf being what was read
+    already: (the answer, the bytes after it)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ValueError(f"the connection closed before an answer ended: {buf[:300]!r}")
+        buf += chunk
+    i = buf.index(b"\r\n\r\n") + 4
+    m = re.search(rb"(?im)^content-length:[ \t]*(\d+)[ \t]*\r$", buf[:i])
+    if not m:
+        raise ValueError(f"an answer without Content-Length: {buf[:i]!r}")
+    n = i + int(m.group(1))
+    while len(buf) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ValueError(f"the connection closed in the middle of an answer: {buf[:300]!r}")
+        buf += chunk
+    return buf[:n], buf[n:]
+
+
+def check_answers(port, tls, kind):
+    """What wrk does not look at (see the module's doc): the answers'
+    bytes, two requests in one write, a request in two pieces, and 400 to a
+    malformed one.  Raises ValueError on a wrong answer."""
+    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    try:
+        with connect(port, tls, 5) as s:
+            s.sendall(req * 2)
+            a1, rest = read_answer(s, b"")
+            a2, rest = read_answer(s, rest)
+            s.sendall(req[:9])
+            time.sleep(0.05)
+            s.sendall(req[9:])
+            a3, rest = read_answer(s, rest)
+        for a in (a1, a2, a3):
+            if kind in ("httpd", "floor") or kind in PEERS:
+                ok = HTTPD_HELLO.fullmatch(a)
+            else:
+                ok = a.startswith(b"HTTP/1.1 200 ") and a.endswith(b"\r\n\r\nHello, World!")
+            if not ok:
+                raise ValueError(f"a wrong answer to GET /: {a[:400]!r}")
+        if rest:
+            raise ValueError(f"bytes after the answers: {rest[:200]!r}")
+        if kind == "floor":
+            return
+        data = b""
+        with connect(port, tls, 5) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n")
+            try:
+                while chunk := s.recv(65536):
+                    data += chunk
+            except ConnectionResetError:
+                pass
+        if not data.startswith(b"HTTP/1.1 400 "):
+            raise ValueError(f"a malformed request was not answered 400: {data[:300]!r}")
+    except OSError as ex:
+        raise ValueError(f"checking the answers: {ex}") from ex
+
+
 def descendants(pid):
     out = [pid]
     try:
@@ -283,6 +382,8 @@ class Server:
                 argv += ["--tls-no-resumption"]
         elif kind == "floor":
             argv = [path, "uring-floor", "--listen", listen, "--mode", "http"] + args
+        elif kind in PEERS:
+            argv = [path, "http-server", "--listen", listen] + args
         elif kind == "go":
             argv = [path, "-listen", listen]
             if tls:
@@ -306,12 +407,13 @@ class Server:
             argv = [path, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"), "-e", os.path.join(tmp, "error.log")]
         if place == "pinned":
             argv = ["taskset", "-c", "0"] + argv
-        # The floor serves until its stdin ends: a pipe held open.
+        # The floor and PEERS serve until their stdin ends: a pipe held open.
         # stderr goes to a file (a pipe nobody reads could fill and stop the server).
         self.err = open(os.path.join(tmp, "stderr"), "w+")
         self.proc = subprocess.Popen(argv, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
                                      stderr=self.err,
-                                     stdin=subprocess.PIPE if kind == "floor" else subprocess.DEVNULL)
+                                     stdin=subprocess.PIPE if kind == "floor" or kind in PEERS
+                                     else subprocess.DEVNULL)
 
     def stop(self):
         """Stop the server; its stderr."""
@@ -439,8 +541,8 @@ def main():
         ap.error("--conns and --duration must be positive, --warmup not negative")
     if o.workload == "balance" and o.server not in ("httpd-2d", "httpd-2r"):
         ap.error("balance runs httpd-2d or httpd-2r")
-    if o.tls and SERVERS[o.server][0] == "floor":
-        ap.error("--tls: the floor has no TLS")
+    if o.tls and (SERVERS[o.server][0] == "floor" or SERVERS[o.server][0] in PEERS):
+        ap.error(f"--tls: {o.server} has no TLS")
     if (o.no_resumption or o.workload == "resume") and not o.tls:
         ap.error("--no-resumption and resume need --tls")
     if o.tls and not shutil.which("openssl"):
@@ -499,6 +601,7 @@ def main():
                       f"server_cpu_us_per_new={new_cpu:.2f} server_cpu_us_per_resumed={re_cpu:.2f} "
                       f"cpu_new_over_resumed={new_cpu / re_cpu if re_cpu else 0:.3f} resumed_frac={re_frac:.3f}")
                 return 0
+            check_answers(srv.port, o.tls, srv.kind)
             if o.warmup:
                 wrk(srv.port, o.conns, o.warmup, o.close, wrk_cpus, o.warmup + o.timeout, o.tls)
             cpu0 = cpu_seconds(srv.proc.pid)
@@ -520,13 +623,20 @@ def main():
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p99 = seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
-    errors = 0
+    errors = read_errors = not_2xx = 0
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if m:
         errors += sum(int(x) for x in m.groups())
+        read_errors = int(m.group(2))
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if m:
-        errors += int(m.group(1))
+        not_2xx = int(m.group(1))
+        errors += not_2xx
+    if read_errors or not_2xx:
+        print(f"http_driver: {o.server}: wrong answers: wrk counted {not_2xx} non-2xx answers and {read_errors} "
+              "read errors (an answer it could not parse, or a connection closed in the middle of one)",
+              file=sys.stderr)
+        return 1
     if not requests:
         print(f"http_driver: {o.server}: wrk made no request: {' '.join(out.split())[-300:]}", file=sys.stderr)
         return 1

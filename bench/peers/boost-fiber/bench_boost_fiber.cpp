@@ -9,12 +9,13 @@
 //   bench-boost-fiber fiber-spawn --fibers N --batch B [--stack S]
 //   bench-boost-fiber idle  --fibers F [--park chan|read] [--stack S]
 //   bench-boost-fiber echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
+//   bench-boost-fiber http-server [--listen ADDR]   (the same for HTTP: http_server.cpp)
 //
 // Everything runs on the process's one thread.  Without I/O (ring, chan,
 // fiber-spawn, idle --park chan) on Boost.Fiber's own scheduler
 // (algo::round_robin, the default); with I/O (idle --park read,
-// echo-server) on Boost.Asio, as Boost.Fiber's documentation pairs them
-// (asio_fiber.hpp).  Stacks: Boost.Fiber's default (fixedsize_stack,
+// echo-server, http-server) on Boost.Asio, as Boost.Fiber's documentation
+// pairs them (asio_fiber.hpp).  Stacks: Boost.Fiber's default (fixedsize_stack,
 // 128 KiB here), or fixedsize_stack of --stack bytes.  impl is
 // "boost-fiber".  A run that fails its own check exits 1 without a RESULT
 // line.
@@ -43,6 +44,8 @@ extern "C" {
 namespace asio = boost::asio;
 namespace fibers = boost::fibers;
 using boost::system::error_code;
+
+int boost_fiber_http_server_main(int argc, char **argv); // http_server.cpp
 
 namespace {
 
@@ -485,6 +488,11 @@ const bench_opt echo_server_opts[] = {
     {},
 };
 
+const bench_opt http_server_opts[] = {
+    {"listen", "ADDR", 0, 0, "where to listen, HOST:PORT (default 127.0.0.1:0: a free port, printed as PORT n)"},
+    {},
+};
+
 const bench_workload workloads[] = {
     {"ring", ring_main, "a token passed around a ring of fibers", ring_opts},
     {"chan", chan_main, "two fibers ping-pong over a channel", chan_opts},
@@ -492,6 +500,9 @@ const bench_workload workloads[] = {
     {"idle", idle_main, "memory per blocked fiber", idle_opts},
     {"echo-server", echo_server_main, "the echo server of treadle-bench echo, until stdin ends (not timed itself)",
      echo_server_opts},
+    {"http-server", boost_fiber_http_server_main,
+     "a keep-alive HTTP/1.1 server answering GET / with \"Hello, World!\", until stdin ends (not timed itself)",
+     http_server_opts},
 };
 
 } // namespace

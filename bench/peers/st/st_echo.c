@@ -59,36 +59,46 @@ static void *watch_stdin(void *arg)
   _exit(0);
 }
 
-int st_echo_server_main(int argc, char **argv)
+st_netfd_t st_peer_listen(const char *what, const char *listen_at, int *port_out)
 {
-  const char *listen_at = bench_opt_str(argc, argv, "listen", "127.0.0.1:0");
   char host[64];
   const char *colon = strrchr(listen_at, ':');
   struct sockaddr_in sin = {.sin_family = AF_INET};
   if (!colon || (size_t)(colon - listen_at) >= sizeof host)
-    bench_die("echo-server: --listen wants an IPv4 HOST:PORT, not '%s'", listen_at);
+    bench_die("%s: --listen wants an IPv4 HOST:PORT, not '%s'", what, listen_at);
   memcpy(host, listen_at, (size_t)(colon - listen_at));
   host[colon - listen_at] = '\0';
   char *end;
   long port = strtol(colon + 1, &end, 10);
   if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &sin.sin_addr) != 1)
-    bench_die("echo-server: --listen wants an IPv4 HOST:PORT, not '%s'", listen_at);
+    bench_die("%s: --listen wants an IPv4 HOST:PORT, not '%s'", what, listen_at);
   sin.sin_port = htons((uint16_t)port);
 
-  st_peer_init();
   int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   socklen_t len = sizeof sin;
   if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
       bind(lfd, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(lfd, SOMAXCONN) != 0 ||
       getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
-    bench_die("echo-server: cannot listen on '%s': %s", listen_at, strerror(errno));
+    bench_die("%s: cannot listen on '%s': %s", what, listen_at, strerror(errno));
   st_netfd_t l = st_netfd_open_socket(lfd);
-  if (!l || !st_thread_create(watch_stdin, NULL, 0, 0))
+  if (!l)
+    bench_die("%s: setup: %s", what, strerror(errno));
+  *port_out = ntohs(sin.sin_port);
+  return l;
+}
+
+int st_echo_server_main(int argc, char **argv)
+{
+  const char *listen_at = bench_opt_str(argc, argv, "listen", "127.0.0.1:0");
+  int one = 1, port;
+  st_peer_init();
+  st_netfd_t l = st_peer_listen("echo-server", listen_at, &port);
+  if (!st_thread_create(watch_stdin, NULL, 0, 0))
     bench_die("echo-server: setup: %s", strerror(errno));
-  printf("PORT %d\n", ntohs(sin.sin_port));
+  printf("PORT %d\n", port);
   fflush(stdout);
-  fprintf(stderr, "echo-server: State Threads %s, listening on port %d, event system %s\n", ST_VERSION,
-          ntohs(sin.sin_port), st_peer_eventsys);
+  fprintf(stderr, "echo-server: State Threads %s, listening on port %d, event system %s\n", ST_VERSION, port,
+          st_peer_eventsys);
 
   for (;;) {
     st_netfd_t c = st_accept(l, NULL, NULL, ST_UTIME_NO_TIMEOUT);

@@ -9,6 +9,7 @@
  *   bench-st fiber-spawn --fibers N --batch B [--stack S]
  *   bench-st idle  --fibers F [--park chan|read] [--stack S]
  *   bench-st echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
+ *   bench-st http-server [--listen ADDR]   (the same for HTTP: st_http.c)
  *
  * Every workload runs in the process's one thread, the primordial ST
  * thread, with the threads it creates.  State Threads has no channel: a
@@ -59,6 +60,11 @@ static const bench_opt echo_server_opts[] = {
     {0},
 };
 
+static const bench_opt http_server_opts[] = {
+    {"listen", "ADDR", 0, 0, "where to listen, IPv4 HOST:PORT (default 127.0.0.1:0: a free port, printed as PORT n)"},
+    {0},
+};
+
 static const bench_workload workloads[] = {
     {"ring", st_ring_main, "a token passed around a ring of threads", ring_opts},
     {"chan", st_chan_main, "two threads ping-pong a value through a slot and a condition variable", chan_opts},
@@ -66,6 +72,9 @@ static const bench_workload workloads[] = {
     {"idle", st_idle_main, "memory per blocked thread", idle_opts},
     {"echo-server", st_echo_server_main, "the echo server of treadle-bench echo, until stdin ends (not timed itself)",
      echo_server_opts},
+    {"http-server", st_http_server_main,
+     "a keep-alive HTTP/1.1 server answering GET / with \"Hello, World!\", until stdin ends (not timed itself)",
+     http_server_opts},
 };
 
 const char *st_peer_eventsys = "?";

@@ -10,6 +10,7 @@
 //! bench-may fiber-spawn --fibers N --batch B [--stack S]
 //! bench-may idle  --fibers F [--park chan|read] [--stack S]
 //! bench-may echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
+//! bench-may http-server [--listen ADDR]   (the same for HTTP: src/http.rs)
 //! ```
 //!
 //! may runs its coroutines on worker threads, each with its own epoll loop,
@@ -30,6 +31,8 @@ use std::time::{Duration, Instant};
 use may::coroutine::{self, Coroutine};
 use may::go;
 use may::sync::mpsc;
+
+mod http;
 
 /// Brackets the work: monotonic wall time and getrusage(RUSAGE_SELF) deltas,
 /// which cover every thread of the process (may's worker and timer too).
@@ -525,11 +528,80 @@ fn echo_server(o: &Opts) -> ! {
     die("echo-server: the acceptor ended")
 }
 
+// ---- http-server ------------------------------------------------------------
+//
+// The peer of examples/httpd in the http group (docs/BENCHMARKS.md, "HTTP"),
+// with echo-server's contract, printing "SERVED conns=N requests=R" at the
+// end.  No HTTP library (src/http.rs parses and answers): as echo-server, an
+// acceptor coroutine, a coroutine per connection reading requests into its
+// 16 KiB buffer (read, which parks the coroutine until the socket is
+// readable) and answering them (write_all), TCP_NODELAY.
+static ANSWERED: AtomicU64 = AtomicU64::new(0);
+
+fn http_conn(mut s: may::net::TcpStream) {
+    let mut c = http::Conn::new(vec![0u8; http::IN_CAP]);
+    let mut out: Vec<u8> = Vec::with_capacity(http::OUT_CAP);
+    loop {
+        let n = match s.read(&mut c.input[c.held..]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        c.held += n;
+        c.date_refresh();
+        loop {
+            let step = c.answer(&mut out);
+            ANSWERED.fetch_add(std::mem::take(&mut c.answered), Relaxed);
+            if !out.is_empty() && s.write_all(&out).is_err() {
+                return;
+            }
+            out.clear();
+            match step {
+                http::Step::Read => break,
+                http::Step::More => continue,
+                http::Step::Close => return,
+            }
+        }
+    }
+}
+
+fn http_server(o: &Opts) -> ! {
+    let addr = o.str("listen", "127.0.0.1:0").to_string();
+    let ln = may::net::TcpListener::bind(addr.as_str()).unwrap_or_else(|e| die(&format!("listen on {addr}: {e}")));
+    let port = ln.local_addr().map(|a| a.port()).unwrap_or_else(|e| die(&e.to_string()));
+    println!("PORT {port}");
+    let _ = std::io::stdout().flush();
+    std::thread::spawn(|| {
+        let mut b = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut b), Ok(n) if n > 0) {}
+        println!("SERVED conns={} requests={}", ACCEPTED.load(Relaxed), ANSWERED.load(Relaxed));
+        let _ = std::io::stdout().flush();
+        exit(0);
+    });
+    let acceptor = go!(move || {
+        for s in ln.incoming() {
+            let s = match s {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("bench-may http-server: accept: {e}");
+                    coroutine::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            ACCEPTED.fetch_add(1, Relaxed);
+            go!(move || http_conn(s));
+        }
+    });
+    let _ = acceptor.join();
+    die("http-server: the acceptor ended")
+}
+
 fn main() {
     raise_nofile();
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
-        usage_exit("usage: bench-may ring|chan|fiber-spawn|idle|echo-server [options]\n       (see docs/BENCHMARKS.md)")
+        usage_exit("usage: bench-may ring|chan|fiber-spawn|idle|echo-server|http-server [options]\n       (see docs/BENCHMARKS.md)")
     };
     if argv.len() < 2 {
         usage();
@@ -540,7 +612,7 @@ fn main() {
         "chan" => &["hops"],
         "fiber-spawn" => &["fibers", "batch", "stack"],
         "idle" => &["fibers", "park", "stack"],
-        "echo-server" => &["listen"],
+        "echo-server" | "http-server" => &["listen"],
         _ => usage(),
     };
     let opts = Opts::parse(&argv[2..], known);
@@ -556,6 +628,7 @@ fn main() {
         "fiber-spawn" => fiber_spawn(&opts),
         "idle" => idle(&opts),
         "echo-server" => echo_server(&opts),
+        "http-server" => http_server(&opts),
         _ => unreachable!(),
     }
 }

@@ -10,6 +10,7 @@
 //! bench-monoio fiber-spawn --fibers N --batch B
 //! bench-monoio idle  --fibers F [--park read]
 //! bench-monoio echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
+//! bench-monoio http-server [--listen ADDR]   (the same for HTTP: src/http.rs)
 //! ```
 //!
 //! One runtime on the main thread (monoio's FusionDriver: io_uring where the
@@ -31,9 +32,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::unix::UnixStream;
 use monoio::net::{TcpListener, TcpStream};
+
+mod http;
 
 struct Span {
     t0: Instant,
@@ -430,6 +434,79 @@ async fn echo_server(o: &Opts) -> ! {
     }
 }
 
+// ---- http-server -------------------------------------------------------------
+//
+// The peer of examples/httpd in the http group (docs/BENCHMARKS.md, "HTTP"),
+// with echo-server's contract, printing "SERVED conns=N requests=R" at the
+// end.  No HTTP library (src/http.rs parses and answers): as echo-server,
+// accept in the main task, a task per connection reading requests into the
+// spare room of its owned 16 KiB buffer (read of a slice_mut of it) and
+// answering them (write_all of an owned buffer), each a request on the ring,
+// TCP_NODELAY.
+static ANSWERED: AtomicU64 = AtomicU64::new(0);
+
+async fn http_conn(mut s: TcpStream) {
+    let mut c = http::Conn::new(Vec::with_capacity(http::IN_CAP));
+    let mut out: Vec<u8> = Vec::with_capacity(http::OUT_CAP);
+    loop {
+        let room = std::mem::take(&mut c.input).slice_mut(c.held..http::IN_CAP);
+        let (res, room) = s.read(room).await;
+        c.input = room.into_inner();
+        match res {
+            Ok(0) | Err(_) => return,
+            Ok(n) => c.held += n,
+        }
+        c.date_refresh();
+        loop {
+            let step = c.answer(&mut out);
+            ANSWERED.fetch_add(std::mem::take(&mut c.answered), Relaxed);
+            if !out.is_empty() {
+                let (res, b) = s.write_all(out).await;
+                out = b;
+                if res.is_err() {
+                    return;
+                }
+                out.clear();
+            }
+            match step {
+                http::Step::Read => break,
+                http::Step::More => continue,
+                http::Step::Close => return,
+            }
+        }
+    }
+}
+
+async fn http_server(o: &Opts) -> ! {
+    let addr = o.str("listen", "127.0.0.1:0").to_string();
+    let ln = TcpListener::bind(addr.as_str()).unwrap_or_else(|e| die(&format!("listen on {addr}: {e}")));
+    let port = ln.local_addr().map(|a| a.port()).unwrap_or_else(|e| die(&e.to_string()));
+    println!("PORT {port}");
+    let _ = std::io::stdout().flush();
+    eprintln!("bench-monoio http-server: listening on port {port}, driver {}", driver());
+    std::thread::spawn(|| {
+        let mut b = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut b), Ok(n) if n > 0) {}
+        println!("SERVED conns={} requests={}", ACCEPTED.load(Relaxed), ANSWERED.load(Relaxed));
+        let _ = std::io::stdout().flush();
+        exit(0);
+    });
+    loop {
+        match ln.accept().await {
+            Ok((s, _)) => {
+                let _ = s.set_nodelay(true);
+                ACCEPTED.fetch_add(1, Relaxed);
+                monoio::spawn(http_conn(s));
+            }
+            Err(e) => {
+                eprintln!("bench-monoio http-server: accept: {e}");
+                monoio::time::sleep(Duration::from_millis(10)).await; // EMFILE and the like: do not spin
+            }
+        }
+    }
+}
+
 fn driver() -> &'static str {
     if monoio::utils::detect_uring() {
         "uring"
@@ -442,7 +519,7 @@ fn main() {
     raise_nofile();
     let argv: Vec<String> = std::env::args().collect();
     let usage = || -> ! {
-        usage_exit("usage: bench-monoio ring|fiber-spawn|idle|echo-server [options]\n       (see docs/BENCHMARKS.md)")
+        usage_exit("usage: bench-monoio ring|fiber-spawn|idle|echo-server|http-server [options]\n       (see docs/BENCHMARKS.md)")
     };
     if argv.len() < 2 {
         usage();
@@ -452,7 +529,7 @@ fn main() {
         "ring" => &["threads", "hops", "via"],
         "fiber-spawn" => &["fibers", "batch"],
         "idle" => &["fibers", "park"],
-        "echo-server" => &["listen"],
+        "echo-server" | "http-server" => &["listen"],
         _ => usage(),
     };
     let opts = Opts::parse(&argv[2..], known);
@@ -466,6 +543,7 @@ fn main() {
             "fiber-spawn" => fiber_spawn(&opts).await,
             "idle" => idle(&opts).await,
             "echo-server" => echo_server(&opts).await,
+            "http-server" => http_server(&opts).await,
             _ => unreachable!(),
         }
     });

@@ -38,7 +38,14 @@
  *     and an fd another fiber already waits on in that direction are looked
  *     at again at growing intervals (50 us to 5 ms) meanwhile.  Regular
  *     files are always ready, as poll(2) says; a closed fd is POLLNVAL at
- *     once.  The answer is always poll(2)'s own.
+ *     once.  The answer is poll(2)'s own, but for one case: a poll of one
+ *     stream for reading only, right after a read of the caller's found it
+ *     empty (EAGAIN, or less than asked; a non-blocking fd, as libpq and
+ *     MariaDB Connector/C keep theirs) parks without the first look and
+ *     answers POLLIN from the loop's report of data that came since, which
+ *     is what poll(2) would say (an error or hang-up is still poll(2)'s
+ *     answer): a reply then costs the library no system call of its own
+ *     to wait for.
  *   select, pselect   the same, through poll: read counts POLLIN, POLLHUP
  *     and POLLERR, write POLLOUT and POLLERR, except POLLPRI, as Linux
  *     does; select leaves the time not slept in *timeout.  Errors are

@@ -185,6 +185,12 @@ typedef struct tdl__hfd {
    * for the others sharing its file only then, so that a cut costs no
    * system call for the connections no one dup'd. */
   uint8_t dupped;
+  /* In a fiber, a read of the user's that passed through (a non-blocking
+   * fd: libpq's, MariaDB's) found the stream empty (EAGAIN, or a short
+   * read), and told fiber I/O so (tdl_fd_blocked): a poll for reading that
+   * follows parks first instead of looking (poll.c's poll_drained).  A
+   * poll in a fiber that may wait clears it. */
+  uint8_t drained;
   tdl_time_t rcvtimeo, sndtimeo; /* as durations; 0: none */
 } tdl__hfd;
 

@@ -21,6 +21,26 @@ static inline void used_up(int fd, tdl__hfd *h, unsigned dir)
   (void)tdl_fd_blocked(fd, dir);
 }
 
+/* In a fiber, a read of the user's passed through on fd (non-blocking by
+ * the user) and returned r of len asked: on a stream the
+ * hook's poll has parked on before, note whether it found the stream empty
+ * (EAGAIN, or less than asked: see HOOK_CALL), telling fiber I/O that the
+ * readiness the loop saw is used up, so that the library's poll that
+ * follows can park at once (poll.c's poll_drained) instead of first asking
+ * the kernel: libpq reads until it has a whole reply, then polls.  errno is
+ * kept. */
+static void read_passed(int fd, ssize_t r, size_t len)
+{
+  tdl__hfd *h = tdl__hfd_peek(fd);
+  if (!h || !h->in_fio || h->kind != TDL__HFD_WAITABLE || !h->stream)
+    return;
+  int e = errno;
+  h->drained = r < 0 ? (e == EAGAIN || e == EWOULDBLOCK) : (r > 0 && (size_t)r < len);
+  if (h->drained)
+    (void)tdl_fd_blocked(fd, TDL_READ);
+  errno = e;
+}
+
 /* The call on fd heard EAGAIN: wait until it is ready for dir, under the
  * user's SO_*TIMEO (first call fixes *dl).  0: try again; -1 with errno. */
 static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fiber)
@@ -86,14 +106,21 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
   TDL__HOOK_READY();                                                          \
   bool fiber_ = tdl__hook_in_fiber();                                         \
   tdl__hfd *h_ = fiber_ ? tdl__hfd_hooked(fd) : tdl__hfd_blocking_under(fd);  \
-  if (!h_)                                                                    \
-    return tdl__hfd_passes_cut(fd) ? -1 : call;                               \
+  if (!h_) {                                                                  \
+    if (tdl__hfd_passes_cut(fd))                                              \
+      return -1;                                                              \
+    type p_ = call;                                                           \
+    if (fiber_ && (reads))                                                    \
+      read_passed((fd), (ssize_t)p_, p_ > 0 ? (size_t)(len) : 0);             \
+    return p_;                                                                \
+  }                                                                           \
   if (fiber_ && tdl__hook_refused()) {                                        \
     tdl__hfd_cut((fd), h_);                                                   \
     return -1;                                                                \
   }                                                                           \
   if (tdl__hfd_is_cut(h_))                                                    \
     return -1;                                                                \
+  h_->drained = 0; /* its wait below may take the loop's readiness */        \
   tdl_time_t dl_ = DL_UNSET;                                                  \
   const bool reads_ = fiber_ && (reads);                                      \
   if (reads_ && h_->empty && wait_ready((fd), h_, (dir), &dl_, true) < 0)     \

@@ -4,7 +4,8 @@
  * one park on every fd the loop can watch at once (a tdl_select of FD
  * clauses, the first ready one waking the fiber), the rest looked at again
  * at growing intervals; after each wake poll(2) with no timeout gives the
- * answer, so that it is always the kernel's.
+ * answer, so that it is the kernel's.  One exception, poll_drained: one fd
+ * polled for reading after a read of the caller's found it empty.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -88,6 +89,38 @@ static int with_cut(struct pollfd *fds, nfds_t n, int r)
   return r;
 }
 
+/* One fd polled for reading only (POLLIN, POLLRDNORM; POLLERR, POLLHUP
+ * and POLLNVAL are always reported) that a read of the caller's has just
+ * found empty (tdl__hfd.drained): park at once, without the look, and
+ * answer from the loop's report, without a look after it either.  Sound
+ * because the read told fiber I/O (tdl_fd_blocked), so any readiness the
+ * loop reports is of data that came after it; libpq's wait for a reply is
+ * then the one system call libev's would be (the poll shared by every fd
+ * the loop watches).  1 with revents set; 0 when the general path must
+ * answer (a deadline, an error or hang-up, whose revents are the kernel's
+ * to say; another fiber reading the fd); -1 with errno ECANCELED. */
+static int poll_drained(struct pollfd *p, tdl_time_t dl)
+{
+  tdl__hfd *h = p->fd >= 0 ? tdl__hfd_peek(p->fd) : NULL;
+  if (!h || !h->drained)
+    return 0;
+  h->drained = 0;
+  short asked = (short)(p->events & ~(POLLERR | POLLHUP | POLLNVAL));
+  if (!asked || (asked & ~(POLLIN | POLLRDNORM)))
+    return 0;
+  TDL__HOOK_COUNT(parked);
+  int e = tdl_fd_wait(p->fd, TDL_READ, dl);
+  if (e == -ECANCELED) {
+    cut_all(p, 1);
+    errno = ECANCELED;
+    return -1;
+  }
+  if (e != TDL_READ)
+    return 0;
+  p->revents = asked;
+  return 1;
+}
+
 static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
 {
   if (tdl__hook_refused()) {
@@ -96,6 +129,18 @@ static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
   }
   if (any_cut(fds, n))
     return with_cut(fds, n, tdl__hook_real.poll(fds, n, 0));
+  if (n == 1) {
+    int d = poll_drained(fds, dl);
+    if (d != 0)
+      return d;
+  }
+  /* The parks below may take the loop's readiness of any of these fds: a
+   * read's earlier finding that one was empty says nothing after them. */
+  for (nfds_t i = 0; i < n; i++) {
+    tdl__hfd *h = fds[i].fd >= 0 ? tdl__hfd_peek(fds[i].fd) : NULL;
+    if (h)
+      h->drained = 0;
+  }
   int r = tdl__hook_real.poll(fds, n, 0);
   if (r != 0 || (dl != TDL_FOREVER && tdl_now() >= dl))
     return r;

@@ -27,7 +27,8 @@
  *    I/O).
  * With TDL_TORTURE_HOOKED=1 (and libtreadle-hook preloaded) the server's
  * fibers call plain read, write and poll on blocking fds, as a blocking
- * library would (no TLS then).  The TLS client is OpenSSL's, non-blocking,
+ * library would (no TLS then), or for half the connections on fds they made
+ * non-blocking, the call first and a poll on EAGAIN, as libpq does.  The TLS client is OpenSSL's, non-blocking,
  * on the client's thread.
  *
  * Every byte is checked: each direction is a stream whose byte at offset i
@@ -169,6 +170,8 @@ typedef struct conn {
   unsigned s_rcall, s_wcall;    /* which call */
   unsigned s_deadline_ms;       /* 0: none */
   bool ahead, behind;           /* uring: tdl_fd_readahead, tdl_fd_writebehind */
+  bool s_user_nb;               /* hooked: the server's fds non-blocking by the user, read and written
+                                   as libpq does (the call first, poll on EAGAIN) */
   bool tls_unix;                /* TLS over a Unix socket pair (else TCP) */
   bool tls_socket_bio;          /* TLS records on OpenSSL's socket BIO */
   /* fds: the server's and the client's ends (a socket is both ways) */
@@ -238,14 +241,14 @@ static void describe(const conn *c, char *out, size_t n)
   snprintf(out, n,
            "connection %u (%s, %s): c2s %zu bytes, s2c %zu, buffers %d, client calls <= %zu/%zu, %u pauses of up "
            "to %u ms, client %s at %" PRId64 ", server shuts at %" PRId64 ", server calls %u/%u of <= %zu/%zu, "
-           "deadline %u ms, ahead %d, behind %d%s; server fds %d/%d",
+           "deadline %u ms, ahead %d, behind %d%s%s; server fds %d/%d",
            c->id, transports[c->transport], modes[c->mode], c->c2s_len, c->s2c_len, c->bufsize, c->cw_max, c->cr_max,
            c->c_pauses, c->c_pause_ms, c->c_reset ? "resets" : "closes", c->c_abort_at, c->s_abort_at,
            c->s_rcall, c->s_wcall, c->sr_max, c->sw_max, c->s_deadline_ms, c->ahead, c->behind,
            c->transport != TLS      ? ""
            : c->tls_socket_bio ? (c->tls_unix ? "; TLS over a Unix socket, socket BIO" : "; TLS over TCP, socket BIO")
                                : (c->tls_unix ? "; TLS over a Unix socket, fiber I/O" : "; TLS over TCP, fiber I/O"),
-           c->s_in, c->s_out);
+           c->s_user_nb ? "; server fds non-blocking (read or write first, poll on EAGAIN)" : "", c->s_in, c->s_out);
 }
 
 static void fail(const conn *c, const char *fmt, ...)
@@ -318,6 +321,8 @@ static void draw(conn *c, unsigned id)
     c->c_wpoint = in(&r, 0, c->c2s_len / c->c_pauses);
     c->c_rpoint = in(&r, 0, (c->mode == UPLOAD ? 8 : c->s2c_len) / c->c_pauses);
   }
+  /* Drawn last, so that the draws above stay what a seed gave before. */
+  c->s_user_nb = T.hooked && chance(&r, 50);
   /* Sends behind give up what they hold when their deadline passes (fd.h):
    * a torture of lost data would be no test.  Their deadlines are long. */
 }
@@ -344,7 +349,39 @@ static ssize_t s_read(conn *c, void *buf, size_t n)
   int fd = c->s_in;
   ssize_t r;
   atomic_store(&c->s_rwait, 1);
-  if (T.hooked) {
+  if (c->s_user_nb) {
+    /* As libpq: read; on EAGAIN poll (POLLERR asked, as libpq does), then
+     * read again.  The hook passes these reads through, and a read that
+     * finds the stream empty lets the poll park at once. */
+    bool said_readable = false;
+    /* Now and then the poll first, as libpq waits for the rest of a reply
+     * it has part of: after a read that filled its buffer too. */
+    bool poll_first = c->s_rcall == 1;
+    for (;;) {
+      if (!poll_first) {
+        r = read(fd, buf, n);
+        if (r >= 0 || errno != EAGAIN) {
+          r = r < 0 ? -errno : r;
+          break;
+        }
+        /* This fiber is the fd's only reader: a poll that said readable
+         * (data, the end, an error) is followed by a read that finds it. */
+        if (said_readable) {
+          fail(c, "server: poll said readable, then read found nothing (EAGAIN)");
+          r = -EIO;
+          break;
+        }
+      }
+      poll_first = false;
+      struct pollfd p = {.fd = fd, .events = POLLIN | POLLERR};
+      int k = poll(&p, 1, c->s_deadline_ms ? (int)c->s_deadline_ms : -1);
+      if (k <= 0) {
+        r = k < 0 ? -errno : -ETIMEDOUT;
+        break;
+      }
+      said_readable = true;
+    }
+  } else if (T.hooked) {
     r = hooked_wait(fd, POLLIN, c->s_deadline_ms);
     if (r > 0) {
       r = read(fd, buf, n);
@@ -382,7 +419,20 @@ static int s_write_all(conn *c, const uint8_t *buf, size_t n)
     ssize_t r;
     size_t want = n - done;
     atomic_store(&c->s_wwait, 1);
-    if (T.hooked) {
+    if (c->s_user_nb) {
+      r = write(fd, buf + done, want);
+      if (r < 0 && errno == EAGAIN) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT | POLLERR};
+        int k = poll(&p, 1, c->s_deadline_ms ? (int)c->s_deadline_ms : -1);
+        if (k > 0) { /* writable (or an error the next write hears) */
+          atomic_store(&c->s_wwait, 0);
+          continue;
+        }
+        r = k < 0 ? -errno : -ETIMEDOUT;
+      } else if (r < 0) {
+        r = -errno;
+      }
+    } else if (T.hooked) {
       r = hooked_wait(fd, POLLOUT, c->s_deadline_ms);
       if (r > 0) {
         r = write(fd, buf + done, want);
@@ -779,6 +829,10 @@ static int make_fds(conn *c)
    * them non-blocking underneath). */
   fcntl(c->c_in, F_SETFL, O_NONBLOCK);
   fcntl(c->c_out, F_SETFL, O_NONBLOCK);
+  if (c->s_user_nb) {
+    fcntl(c->s_in, F_SETFL, O_NONBLOCK);
+    fcntl(c->s_out, F_SETFL, O_NONBLOCK);
+  }
   return 0;
 }
 

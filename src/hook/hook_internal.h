@@ -275,4 +275,17 @@ static inline tdl_time_t tdl__hook_ts_ns(const struct timespec *ts)
   return ts->tv_sec > INT64_MAX / TDL_SEC - 1 ? TDL_TIME_MAX : (tdl_time_t)ts->tv_sec * TDL_SEC + ts->tv_nsec;
 }
 
+/* now + ns as the deadline of a timeout the user gave (a sleep, a poll's,
+ * SO_RCVTIMEO's), now read from the clock: in a fiber tdl_now() is the
+ * loop's cached time, as old as the running fiber's turn, which a
+ * computation may have made long, and a timeout counted from it would end
+ * early (the kernel's lasts at least what was asked, from the call). */
+static inline tdl_time_t tdl__hook_after(tdl_time_t ns)
+{
+  tdl_loop *loop = tdl_fiber_loop();
+  if (loop)
+    tdl_loop_update_time(loop);
+  return tdl_after(ns);
+}
+
 #endif /* TDL_HOOK_INTERNAL_H */

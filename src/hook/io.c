@@ -47,7 +47,7 @@ static int wait_ready(int fd, tdl__hfd *h, unsigned dir, tdl_time_t *dl, bool fi
 {
   if (*dl == DL_UNSET) {
     tdl_time_t t = dir == TDL_READ ? h->rcvtimeo : h->sndtimeo;
-    *dl = t > 0 ? tdl_after(t) : TDL_FOREVER;
+    *dl = t > 0 ? tdl__hook_after(t) : TDL_FOREVER;
   }
   if (fiber) {
     h->in_fio = 1;

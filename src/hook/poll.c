@@ -215,7 +215,7 @@ TDL__HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
     return tdl__hook_real.poll(fds, n, timeout);
   if (timeout == 0)
     return with_cut(fds, n, tdl__hook_real.poll(fds, n, 0));
-  return poll_in_fiber(fds, n, timeout < 0 ? TDL_FOREVER : tdl_after((tdl_time_t)timeout * TDL_MSEC));
+  return poll_in_fiber(fds, n, timeout < 0 ? TDL_FOREVER : tdl__hook_after((tdl_time_t)timeout * TDL_MSEC));
 }
 
 /* A signal mask asks for the thread's mask to change for the wait: that is
@@ -229,7 +229,7 @@ TDL__HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, con
     errno = EINVAL;
     return -1;
   }
-  return poll_in_fiber(fds, n, ts ? tdl_after(tdl__hook_ts_ns(ts)) : TDL_FOREVER);
+  return poll_in_fiber(fds, n, ts ? tdl__hook_after(tdl__hook_ts_ns(ts)) : TDL_FOREVER);
 }
 
 /* fd_set as the kernel reads it: nfds bits in unsigned longs (so sets
@@ -356,7 +356,7 @@ TDL__HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
     tdl_time_t d = tv->tv_sec > INT64_MAX / TDL_SEC - 1
                        ? TDL_TIME_MAX
                        : (tdl_time_t)tv->tv_sec * TDL_SEC + (tdl_time_t)tv->tv_usec * TDL_USEC;
-    dl = d == 0 ? 0 : tdl_after(d);
+    dl = d == 0 ? 0 : tdl__hook_after(d);
   }
   int r = select_in_fiber(nfds, rd, wr, ex, dl);
   if (tv && dl != 0) { /* Linux leaves the time not slept in *tv */
@@ -377,6 +377,6 @@ TDL__HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
     return tdl__hook_real.pselect(nfds, rd, wr, ex, ts, mask);
   tdl_time_t dl = TDL_FOREVER;
   if (ts)
-    dl = ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : tdl_after(tdl__hook_ts_ns(ts));
+    dl = ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : tdl__hook_after(tdl__hook_ts_ns(ts));
   return select_in_fiber(nfds, rd, wr, ex, dl);
 }

@@ -7,16 +7,6 @@
 
 #include "hook/hook_internal.h"
 
-/* now + ns as a deadline, now read from the clock: the loop's cached time
- * (tdl_now) is as old as the running fiber's turn, which a computation may
- * have made long, and a sleep counted from it would end early (libc's lasts
- * at least what it was asked from the call). */
-static tdl_time_t after_now(tdl_time_t ns)
-{
-  tdl_loop_update_time(tdl_fiber_loop());
-  return tdl_after(ns);
-}
-
 /* Park until `until`; the nanoseconds left when a cancel cut it short. */
 static tdl_time_t nap(tdl_time_t until)
 {
@@ -36,7 +26,7 @@ TDL__HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
     errno = EINVAL;
     return -1;
   }
-  tdl_time_t left = nap(after_now(tdl__hook_ts_ns(req)));
+  tdl_time_t left = nap(tdl__hook_after(tdl__hook_ts_ns(req)));
   if (!left)
     return 0;
   if (rem) {
@@ -57,13 +47,13 @@ TDL__HOOK int clock_nanosleep(clockid_t clock, int flags, const struct timespec 
   tdl_time_t t = tdl__hook_ts_ns(req);
   tdl_time_t until;
   if (!(flags & TIMER_ABSTIME)) {
-    until = after_now(t);
+    until = tdl__hook_after(t);
   } else if (clock == CLOCK_MONOTONIC) {
     until = t; /* treadle's clock */
   } else {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    until = after_now(t - ((tdl_time_t)now.tv_sec * TDL_SEC + now.tv_nsec)); /* the clock read after `now` */
+    until = tdl__hook_after(t - ((tdl_time_t)now.tv_sec * TDL_SEC + now.tv_nsec)); /* the clock read after `now` */
   }
   tdl_time_t left = nap(until);
   if (!left)
@@ -80,7 +70,7 @@ TDL__HOOK int usleep(useconds_t us)
   TDL__HOOK_READY();
   if (!tdl__hook_in_fiber())
     return tdl__hook_real.usleep(us);
-  if (nap(after_now((tdl_time_t)us * TDL_USEC))) {
+  if (nap(tdl__hook_after((tdl_time_t)us * TDL_USEC))) {
     errno = EINTR;
     return -1;
   }
@@ -92,6 +82,6 @@ TDL__HOOK unsigned sleep(unsigned s)
   TDL__HOOK_READY();
   if (!tdl__hook_in_fiber())
     return tdl__hook_real.sleep(s);
-  tdl_time_t left = nap(after_now((tdl_time_t)s * TDL_SEC));
+  tdl_time_t left = nap(tdl__hook_after((tdl_time_t)s * TDL_SEC));
   return (unsigned)((left + TDL_SEC - 1) / TDL_SEC);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* libtreadle-hook: sleep, usleep, nanosleep and clock_nanosleep
- * (include/treadle/hook.h).  In a fiber they park it (tdl_sleep) on
+/* libtreadle-hook: sleep, usleep, nanosleep and clock_nanosleep, and the
+ * timeouts of poll, ppoll, select and SO_RCVTIMEO (include/treadle/hook.h).  In a fiber they park it (tdl_sleep) on
  * CLOCK_MONOTONIC and CLOCK_REALTIME, relative or absolute; a cancel ends
  * them early as a signal would (EINTR, the time left); bad arguments get
  * libc's EINVAL; other clocks and every call outside a fiber are libc's.
@@ -12,7 +12,10 @@
  * instead of the thread shows in the order fibers finish and in the hook's
  * `slept` count. */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,6 +185,56 @@ static void *after_busy_main(void *arg)
   done = 1;
   join(t);
   return NULL;
+}
+
+/* The same for a timeout the user gives a wait: poll's, ppoll's,
+ * select's, SO_RCVTIMEO's on a read.  Nothing comes: each must wait its
+ * whole timeout from the call. */
+static void *timeouts_after_busy_main(void *arg)
+{
+  (void)arg;
+  int done = 0;
+  tdl_fiber_t t = spawn(ticker, &done);
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const tdl_time_t ns = 20 * TDL_MSEC;
+  for (int k = 0; k < 4; k++) {
+    tdl_sleep(tdl_after(TDL_MSEC)); /* a fresh turn of the loop */
+    busy(30 * TDL_MSEC);
+    tdl_time_t t0 = clock_ns(CLOCK_MONOTONIC);
+    char b;
+    if (k == 0) {
+      struct pollfd p = {.fd = sv[0], .events = POLLIN};
+      assert_int_equal(poll(&p, 1, (int)(ns / TDL_MSEC)), 0);
+    } else if (k == 1) {
+      struct pollfd p = {.fd = sv[0], .events = POLLIN};
+      struct timespec ts = {0, ns};
+      assert_int_equal(ppoll(&p, 1, &ts, NULL), 0);
+    } else if (k == 2) {
+      fd_set rd;
+      FD_ZERO(&rd);
+      FD_SET(sv[0], &rd);
+      struct timeval tv = {0, ns / TDL_USEC};
+      assert_int_equal(select(sv[0] + 1, &rd, NULL, NULL, &tv), 0);
+    } else {
+      struct timeval tv = {0, ns / TDL_USEC};
+      assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+      assert_int_equal(read(sv[0], &b, 1), -1);
+      assert_int_equal(errno, EAGAIN);
+    }
+    assert_true(clock_ns(CLOCK_MONOTONIC) - t0 >= ns);
+  }
+  close(sv[0]);
+  close(sv[1]);
+  done = 1;
+  join(t);
+  return NULL;
+}
+
+static void test_timeouts_last_from_the_call(void **state)
+{
+  (void)state;
+  run_main(timeouts_after_busy_main, NULL);
 }
 
 static void test_sleep_lasts_from_the_call(void **state)
@@ -460,6 +513,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sleeps_park_the_fiber),
       cmocka_unit_test(test_sleep_lasts_from_the_call),
+      cmocka_unit_test(test_timeouts_last_from_the_call),
       cmocka_unit_test(test_past_and_zero),
       cmocka_unit_test(test_bad_timespec_einval),
       cmocka_unit_test(test_other_clocks_pass_through),

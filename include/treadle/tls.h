@@ -43,7 +43,8 @@
  * Errors.  Besides the errno values of fiber I/O: -EPROTO (the peer broke
  * the protocol, sent an alert, or sent what is not TLS: plaintext, garbage,
  * a renegotiation), -EKEYREJECTED (the peer's certificate did not verify:
- * expired, self-signed, unknown CA, wrong host name), -EPIPE from a read (the
+ * expired, self-signed, unknown CA, wrong host name; or a server that asks
+ * for client certificates got none), -EPIPE from a read (the
  * peer's end came without close_notify: what was read may be cut short;
  * distinct from 0, the clean end).  tdl_tls_error() says in words what TLS
  * said.  After a handshake that failed or was cut (by its deadline, a
@@ -258,7 +259,8 @@ TDL_API int tdl_tls_send_all(tdl_tls *s, const void *buf, size_t len, size_t *se
 /*
  * End the stream cleanly: send close_notify (a peer that reads then sees
  * the clean end, 0), without waiting for the peer's.  Later writes fail
- * with -EPIPE; reads still return what the peer sends until its end.
+ * with -EPIPE, also after a shutdown that failed or timed out; reads still
+ * return what the peer sends until its end.
  * Returns 0 (also when done before, or when the handshake never ran, which
  * sends nothing).  Errors: -ETIMEDOUT, -ECANCELED, -EPERM, -EPIPE,
  * -ECONNRESET, -EPROTO.

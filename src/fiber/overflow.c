@@ -140,7 +140,7 @@ static void install(void) {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGSEGV, &sa, &prev_segv) != 0 || sigaction(SIGBUS, &sa, &prev_bus) != 0)
-    install_err = -errno;
+    install_err = -errno; // GCOVR_EXCL_LINE: sigaction of SIGSEGV and SIGBUS with a valid handler cannot fail
 }
 
 /* The handler only formats one line, but it may chain to a foreign handler
@@ -158,14 +158,16 @@ static size_t altstack_size(void) {
 int tdl__overflow_thread_init(void) {
   pthread_once(&install_once, install);
   if (install_err)
-    return install_err;
+    return install_err; // GCOVR_EXCL_LINE: install cannot fail (above)
   if (init_depth++ > 0)
     return 0;
 
   stack_t cur;
   if (sigaltstack(NULL, &cur) != 0) {
+    /* GCOVR_EXCL_START: reading the thread's signal stack cannot fail */
     init_depth = 0;
     return -errno;
+    /* GCOVR_EXCL_STOP */
   }
   if (!(cur.ss_flags & SS_DISABLE))
     return 0; /* the thread already has one (maybe ASan's): share it */
@@ -188,10 +190,14 @@ int tdl__overflow_thread_init(void) {
   }
   stack_t ss = {.ss_sp = map + page, .ss_size = size, .ss_flags = 0};
   if (sigaltstack(&ss, NULL) != 0) {
+    /* GCOVR_EXCL_START: cannot fail: the stack is fresh and large enough
+     * (ENOMEM), the flags 0 (EINVAL), and the thread is not running on a
+     * signal stack (EPERM: it has none, SS_DISABLE above) */
     int err = -errno;
     munmap(map, page + size);
     init_depth = 0;
     return err;
+    /* GCOVR_EXCL_STOP */
   }
   altstack_map = map;
   altstack_maplen = page + size;

@@ -207,11 +207,18 @@ static void ctx_data_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, 
 }
 
 static int alpn_index = -1;
-static pthread_once_t alpn_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t alpn_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void alpn_index_new(void)
+/* The slot's index, made by the first server with ALPN; without memory for
+ * it, by the next one (a failure is not kept for the life of the process). */
+static int alpn_index_get(void)
 {
-  alpn_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ctx_data_free);
+  pthread_mutex_lock(&alpn_lock);
+  if (alpn_index < 0)
+    alpn_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, ctx_data_free);
+  int i = alpn_index;
+  pthread_mutex_unlock(&alpn_lock);
+  return i;
 }
 
 /* Whether the kernel may carry TLS records: asked once, of an unconnected
@@ -340,9 +347,11 @@ static int ctx_new(SSL_CTX **out, const tdl_tls_options *o)
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     }
     if (wire_len) {
-      pthread_once(&alpn_once, alpn_index_new);
+      int index = alpn_index_get();
       unsigned char *copy = malloc(wire_len + 1);
-      if (alpn_index < 0 || !copy) {
+      /* The slot frees the copy with the SSL_CTX: a copy it could not take
+       * (no memory for the slot) would be lost. */
+      if (index < 0 || !copy || !SSL_CTX_set_ex_data(ctx, index, copy)) {
         free(copy);
         say(o, "ALPN: no memory");
         rc = -ENOMEM;
@@ -350,7 +359,6 @@ static int ctx_new(SSL_CTX **out, const tdl_tls_options *o)
       }
       copy[0] = (unsigned char)wire_len; /* fits: alpn_wire allows 255 */
       memcpy(copy + 1, wire, wire_len);
-      SSL_CTX_set_ex_data(ctx, alpn_index, copy);
       SSL_CTX_set_alpn_select_cb(ctx, alpn_select, copy);
     }
   }

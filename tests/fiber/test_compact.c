@@ -12,6 +12,8 @@
 #include "helpers.h"
 #include "loop_fixture.h"
 
+#include "base/fault.h"
+
 /* A user timer that keeps L running (and waking) while every fiber is parked
  * for good: the compaction's own timer keeps no loop alive. */
 static tdl_timer tick;
@@ -359,6 +361,66 @@ static void many_compacted(void **state)
   assert_int_equal(many_ok, MANY);
 }
 
+#ifdef TDL_FAULTS
+/* Without memory for its scheduler or its timer, turning compaction on
+ * fails with -ENOMEM and leaves it off; with memory back, it works. */
+static void compact_on_under_faults(void **state)
+{
+  (void)state;
+  long n = 1;
+  for (;; n++) {
+    tdl_loop *loop = t_loop_new();
+    tdl__fault_arm(n, false);
+    int e = tdl_fiber_compact_idle(loop, TDL_MSEC);
+    bool fired = tdl__fault_fired();
+    tdl__fault_arm(0, false);
+    /* A fault some step gets over (none here needs what failed) is no
+     * error. */
+    if (fired)
+      assert_true(e == 0 || e == -ENOMEM);
+    else
+      assert_int_equal(e, 0);
+    t_loop_free(loop);
+    if (!fired)
+      break;
+  }
+  assert_true(n > 1);
+}
+
+/* A compaction without memory for the copy of the frames is no error: the
+ * fiber stays as it is, is compacted at a later turn, and wakes intact. */
+static void compact_without_memory(void **state)
+{
+  (void)state;
+  assert_int_equal(tdl_fiber_compact_idle(L, 20 * TDL_MSEC), 0);
+  tdl_fiber_t h;
+  assert_int_equal(tdl_fiber_spawn(&h, L, park_forever, (void *)5, NULL), 0);
+  ticker_on();
+  /* Parked, and the ticker fired (the loop has its table of due timers),
+   * long before the threshold. */
+  run_turns(2);
+  assert_int_equal(tdl_fiber_compacted(L, h), 0);
+  bool refused = false;
+  for (int i = 0; i < 10000 && !refused; i++) {
+    /* Every turn with its first allocation failing, until the compaction's. */
+    tdl__fault_arm(1, false);
+    assert_true(tdl_loop_run(L, TDL_LOOP_ONCE) >= 0);
+    tdl__fault_arm(0, false);
+    const char *site = tdl__fault_site();
+    refused = tdl__fault_fired() && site && strstr(site, "stack.c");
+    if (!refused)
+      assert_int_equal(tdl_fiber_compacted(L, h), 0);
+  }
+  assert_true(refused);
+  assert_int_equal(tdl_fiber_compacted(L, h), 0);
+  assert_true(run_until_compacted(h, 1000) > 0);
+  assert_int_equal(tdl_fiber_cancel(L, h), 0); /* it checks its canaries as it wakes */
+  ticker_off();
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_fiber_detach(L, h), 0);
+}
+#endif
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -369,6 +431,10 @@ int main(void)
       cmocka_unit_test_setup_teardown(deep_near_guard, setup, teardown),
       cmocka_unit_test_setup_teardown(option_off, setup, teardown),
       cmocka_unit_test_setup_teardown(many_compacted, setup, teardown),
+#ifdef TDL_FAULTS
+      cmocka_unit_test(compact_on_under_faults),
+      cmocka_unit_test_setup_teardown(compact_without_memory, setup, teardown),
+#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,22 @@
 
 #include "helpers.h"
 
+#include "base/fault.h"
 #include "loop/loop_internal.h" /* tdl__watchdog_signal */
+
+#include <sys/resource.h>
+
+/* A child that ends with _exit or exec never writes gcov's counters: in a
+ * coverage build (TDL_COVERAGE) it writes them itself first. */
+#ifdef TDL_COVERAGE
+void __gcov_dump(void);
+#endif
+static void child_counters_write(void)
+{
+#ifdef TDL_COVERAGE
+  __gcov_dump();
+#endif
+}
 
 #define DUMP_SIGNAL SIGUSR1
 
@@ -422,6 +437,210 @@ static void test_bad_input(void **state)
   close(fd);
 }
 
+/* A signal the C library keeps for itself (glibc's and musl's 32 and 33,
+ * under SIGRTMIN): -EINVAL, and nothing changed, armed or not. */
+static void test_signal_kept_by_libc(void **state)
+{
+  (void)state;
+  int fd = out_fd();
+  /* Not armed: the program's handler stays. */
+  struct sigaction sa = {.sa_handler = own_handler}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(DUMP_SIGNAL, &sa, &old), 0);
+  for (int sig = 32; sig <= 33; sig++)
+    assert_int_equal(tdl_fiber_dump_on_signal(sig, fd), -EINVAL);
+  own_handler_ran = 0;
+  raise(DUMP_SIGNAL);
+  assert_int_equal(own_handler_ran, 1);
+  /* Armed: it stays armed on its signal and fd. */
+  assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), 0);
+  assert_int_equal(tdl_fiber_dump_on_signal(32, fd), -EINVAL);
+  own_handler_ran = 0;
+  raise(DUMP_SIGNAL);
+  free(wait_dumps(fd, 1));
+  assert_int_equal(own_handler_ran, 0);
+  assert_int_equal(tdl_fiber_dump_on_signal(0, -1), 0);
+  assert_int_equal(sigaction(DUMP_SIGNAL, &old, NULL), 0);
+  close(fd);
+}
+
+#ifdef TDL_FAULTS
+/* The dump's thread cannot be started: -EAGAIN, nothing changed; the next
+ * call starts it. */
+static void test_thread_start_fails(void **state)
+{
+  (void)state;
+  int fd = out_fd();
+  struct sigaction sa = {.sa_handler = own_handler}, old;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(DUMP_SIGNAL, &sa, &old), 0);
+  tdl__fault_arm(1, false);
+  assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), -EAGAIN);
+  tdl__fault_arm(0, false);
+  assert_true(tdl__fault_fired());
+  own_handler_ran = 0;
+  raise(DUMP_SIGNAL);
+  assert_int_equal(own_handler_ran, 1);
+  assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), 0);
+  raise(DUMP_SIGNAL);
+  free(wait_dumps(fd, 1));
+  assert_int_equal(tdl_fiber_dump_on_signal(0, -1), 0);
+  assert_int_equal(sigaction(DUMP_SIGNAL, &old, NULL), 0);
+  close(fd);
+}
+#endif
+
+/* ---- loops that cannot or do not answer ---- */
+
+static int in_callback, callback_stop;
+
+static void stuck_callback(tdl_loop *loop, tdl_timer *t)
+{
+  (void)loop, (void)t;
+  __atomic_store_n(&in_callback, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&callback_stop, __ATOMIC_ACQUIRE))
+    tdl__cpu_relax();
+}
+
+static void *quick_fiber(void *arg)
+{
+  return arg;
+}
+
+/* A loop that is reachable (its first fiber came while the dump was armed)
+ * and watched, stuck in a timer's callback. */
+static void *callback_thread(void *arg)
+{
+  (void)arg;
+  tdl_loop *loop = t_loop_new();
+  tdl_watchdog_options wo = {.threshold = 10 * TDL_SEC, .name = "in-timer"};
+  assert_int_equal(tdl_watchdog_start(loop, &wo), 0);
+  assert_int_equal(tdl_fiber_spawn(NULL, loop, quick_fiber, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  tdl_timer t;
+  tdl_timer_init(&t, stuck_callback, NULL);
+  assert_int_equal(tdl_timer_start(loop, &t, 0, 0), 0);
+  assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+  assert_int_equal(tdl_watchdog_stop(loop), 0);
+  t_loop_free(loop);
+  return NULL;
+}
+
+/* In one dump: a loop made before the dump was armed (no port: counted in
+ * the header, not asked), a reachable loop whose thread does not run it
+ * (named as not answering, no watchdog to say more), and a watched loop
+ * stuck in a callback (named with how long it has been away, in no fiber). */
+static void test_loops_that_do_not_answer(void **state)
+{
+  (void)state;
+  tdl_loop *before = t_loop_new();
+  assert_int_equal(tdl_fiber_spawn(NULL, before, quick_fiber, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  int fd = out_fd();
+  assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), 0);
+  tdl_loop *idle = t_loop_new();
+  assert_int_equal(tdl_fiber_spawn(NULL, idle, quick_fiber, NULL, &(tdl_fiber_options){.detached = true}), 0);
+  in_callback = callback_stop = 0;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, callback_thread, NULL), 0);
+  while (!__atomic_load_n(&in_callback, __ATOMIC_ACQUIRE))
+    usleep(1000);
+  assert_int_equal(kill(getpid(), DUMP_SIGNAL), 0);
+  char *s = wait_dumps(fd, 1);
+  assert_non_null(strstr(s, "treadle dump (signal 10): 2 loops, and 1 made before the dump was armed that have no port"));
+  char want[128];
+  snprintf(want, sizeof want, "loop 0x%llx: did not answer within 1000.0 ms (stuck in a fiber or a callback, or not in tdl_loop_run)\n",
+           (unsigned long long)(uintptr_t)idle);
+  if (!strstr(s, want))
+    fail_msg("no '%s' in:\n%s", want, s);
+  const char *cb = strstr(s, " \"in-timer\": did not answer within 1000.0 ms: away from its poll for ");
+  assert_non_null(cb);
+  const char *why = strstr(cb, ", in a callback (no fiber)\n");
+  assert_non_null(why);
+  assert_true(why < strchr(cb, '\n'));
+  assert_null(strstr(s, "fibers\n")); /* no loop wrote its block */
+  free(s);
+  __atomic_store_n(&callback_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  assert_int_equal(tdl_fiber_dump_on_signal(0, -1), 0);
+  assert_int_equal(tdl_loop_run(idle, TDL_LOOP_DEFAULT), 0);
+  t_loop_free(idle);
+  assert_int_equal(tdl_loop_run(before, TDL_LOOP_DEFAULT), 0);
+  t_loop_free(before);
+  close(fd);
+}
+
+/* ---- after fork ---- */
+
+/* In the child the dump is off: the signal writes nothing, to the parent's
+ * fd or anywhere, until the child arms it anew, which needs a pipe of its
+ * own (-EMFILE without a free fd, nothing changed) and then works. */
+static int forked_child(int parent_fd)
+{
+  raise(DUMP_SIGNAL);
+  usleep(20000);
+  char *s = out_text(parent_fd);
+  bool wrote = strstr(s, "treadle dump") != NULL;
+  free(s);
+  if (wrote)
+    return 1;
+  int fd = out_fd();
+  struct rlimit lim, none;
+  getrlimit(RLIMIT_NOFILE, &lim);
+  none = lim;
+  /* No fd free under the limit: the lowest free one is the limit. */
+  none.rlim_cur = 0;
+  while (fcntl((int)none.rlim_cur, F_GETFD) >= 0)
+    none.rlim_cur++;
+  if (setrlimit(RLIMIT_NOFILE, &none) != 0)
+    return 2;
+  int e = tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd);
+  setrlimit(RLIMIT_NOFILE, &lim);
+  if (e != -EMFILE)
+    return 3;
+  raise(DUMP_SIGNAL);
+  usleep(20000);
+  if (lseek(fd, 0, SEEK_END) != 0)
+    return 4;
+  if (tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd) != 0)
+    return 5;
+  raise(DUMP_SIGNAL);
+  for (tdl_time_t end = t_clock() + T_HANG; t_clock() < end; usleep(1000)) {
+    s = out_text(fd);
+    bool done = strstr(s, "treadle dump (signal 10): 0 loops") && strstr(s, "treadle dump: end\n");
+    free(s);
+    if (done)
+      return tdl_fiber_dump_on_signal(0, -1) == 0 ? 0 : 6;
+  }
+  return 7;
+}
+
+static void test_after_fork(void **state)
+{
+  (void)state;
+  int fd = out_fd();
+  assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int rc = forked_child(fd);
+    child_counters_write();
+    if (rc == 0)
+      execl("/bin/true", "true", (char *)NULL); /* as in test_signal_during_fork */
+    _exit(rc);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("child status %#x", st);
+  /* The parent's own dump still works, and the child wrote nothing here. */
+  char *s = out_text(fd);
+  assert_null(strstr(s, "treadle dump"));
+  free(s);
+  assert_int_equal(kill(getpid(), DUMP_SIGNAL), 0);
+  free(wait_dumps(fd, 1));
+  assert_int_equal(tdl_fiber_dump_on_signal(0, -1), 0);
+  close(fd);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -430,6 +649,12 @@ int main(void)
       cmocka_unit_test(test_stalled_loop),
       cmocka_unit_test(test_signal_during_fork),
       cmocka_unit_test(test_signal_while_loops_are_freed),
+      cmocka_unit_test(test_signal_kept_by_libc),
+#ifdef TDL_FAULTS
+      cmocka_unit_test(test_thread_start_fails),
+#endif
+      cmocka_unit_test(test_loops_that_do_not_answer),
+      cmocka_unit_test(test_after_fork),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1125,6 +1125,113 @@ static void dump_lists_fibers(void **state)
   assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
 }
 
+/* ---- looking inside: every state ---- */
+
+typedef struct seen {
+  int n;
+  const char *state[4];
+  const char *waits_on[4];
+  int fd[4];
+  int stop_after; /* return non-zero after this many */
+} seen;
+
+static int see(const tdl_fiber_info *in, void *ctx)
+{
+  seen *v = ctx;
+  if (v->n < 4) {
+    v->state[v->n] = in->state;
+    v->waits_on[v->n] = in->waits_on;
+    v->fd[v->n] = in->fd;
+  }
+  v->n++;
+  return v->stop_after && v->n >= v->stop_after;
+}
+
+static void *read_pipe_fiber(void *arg)
+{
+  char c;
+  return (void *)(intptr_t)tdl_read(*(int *)arg, &c, 1, TDL_FOREVER);
+}
+
+/* A loop without fibers has none to visit, and zero counts; then a fiber
+ * parked on a read (its fd named), a finished one nobody joined, and one
+ * spawned that has not run, each in its state; a visit that returns
+ * non-zero stops there, and so does a dump whose fd cannot be written. */
+static void foreach_every_state(void **state)
+{
+  (void)state;
+  seen v = {0};
+  assert_int_equal(tdl_fiber_foreach(L, see, &v), 0);
+  tdl_fiber_stats st;
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, 0);
+  assert_int_equal(st.stacks_cached, 0);
+  int p[2];
+  t_pipe(p);
+  tdl_fiber_t reader, done, fresh;
+  assert_int_equal(tdl_fiber_spawn(&reader, L, read_pipe_fiber, &p[0], NULL), 0);
+  assert_true(tdl_loop_run(L, TDL_LOOP_NOWAIT) >= 0);
+  assert_int_equal(tdl_fiber_spawn(&done, L, ret_arg, NULL, NULL), 0);
+  assert_true(tdl_loop_run(L, TDL_LOOP_NOWAIT) >= 0);
+  assert_int_equal(tdl_fiber_spawn(&fresh, L, ret_arg, NULL, NULL), 0);
+  assert_int_equal(tdl_fiber_foreach(L, see, &v), 3);
+  bool parked = false, finished = false, runnable = false;
+  for (int i = 0; i < 3; i++) {
+    if (strcmp(v.state[i], "parked") == 0) {
+      parked = true;
+      assert_string_equal(v.waits_on[i], "read");
+      assert_int_equal(v.fd[i], p[0]);
+    } else if (strcmp(v.state[i], "finished") == 0) {
+      finished = true;
+    } else if (strcmp(v.state[i], "runnable") == 0) {
+      runnable = true;
+      assert_string_equal(v.waits_on[i], "");
+    }
+  }
+  assert_true(parked && finished && runnable);
+  seen first = {.stop_after = 1};
+  assert_int_equal(tdl_fiber_foreach(L, see, &first), 1);
+  /* The dump says the same in words. */
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  assert_int_equal(tdl_fiber_dump(L, fileno(f)), 3);
+  char text[1024] = {0};
+  rewind(f);
+  assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+  fclose(f);
+  char want[32];
+  snprintf(want, sizeof want, "parked on read fd %d ", p[0]);
+  assert_non_null(strstr(text, want));
+  assert_non_null(strstr(text, "\" finished stack "));
+  assert_non_null(strstr(text, "\" runnable stack "));
+  int ro = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  assert_true(ro >= 0);
+  assert_int_equal(tdl_fiber_dump(L, ro), 1); /* the first line failed: no more */
+  close(ro);
+  tdl_fiber_stats_get(L, &st);
+  assert_int_equal(st.live, 3);
+  assert_int_equal(tdl_fiber_cancel(L, reader), 0);
+  assert_int_equal(tdl_loop_run(L, TDL_LOOP_DEFAULT), 0);
+  tdl_fiber_t all[] = {reader, done, fresh};
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(tdl_fiber_detach(L, all[i]), 0);
+  tdl_close(p[0]);
+  tdl_close(p[1]);
+}
+
+/* Keys are process-wide and never freed: past TDL_FLS_KEYS, -EAGAIN.  (Last
+ * of the tests: it takes every key left.) */
+static void fls_keys_run_out(void **state)
+{
+  (void)state;
+  tdl_fls_key_t k;
+  int e, made = 0;
+  while ((e = tdl_fls_key_new(&k, NULL)) == 0)
+    assert_true(++made <= TDL_FLS_KEYS);
+  assert_int_equal(e, -EAGAIN);
+  assert_int_equal(tdl_fls_key_new(&k, NULL), -EAGAIN);
+}
+
 static void free_with_fibers_is_refused(void **state)
 {
   (void)state;
@@ -1203,6 +1310,74 @@ static void fiber_main_releases_unjoined(void **state)
 
 #if !defined(TDL_ASAN)
 static void *noop(void *arg) { return arg; }
+#endif
+
+#ifdef TDL_FAULTS
+/* Every allocation and mapping a spawn makes, failing from the Nth on (the
+ * scheduler, its table of slots, which grows past 256 fibers, the stack and
+ * its fallback without a guard, a compactable fiber's control block): the
+ * spawn that meets it fails with -ENOMEM, the loop keeps what was spawned
+ * before, runs it and frees; past the last one every spawn works. */
+static void *spawned(void *arg) { return arg; }
+
+static void spawn_under_faults(void **state)
+{
+  (void)state;
+  for (int compact = 0; compact < 2; compact++) {
+    long n = 1;
+    for (;; n++) {
+      tdl_loop *loop = t_loop_new();
+      if (compact)
+        assert_int_equal(tdl_fiber_compact_idle(loop, TDL_MSEC), 0);
+      tdl__fault_arm(n, true);
+      int e = 0, made = 0;
+      for (int i = 0; i < 300 && e == 0; i++)
+        if ((e = tdl_fiber_spawn(NULL, loop, spawned, NULL, &(tdl_fiber_options){.detached = true})) == 0)
+          made++;
+      bool fired = tdl__fault_fired();
+      tdl__fault_arm(0, false);
+      if (fired)
+        assert_int_equal(e, -ENOMEM);
+      else
+        assert_int_equal(made, 300);
+      tdl_fiber_stats st;
+      tdl_fiber_stats_get(loop, &st);
+      assert_int_equal(st.live, made);
+      assert_int_equal(tdl_loop_run(loop, TDL_LOOP_DEFAULT), 0);
+      t_loop_free(loop);
+      if (!fired)
+        break;
+    }
+    assert_true(n > 3);
+  }
+}
+
+/* tdl_fiber_main the same: its loop, its spawn, its run failing from the
+ * Nth on: an error, and nothing left open. */
+static void fiber_main_under_faults(void **state)
+{
+  (void)state;
+  int fds = t_count_fds();
+  long n = 1;
+  for (;; n++) {
+    void *r = NULL;
+    tdl__fault_arm(n, true);
+    int e = tdl_fiber_main(main_fn, (void *)21, &r);
+    bool fired = tdl__fault_fired();
+    tdl__fault_arm(0, false);
+    assert_int_equal(t_count_fds(), fds);
+    /* A fault some step gets over is no error (then the result came). */
+    if (!fired || e == 0) {
+      assert_int_equal(e, 0);
+      assert_int_equal((intptr_t)r, 42);
+    } else {
+      assert_true(e < 0);
+    }
+    if (!fired)
+      break;
+  }
+  assert_true(n > 2);
+}
 #endif
 
 static void spawn_reports_enomem(void **state)
@@ -1400,7 +1575,13 @@ int main(int argc, char **argv)
       cmocka_unit_test(fiber_main_deadlock_frees_everything),
       cmocka_unit_test(fiber_main_releases_unjoined),
       cmocka_unit_test(spawn_reports_enomem),
+#ifdef TDL_FAULTS
+      cmocka_unit_test(spawn_under_faults),
+      cmocka_unit_test(fiber_main_under_faults),
+#endif
       cmocka_unit_test(overflow_names_the_fiber),
+      cmocka_unit_test_setup_teardown(foreach_every_state, setup, teardown),
+      cmocka_unit_test(fls_keys_run_out), /* last: it takes every key left */
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

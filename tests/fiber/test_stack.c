@@ -19,6 +19,7 @@
 #include <treadle.h>
 
 #include "helpers.h"
+#include "base/fault.h"
 #include "fiber/fiber_internal.h"
 #include "fiber/stack.h"
 #include "fiber/switch.h"
@@ -268,6 +269,76 @@ static void test_used_high_water(void **state) {
   assert_ptr_equal(again.lo, s.lo);
   assert_int_equal(tdl__stack_used(&again), big);
   tdl__stack_put(&p, &again);
+  tdl__stack_pool_destroy(&p);
+}
+
+/* A stack larger than one mincore() call looks at (256 pages): the mark is
+ * found past the first call's pages. */
+static void test_used_large_stack(void **state) {
+  (void)state;
+  tdl__stack_pool p;
+  tdl__stack s;
+  tdl__stack_pool_init(&p, 4);
+  assert_int_equal(tdl__stack_get(&p, 512 * page, &s), 0);
+  assert_int_equal(tdl__stack_used(&s), 0);
+  ((volatile char *)s.lo)[300 * page] = 1;
+  assert_int_equal(tdl__stack_used(&s), s.size - 300 * page);
+  ((volatile char *)s.lo)[10 * page] = 1;
+  assert_int_equal(tdl__stack_used(&s), s.size - 10 * page);
+  tdl__stack_put(&p, &s);
+  tdl__stack_pool_destroy(&p);
+}
+
+/* ---- stashing (compaction) ---- */
+
+static void fill_frames(char *from, char *top) {
+  for (char *c = from; c < top; c++)
+    *c = (char)((uintptr_t)c * 31);
+}
+
+static bool frames_intact(const char *from, const char *top) {
+  for (const char *c = from; c < top; c++)
+    if (*c != (char)((uintptr_t)c * 31))
+      return false;
+  return true;
+}
+
+/* A stash that fails (no memory for the copy, or pages the kernel will not
+ * drop) returns -ENOMEM and leaves the stack as it was, frames and all, and
+ * *copy untouched; one that succeeds is undone by unstash. */
+static void test_stash_failure_keeps_stack(void **state) {
+  (void)state;
+  tdl__stack_pool p;
+  tdl__stack s;
+  tdl__stack_pool_init(&p, 4);
+  assert_int_equal(tdl__stack_get(&p, TDL__STACK_DEFAULT, &s), 0);
+  char *top = (char *)s.lo + s.size - 64, *from = top - 3 * page - 100;
+  fill_frames(from, top);
+  void *copy = &p;
+#ifdef TDL_FAULTS
+  tdl__fault_arm(1, false);
+  assert_int_equal(tdl__stack_stash(&s, from, top, &copy), -ENOMEM);
+  tdl__fault_arm(0, false);
+  assert_true(tdl__fault_fired());
+  assert_ptr_equal(copy, &p);
+  assert_true(frames_intact(from, top));
+#endif
+  /* Locked pages: madvise refuses to drop them (EINVAL).  mlock needs
+   * RLIMIT_MEMLOCK room, which some environments do not give. */
+  if (mlock(s.lo, page) == 0) {
+    assert_int_equal(tdl__stack_stash(&s, from, top, &copy), -ENOMEM);
+    assert_ptr_equal(copy, &p);
+    assert_true(frames_intact(from, top));
+    assert_int_equal(munlock(s.lo, page), 0);
+  } else {
+    print_message("      (mlock refused: %s; the madvise failure is not tested)\n", strerror(errno));
+  }
+  assert_int_equal(tdl__stack_stash(&s, from, top, &copy), 0);
+  assert_ptr_not_equal(copy, &p);
+  assert_int_equal(tdl__stack_used(&s), 0); /* every page given back */
+  tdl__stack_unstash(from, top, copy);
+  assert_true(frames_intact(from, top));
+  tdl__stack_put(&p, &s);
   tdl__stack_pool_destroy(&p);
 }
 
@@ -606,6 +677,8 @@ int main(void) {
       cmocka_unit_test(test_bad_sizes),
       cmocka_unit_test(test_guard_page),
       cmocka_unit_test(test_used_high_water),
+      cmocka_unit_test(test_used_large_stack),
+      cmocka_unit_test(test_stash_failure_keeps_stack),
       cmocka_unit_test(test_trim_follows_demand),
       cmocka_unit_test(test_trim_returns_memory),
       cmocka_unit_test(test_loop_trims_when_idle),

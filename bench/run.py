@@ -959,20 +959,10 @@ for _label in ("C=100 M={echo_messages} B=512", "stream C=1 S={stream_seconds} s
                ECHO_PEER_SERVERS, ">=", 1.0),
         target(f"{_what}: server CPU/msg <= 0.9 x the best peer's", "echo", _label, "server_cpu_us_per_msg",
                TREADLE_BACKENDS, ECHO_PEER_SERVERS, "<=", 0.9)]
-    # PhotonLibOS (not packaged for Debian, so measured outside the suite on
-    # the reference machine of docs/PERFORMANCE.md, net-perf's 512-byte
-    # messages): ping-pong 193,799 echoes/s at 5.01 us of server CPU each,
-    # streaming 482,860/s; each of treadle's back ends is held to them.
-    for _impl in TREADLE_BACKENDS:
-        if _what == "echo ping-pong":
-            TARGETS += [
-                target(f"echo ping-pong, {_impl}: msgs/s >= 1.1 x Photon's", "echo", _label, "msgs_per_s", _impl,
-                       None, ">=", 1.1 * 193799),
-                target(f"echo ping-pong, {_impl}: server CPU/msg <= 0.9 x Photon's", "echo", _label,
-                       "server_cpu_us_per_msg", _impl, None, "<=", 0.9 * 5.01)]
-        else:
-            TARGETS.append(target(f"echo stream, {_impl}: msgs/s >= Photon's", "echo", _label, "msgs_per_s", _impl,
-                                  None, ">=", 482860))
+    # PhotonLibOS's own figures (net-perf, its client, outside this suite) are
+    # not targets here: this suite's echo client is another program, whose
+    # own CPU bounds the rates it can measure, so an absolute figure of
+    # net-perf's compares nothing.  Photon is not packaged for Debian.
 # HTTP against the fiber runtimes' servers, one core each: httpd on its better
 # back end at least as fast as the best, at no more than 0.9 x its CPU.
 for _c in (75, 1000):

@@ -47,9 +47,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(o.json) if o.json else pathlib.Path(tmp) / "summary.json"
         # The counters of every object under build, for the sources under src/.
+        # build is also the search path: gcovr's default, the root, would add
+        # the counters of every other build tree under it (build/asan beside
+        # build/coverage), mixing runs.
         cmd = ["gcovr", "--root", str(ROOT), "--object-directory", str(build), "--filter", str(ROOT / "src") + "/",
                "--json-summary", str(out), "--json-summary-pretty", "--exclude-unreachable-branches",
-               "--exclude-throw-branches", "-j", os.environ.get("JOBS", "2")]
+               "--exclude-throw-branches", "-j", os.environ.get("JOBS", "2"), str(build)]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print("coverage: gcovr failed:\n" + p.stdout + p.stderr)

@@ -10,10 +10,12 @@ below the floors.
 The floors only rise: each is what the suite reaches, a little under, so
 that a change that leaves code untested fails; raise them as tests are
 added.  (The aim is 95 % of lines and 85 % of branches in all, and no folder
-under 90 % of lines.)  Code that no test can reach (a failing munmap, the
-overflow handler's report, which runs in a child killed by the signal
-before gcov writes its counters) is excluded at its lines with a comment
-that says why (GCOVR_EXCL_LINE, GCOVR_EXCL_START/STOP).
+under 90 % of lines; branches are not there yet.)  Code that no test can
+reach (an allocation with no fault-injection site, a call that cannot fail
+on what the code just made) is excluded at its lines with a comment that
+says why (GCOVR_EXCL_LINE, GCOVR_EXCL_START/STOP).  Children that die of a
+signal (the overflow handler's) write their counters first in a coverage
+build (tests/CMakeLists.txt: TDL_COVERAGE), so they are counted.
 """
 import argparse
 import json
@@ -27,8 +29,8 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Percentages (lines, branches, functions), in all and per folder.
-FLOOR_ALL = {"lines": 92.5, "branches": 70.5, "functions": 98.5}
-FLOOR_FOLDER_LINES = 84.0
+FLOOR_ALL = {"lines": 95.0, "branches": 74.0, "functions": 99.0}
+FLOOR_FOLDER_LINES = 90.0
 
 
 def pct(covered, total):

@@ -44,8 +44,9 @@
  *     MariaDB Connector/C keep theirs) parks without the first look and
  *     answers POLLIN from the loop's report of data that came since, which
  *     is what poll(2) would say (an error or hang-up is still poll(2)'s
- *     answer): a reply then costs the library no system call of its own
- *     to wait for.
+ *     answer; on io_uring, whose reports can be older than the caller's
+ *     read, poll(2) is asked after the wake): a reply then costs the
+ *     library no system call of its own to wait for.
  *   select, pselect   the same, through poll: read counts POLLIN, POLLHUP
  *     and POLLERR, write POLLOUT and POLLERR, except POLLPRI, as Linux
  *     does; select leaves the time not slept in *timeout.  Errors are

@@ -92,7 +92,8 @@ static int with_cut(struct pollfd *fds, nfds_t n, int r)
 /* One fd polled for reading only (POLLIN, POLLRDNORM; POLLERR, POLLHUP
  * and POLLNVAL are always reported) that a read of the caller's has just
  * found empty (tdl__hfd.drained): park at once, without the look, and
- * answer from the loop's report, without a look after it either.  Sound
+ * answer from the loop's report, without a look after it either (but on
+ * uring, below).  Sound
  * because the read told fiber I/O (tdl_fd_blocked), so any readiness the
  * loop reports is of data that came after it; libpq's wait for a reply is
  * then the one system call libev's would be (the poll shared by every fd
@@ -117,6 +118,12 @@ static int poll_drained(struct pollfd *p, tdl_time_t dl)
   }
   if (e != TDL_READ)
     return 0;
+  /* A uring loop's report is a completion the kernel posted when data came
+   * and the loop took later: a read of the caller's in between may have
+   * taken that data, so ask the kernel (0: the general path parks again).
+   * epoll and poll look at the fd when they report. */
+  if (tdl_loop_backend(tdl_fiber_loop())[0] == 'u')
+    return tdl__hook_real.poll(p, 1, 0);
   p->revents = asked;
   return 1;
 }

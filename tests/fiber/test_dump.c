@@ -616,6 +616,9 @@ static int forked_child(int parent_fd)
 static void test_after_fork(void **state)
 {
   (void)state;
+#if defined(__SANITIZE_THREAD__)
+  T_SKIP("ThreadSanitizer starts no thread in a child forked from a process with threads");
+#endif
   int fd = out_fd();
   assert_int_equal(tdl_fiber_dump_on_signal(DUMP_SIGNAL, fd), 0);
   pid_t pid = fork();

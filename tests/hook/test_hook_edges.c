@@ -914,7 +914,11 @@ static void test_names_as_libc(void **state)
   assert_int_equal(in.ghb_addr, htonl(INADDR_LOOPBACK));
   assert_int_equal(out.ghb_addr, in.ghb_addr);
   assert_int_equal(out.ghb2_addr, in.ghb2_addr);
+#ifdef __GLIBC__
+  /* glibc answers the long name, an answer over 1024 bytes (the path this
+   * is for); musl refuses it.  Either way the hook's is libc's. */
   assert_true(out.long_len > 1024);
+#endif
   assert_int_equal(in.long_len, out.long_len);
   assert_int_equal(in.long_addr, out.long_addr);
   assert_int_equal(in.gai_numhost, out.gai_numhost);

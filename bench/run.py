@@ -706,8 +706,8 @@ GROUP_NOTES = {
             "in one write, one in two pieces, the answers' bytes, and from every server but the floor 400 to a "
             "malformed request) and warms it with wrk first; a wrong answer, or a non-2xx answer or read error of "
             "wrk's, fails the run. wrk, one thread on one CPU, can be the limit on requests/s; CPU per "
-            "request then tells the servers apart. The rows 'vs httpd-1' are the same runs' ratios to "
-            "httpd-1.",
+            "request then tells the servers apart. run.py also prints each figure's ratio to "
+            "httpd-1 in the same runs (rows 'vs httpd-1').",
     "http-2": "Two cores, the same servers and keys as the http group: httpd with two loops (--loops 2) "
               "accepting with --accept distribute (one acceptor hands each connection to the least-loaded "
               "loop: httpd-2d, on uring httpd-2du) or reuseport (a listener per loop: httpd-2r, httpd-2ru), "
@@ -1578,7 +1578,10 @@ def replace_section(doc, name, body, heading):
 def doc_body(body):
     """A group's table for the doc: without the note on medians and ratios,
     which the doc's "How the figures are taken" says once."""
-    return "\n".join(l for l in body.split("\n") if not l.startswith("- Each cell is "))
+    # The rows 'key vs X' (ratios to a second column) are printed by run.py
+    # only: the doc keeps one table row per figure, within its 500 lines.
+    return "\n".join(l for l in body.split("\n")
+                     if not l.startswith("- Each cell is ") and not re.match(r"\| [^|]* \| [a-z_0-9]+ vs ", l))
 
 
 def doc_verdict(verdict_text):

@@ -44,6 +44,13 @@ threads=$(ctest --test-dir "$dir" -N -L threads 2>/dev/null | sed -n 's/.*Test *
 # (the test then counts a connection accepted while full; natively it passes).
 threads="$threads
 test_net_emfile"
+# Walks that fail each allocation in turn rerun the same code thousands of
+# times, two minutes a run under valgrind, and ASan's leak checker runs them
+# on every back end: test_faults (treadle's fault-injection sites) runs here
+# on epoll only, test_tls_alloc (every one of OpenSSL's allocations) not at all.
+walks="test_faults"
+skip="test_tls_alloc"
+echo "valgrind skips $skip: an allocation-failure walk, run natively and under ASan"
 # Tests that pick their back end themselves (ctest names them without a
 # back end's suffix: test_ring, test_readahead, ...) run once, not once per
 # back end: $TDL_BACKEND changes nothing for them.
@@ -52,10 +59,12 @@ jobs=$(mktemp)
 for t in "$dir"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
+  echo "$skip" | grep -qx "$name" && continue
   picks=no
   echo "$own" | grep -qx "$name" && picks=yes
   for be in $bes; do
-    if [ "$be" = uring ] && echo "$threads" | grep -qx "$name"; then
+    if [ "$be" = uring ] && echo "$threads
+$walks" | grep -qx "$name"; then
       continue
     fi
     label="$name.$be"

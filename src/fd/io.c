@@ -669,6 +669,17 @@ typedef struct tdl__fdop {
   socklen_t tolen;       /* sendto */
 } tdl__fdop;
 
+/* tdl__fd_io and its helpers are inlined into each call of fiber I/O, where
+ * op is a constant and what does not apply to the call folds away.  A
+ * coverage build (TDL_COVERAGE) makes them once instead: inlined into nine
+ * calls at -O0, where nothing folds, gcov would count each branch of the
+ * source nine times, eight of them for calls that can never take it. */
+#ifdef TDL_COVERAGE
+#define FD_FOLDED static __attribute__((noinline))
+#else
+#define FD_FOLDED static inline __attribute__((always_inline))
+#endif
+
 enum { FD_READ, FD_WRITE, FD_READV, FD_WRITEV, FD_RECVFROM, FD_SENDTO, FD_ACCEPT };
 
 /* tdl__fdop.bg: on an fd with a background request (fd_internal.h), a
@@ -679,7 +690,7 @@ enum { FD_BG_NONE, FD_BG_AHEAD, FD_BG_ACCEPT, FD_BG_BEHIND, FD_BG_FLUSH };
 
 /* The system call, once.  Inlined into tdl__fd_io, whose op is a constant
  * in each caller: the switch folds to the one call. */
-static inline __attribute__((always_inline)) ssize_t fd_try(tdl__sched *s, const tdl__fdop *op)
+FD_FOLDED ssize_t fd_try(tdl__sched *s, const tdl__fdop *op)
 {
   switch (op->call) {
   case FD_READ:
@@ -705,8 +716,7 @@ static inline __attribute__((always_inline)) ssize_t fd_try(tdl__sched *s, const
 /* A call that would wait, on a uring loop: its ring request instead.
  * (Inlined, as the other helpers of tdl__fd_io: op must not leave the
  * caller's registers for memory.) */
-static inline __attribute__((always_inline)) ssize_t fd_ring(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op,
-                                                             tdl_time_t deadline)
+FD_FOLDED ssize_t fd_ring(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op, tdl_time_t deadline)
 {
   static const uint8_t code[] = {
       [FD_READ] = IORING_OP_READ,     [FD_WRITE] = IORING_OP_WRITE,    [FD_READV] = IORING_OP_READV,
@@ -726,8 +736,8 @@ static inline __attribute__((always_inline)) ssize_t fd_ring(tdl__fiber *f, tdl_
 /* What the fd's background request makes of the call: its result, or
  * TDL__BG_PASS (make the call as usual), or TDL__BG_LATER (as usual,
  * and should that find nothing, come back with `empty`). */
-static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op,
-                                                                   bool empty, tdl_time_t deadline)
+FD_FOLDED ssize_t fd_background(tdl__fiber *f, tdl__ffd *d, const tdl__fdop *op, bool empty,
+                                  tdl_time_t deadline)
 {
   switch (op->bg) {
   case FD_BG_AHEAD: {
@@ -761,7 +771,7 @@ static inline __attribute__((always_inline)) ssize_t fd_background(tdl__fiber *f
  * it find nothing), and a write goes behind what is held or waits until
  * that has gone.  Inlined into each call: op is a constant there, and what
  * does not apply to the call folds away. */
-static inline __attribute__((always_inline)) ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
+FD_FOLDED ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
 {
   if (op->iovcnt < 0)
     return -EINVAL; /* readv, writev: before anything else */

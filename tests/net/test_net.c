@@ -94,6 +94,26 @@ static void listen_errors(void **state)
   odd.u.sa.sa_family = AF_APPLETALK;
   odd.len = sizeof odd.u.ss;
   assert_int_equal(tdl_net_listen(&odd, 0, 0), -EAFNOSUPPORT);
+  assert_int_equal(tdl_net_udp_bind(&odd, 0), -EAFNOSUPPORT);
+  /* Shorter than its family's address, longer than any, or a Unix address
+   * with no name: refused before a socket is made. */
+  const struct {
+    sa_family_t family;
+    socklen_t len;
+  } bad[] = {
+      {AF_INET, sizeof(struct sockaddr_in) - 1},      {AF_INET6, sizeof(struct sockaddr_in6) - 1},
+      {AF_UNIX, offsetof(struct sockaddr_un, sun_path)}, {AF_INET, sizeof odd.u + 1},
+      {AF_INET, 1},
+  };
+  int fds = t_count_fds();
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tdl_addr b = {0};
+    b.u.sa.sa_family = bad[i].family;
+    b.len = bad[i].len;
+    assert_int_equal(tdl_net_listen(&b, 0, 0), -EINVAL);
+    assert_int_equal(tdl_net_udp_bind(&b, 0), -EINVAL);
+  }
+  assert_int_equal(t_count_fds(), fds);
 
   /* Port in use; SO_REUSEPORT lets two listeners share one. */
   tdl_addr bound;

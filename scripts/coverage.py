@@ -9,13 +9,17 @@ below the floors.
 
 The floors only rise: each is what the suite reaches, a little under, so
 that a change that leaves code untested fails; raise them as tests are
-added.  (The aim is 95 % of lines and 85 % of branches in all, and no folder
-under 90 % of lines; branches are not there yet.)  Code that no test can
+added.  (The aim: 95 % of lines and 85 % of branches in all, and no folder
+under 90 % of lines, as `make coverage` counts them.  An ASan build, which CI
+measures, counts some 10 % more branches, the sanitizers' own among them, and
+reaches fewer of them: its branch floor sits under the aim.)  Code that no test can
 reach (an allocation with no fault-injection site, a call that cannot fail
 on what the code just made) is excluded at its lines with a comment that
 says why (GCOVR_EXCL_LINE, GCOVR_EXCL_START/STOP).  Children that die of a
 signal (the overflow handler's) write their counters first in a coverage
-build (tests/CMakeLists.txt: TDL_COVERAGE), so they are counted.
+build (TDL_COVERAGE), so they are counted.  A branch counts once for each
+place it is in the source: a coverage build makes fiber I/O's helpers, which
+other builds inline into each call (src/fd/io.c: FD_FOLDED), once.
 """
 import argparse
 import json
@@ -29,7 +33,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Percentages (lines, branches, functions), in all and per folder.
-FLOOR_ALL = {"lines": 95.0, "branches": 74.0, "functions": 99.0}
+FLOOR_ALL = {"lines": 95.0, "branches": 79.0, "functions": 99.0}
 FLOOR_FOLDER_LINES = 90.0
 
 
@@ -54,7 +58,11 @@ def main():
         # build/coverage), mixing runs.
         cmd = ["gcovr", "--root", str(ROOT), "--object-directory", str(build), "--filter", str(ROOT / "src") + "/",
                "--json-summary", str(out), "--json-summary-pretty", "--exclude-unreachable-branches",
-               "--exclude-throw-branches", "-j", os.environ.get("JOBS", "2"), str(build)]
+               "--exclude-throw-branches",
+               # An assert's failing side is a broken invariant: no test can
+               # take it without a bug to find.
+               "--exclude-branches-by-pattern", r".*\bassert\(",
+               "-j", os.environ.get("JOBS", "2"), str(build)]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print("coverage: gcovr failed:\n" + p.stdout + p.stderr)

@@ -10,7 +10,7 @@
 //! bench-may fiber-spawn --fibers N --batch B [--stack S]
 //! bench-may idle  --fibers F [--park chan|read] [--stack S]
 //! bench-may echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
-//! bench-may http-server [--listen ADDR]   (the same for HTTP: src/http.rs)
+//! bench-may http-server [--listen ADDR]   (the same for HTTP: ../rust-shared/http.rs)
 //! ```
 //!
 //! may runs its coroutines on worker threads, each with its own epoll loop,
@@ -20,7 +20,6 @@
 //! "may".  A run that fails its own check exits 1 without a RESULT line; a
 //! malformed command line exits 2.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::io::FromRawFd;
 use std::process::exit;
@@ -32,138 +31,14 @@ use may::coroutine::{self, Coroutine};
 use may::go;
 use may::sync::mpsc;
 
+#[path = "../../rust-shared/http.rs"]
 mod http;
+#[path = "../../rust-shared/harness.rs"]
+mod harness;
+use harness::*;
 
-/// Brackets the work: monotonic wall time and getrusage(RUSAGE_SELF) deltas,
-/// which cover every thread of the process (may's worker and timer too).
-struct Span {
-    t0: Instant,
-    ru0: libc::rusage,
-    wall: f64,
-    user: f64,
-    sys: f64,
-}
-
-fn rusage_self() -> libc::rusage {
-    // SAFETY: getrusage fills the struct it is given; all-zero is a valid rusage.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            die(&format!("getrusage: {}", std::io::Error::last_os_error()));
-        }
-        ru
-    }
-}
-
-fn tv_seconds(tv: libc::timeval) -> f64 {
-    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
-}
-
-impl Span {
-    fn begin() -> Span {
-        let ru0 = rusage_self();
-        Span { t0: Instant::now(), ru0, wall: 0.0, user: 0.0, sys: 0.0 }
-    }
-
-    fn end(&mut self) {
-        self.wall = self.t0.elapsed().as_secs_f64();
-        let ru = rusage_self();
-        self.user = tv_seconds(ru.ru_utime) - tv_seconds(self.ru0.ru_utime);
-        self.sys = tv_seconds(ru.ru_stime) - tv_seconds(self.ru0.ru_stime);
-    }
-}
-
-/// A "Vm...:" field of /proc/self/status in KiB, or -1.
-fn proc_status_kb(field: &str) -> i64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return -1;
-    };
-    for line in s.lines() {
-        if let Some(rest) = line.strip_prefix(field).and_then(|r| r.strip_prefix(':')) {
-            if let Some(v) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
-                return v;
-            }
-        }
-    }
-    -1
-}
-
-fn die(msg: &str) -> ! {
-    eprintln!("bench-may: {msg}");
-    exit(1)
-}
-
-fn usage_exit(msg: &str) -> ! {
-    eprintln!("bench-may: {msg}");
-    exit(2)
-}
-
-/// Prints the RESULT line and ends the process (coroutines still parked are
-/// left to the exit).
-fn result(bench: &str, sp: &Span, keys: &str) -> ! {
-    println!(
-        "RESULT impl=may bench={bench} {keys} wall_s={:.6} user_s={:.6} sys_s={:.6} peak_rss_kb={}",
-        sp.wall,
-        sp.user,
-        sp.sys,
-        proc_status_kb("VmHWM")
-    );
-    let _ = std::io::stdout().flush();
-    exit(0)
-}
-
-fn fail(bench: &str, why: &str) -> ! {
-    eprintln!("bench-may {bench}: CHECK FAILED: {why}");
-    exit(1)
-}
-
-/// "--name value" pairs after the workload name.
-struct Opts(HashMap<String, String>);
-
-impl Opts {
-    fn parse(args: &[String], known: &[&str]) -> Opts {
-        let mut m = HashMap::new();
-        let mut i = 0;
-        while i < args.len() {
-            let a = &args[i];
-            let Some(name) = a.strip_prefix("--") else {
-                usage_exit(&format!("bad argument {a:?} (options are --name value pairs)"))
-            };
-            if i + 1 >= args.len() {
-                usage_exit(&format!("option {a} needs a value"));
-            }
-            if !known.contains(&name) {
-                usage_exit(&format!("unknown option --{name}"));
-            }
-            m.insert(name.to_string(), args[i + 1].clone());
-            i += 2;
-        }
-        Opts(m)
-    }
-
-    fn long(&self, name: &str, dflt: i64) -> i64 {
-        match self.0.get(name) {
-            None => dflt,
-            Some(v) => v.parse().unwrap_or_else(|_| usage_exit(&format!("--{name}: not an integer: {v:?}"))),
-        }
-    }
-
-    fn str<'a>(&'a self, name: &str, dflt: &'a str) -> &'a str {
-        self.0.get(name).map(|s| s.as_str()).unwrap_or(dflt)
-    }
-}
-
-/// Raise the soft RLIMIT_NOFILE to the hard limit (pipes need 2 fds each).
-fn raise_nofile() {
-    // SAFETY: plain system calls on a local struct.
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
-        }
-    }
-}
+/// The name in RESULT lines and messages.
+const IMPL: &str = "may";
 
 // ---- ring: a token around N coroutines ------------------------------------
 //
@@ -532,7 +407,7 @@ fn echo_server(o: &Opts) -> ! {
 //
 // The peer of examples/httpd in the http group (docs/BENCHMARKS.md, "HTTP"),
 // with echo-server's contract, printing "SERVED conns=N requests=R" at the
-// end.  No HTTP library (src/http.rs parses and answers): as echo-server, an
+// end.  No HTTP library (../rust-shared/http.rs parses and answers): as echo-server, an
 // acceptor coroutine, a coroutine per connection reading requests into its
 // 16 KiB buffer (read, which parks the coroutine until the socket is
 // readable) and answering them (write_all), TCP_NODELAY.

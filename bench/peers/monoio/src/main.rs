@@ -10,7 +10,7 @@
 //! bench-monoio fiber-spawn --fibers N --batch B
 //! bench-monoio idle  --fibers F [--park read]
 //! bench-monoio echo-server [--listen ADDR]   (prints PORT n, serves until stdin ends)
-//! bench-monoio http-server [--listen ADDR]   (the same for HTTP: src/http.rs)
+//! bench-monoio http-server [--listen ADDR]   (the same for HTTP: ../rust-shared/http.rs)
 //! ```
 //!
 //! One runtime on the main thread (monoio's FusionDriver: io_uring where the
@@ -22,7 +22,6 @@
 //! command line exits 2.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
@@ -37,137 +36,14 @@ use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::unix::UnixStream;
 use monoio::net::{TcpListener, TcpStream};
 
+#[path = "../../rust-shared/http.rs"]
 mod http;
+#[path = "../../rust-shared/harness.rs"]
+mod harness;
+use harness::*;
 
-struct Span {
-    t0: Instant,
-    ru0: libc::rusage,
-    wall: f64,
-    user: f64,
-    sys: f64,
-}
-
-fn rusage_self() -> libc::rusage {
-    // SAFETY: getrusage fills the struct it is given; all-zero is a valid rusage.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            die(&format!("getrusage: {}", std::io::Error::last_os_error()));
-        }
-        ru
-    }
-}
-
-fn tv_seconds(tv: libc::timeval) -> f64 {
-    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
-}
-
-impl Span {
-    fn begin() -> Span {
-        let ru0 = rusage_self();
-        Span { t0: Instant::now(), ru0, wall: 0.0, user: 0.0, sys: 0.0 }
-    }
-
-    fn end(&mut self) {
-        self.wall = self.t0.elapsed().as_secs_f64();
-        let ru = rusage_self();
-        self.user = tv_seconds(ru.ru_utime) - tv_seconds(self.ru0.ru_utime);
-        self.sys = tv_seconds(ru.ru_stime) - tv_seconds(self.ru0.ru_stime);
-    }
-}
-
-/// A "Vm...:" field of /proc/self/status in KiB, or -1.
-fn proc_status_kb(field: &str) -> i64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return -1;
-    };
-    for line in s.lines() {
-        if let Some(rest) = line.strip_prefix(field).and_then(|r| r.strip_prefix(':')) {
-            if let Some(v) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
-                return v;
-            }
-        }
-    }
-    -1
-}
-
-fn die(msg: &str) -> ! {
-    eprintln!("bench-monoio: {msg}");
-    exit(1)
-}
-
-fn usage_exit(msg: &str) -> ! {
-    eprintln!("bench-monoio: {msg}");
-    exit(2)
-}
-
-/// Prints the RESULT line and ends the process (tasks still parked are
-/// left to the exit).
-fn result(bench: &str, sp: &Span, keys: &str) -> ! {
-    println!(
-        "RESULT impl=monoio bench={bench} {keys} wall_s={:.6} user_s={:.6} sys_s={:.6} peak_rss_kb={}",
-        sp.wall,
-        sp.user,
-        sp.sys,
-        proc_status_kb("VmHWM")
-    );
-    let _ = std::io::stdout().flush();
-    exit(0)
-}
-
-fn fail(bench: &str, why: &str) -> ! {
-    eprintln!("bench-monoio {bench}: CHECK FAILED: {why}");
-    exit(1)
-}
-
-/// "--name value" pairs after the workload name.
-struct Opts(HashMap<String, String>);
-
-impl Opts {
-    fn parse(args: &[String], known: &[&str]) -> Opts {
-        let mut m = HashMap::new();
-        let mut i = 0;
-        while i < args.len() {
-            let a = &args[i];
-            let Some(name) = a.strip_prefix("--") else {
-                usage_exit(&format!("bad argument {a:?} (options are --name value pairs)"))
-            };
-            if i + 1 >= args.len() {
-                usage_exit(&format!("option {a} needs a value"));
-            }
-            if !known.contains(&name) {
-                usage_exit(&format!("unknown option --{name}"));
-            }
-            m.insert(name.to_string(), args[i + 1].clone());
-            i += 2;
-        }
-        Opts(m)
-    }
-
-    fn long(&self, name: &str, dflt: i64) -> i64 {
-        match self.0.get(name) {
-            None => dflt,
-            Some(v) => v.parse().unwrap_or_else(|_| usage_exit(&format!("--{name}: not an integer: {v:?}"))),
-        }
-    }
-
-    fn str<'a>(&'a self, name: &str, dflt: &'a str) -> &'a str {
-        self.0.get(name).map(|s| s.as_str()).unwrap_or(dflt)
-    }
-}
-
-/// Raise the soft RLIMIT_NOFILE to the hard limit (pipes need 2 fds each).
-/// Raise the soft RLIMIT_NOFILE to the hard limit (socket pairs need 2 fds each).
-fn raise_nofile() {
-    // SAFETY: plain system calls on a local struct.
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
-        }
-    }
-}
+/// The name in RESULT lines and messages.
+const IMPL: &str = "monoio";
 
 /// A one-task wake-up: notify() sets the permit and wakes the task waiting
 /// in wait(), if any; a notify() that comes first is not lost.  What a
@@ -438,7 +314,7 @@ async fn echo_server(o: &Opts) -> ! {
 //
 // The peer of examples/httpd in the http group (docs/BENCHMARKS.md, "HTTP"),
 // with echo-server's contract, printing "SERVED conns=N requests=R" at the
-// end.  No HTTP library (src/http.rs parses and answers): as echo-server,
+// end.  No HTTP library (../rust-shared/http.rs parses and answers): as echo-server,
 // accept in the main task, a task per connection reading requests into the
 // spare room of its owned 16 KiB buffer (read of a slice_mut of it) and
 // answering them (write_all of an owned buffer), each a request on the ring,

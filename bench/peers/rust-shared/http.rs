@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 
-//! The HTTP of http-server, without its I/O: the same file in bench-may and
-//! bench-monoio (src/http.rs of each), and the same parser and answers as
-//! bench-st's and bench-boost-fiber's (bench/peers/st/st_http.c).
+//! The HTTP of http-server, without its I/O: one file for bench-may and
+//! bench-monoio (each takes it in as its `http` module, by #[path]), and the
+//! same parser and answers as bench-st's and bench-boost-fiber's
+//! (bench/peers/st/st_http.c).
 //!
 //! A connection's input is a buffer of IN_CAP bytes.  Every request head (up
 //! to its "\r\n\r\n") that a read completes is answered, so that pipelined

@@ -38,12 +38,32 @@ __attribute__((noinline)) uintptr_t test_frames_callee(void)
 {
   return (uintptr_t)__builtin_extract_return_addr(__builtin_return_address(0));
 }
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) uintptr_t test_frames_with_frame(void)
-{
-  uintptr_t pc = test_frames_callee();
-  __asm__ volatile("" ::: "memory"); /* not a tail call */
-  return pc;
-}
+/* A function that makes a frame record and calls test_frames_callee: in
+ * assembly, for its prologue to be there whatever the compiler and its
+ * flags (a clang Release build omits frame pointers, per function too). */
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl test_frames_with_frame\n"
+        ".type test_frames_with_frame, %function\n"
+        "test_frames_with_frame:\n"
+        "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
+        "  call test_frames_callee\n"
+        "  pop %rbp\n"
+        "  ret\n"
+        ".size test_frames_with_frame, .-test_frames_with_frame\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl test_frames_with_frame\n"
+        ".type test_frames_with_frame, %function\n"
+        "test_frames_with_frame:\n"
+        "  stp x29, x30, [sp, #-16]!\n"
+        "  mov x29, sp\n"
+        "  bl test_frames_callee\n"
+        "  ldp x29, x30, [sp], #16\n"
+        "  ret\n"
+        ".size test_frames_with_frame, .-test_frames_with_frame\n");
+#endif
 
 /* The return address into its caller, a static function (the tests
  * here): not exported, so dladdr finds its module but no name. */

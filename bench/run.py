@@ -420,6 +420,9 @@ EXPERIMENTS.append(experiment(
     cost("skew_tasks", 100 * US, 0.05, treadle_skew_2=50 * US, go_2=50 * US)))
 
 HTTP_KEYS = ["rps", "p99_us", "server_cpu_us_per_req", "errors"]
+# Keys whose row is left out of a table when every run of every column is 0
+# (a note says so): a row of zeros says only that nothing failed.
+ZERO_ROWS_LEFT_OUT = {"errors"}
 HTTP_GROUPS = ("http", "http-2", "http-close", "tls")
 
 
@@ -1391,9 +1394,16 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
     impls = list(dict.fromkeys(impl for _, e in exps for impl in e["impls"]))
     lines = ["| experiment | key | " + " | ".join(impls) + " |",
              "|---|---|" + "---:|" * len(impls)]
+    zero_keys = []  # keys such as errors, 0 in every run of the row: the row is left out
     for i, e in exps:
         base_impl = e["impls"][0]
         for key in e["keys"]:
+            if key in ZERO_ROWS_LEFT_OUT:
+                runs = [s.get(key) for impl in e["impls"] for s in samples.get((i, impl), [])]
+                if (runs and all(v == 0.0 for v in runs) and not missing & set(e["impls"]) and
+                        all(samples.get((i, impl)) for impl in e["impls"])):
+                    zero_keys.append(key)
+                    continue
             medians = {}
             for impl in e["impls"]:
                 vals = [s[key] for s in samples.get((i, impl), []) if isinstance(s.get(key), float)]
@@ -1440,6 +1450,8 @@ def render_group(group, selected, samples, missing, failures, sizes, rounds):
     runs = "1 run" if rounds == 1 else f"the median of {rounds} interleaved runs"
     paired_note = "" if rounds == 1 else (" (paired: the median over rounds of the figure over "
                                           f"{', '.join(bases)}'s in the same round)")
+    for key in dict.fromkeys(zero_keys):
+        notes.append(f"{key}: the rows where it was 0 in every run of every column are left out.")
     notes.append(f"Each cell is {runs}; (×) is the ratio to "
                  f"{', '.join(bases)} in the same row{paired_note}: above 1 means the column spends more, or "
                  "for a rate (…_per_s, rps) does more.")

@@ -4,10 +4,12 @@
 every target names a row, a key and columns that exist (run.py checks that
 before anything else), --list prints every group with an expected time, full
 and --quick, --only takes groups and implementations and refuses other names,
-and every driver of bench/drivers/ answers --help.  Runs nothing measured.
+every driver of bench/drivers/ answers --help, and a table leaves out a row of
+errors that are all 0.  Runs nothing measured.
 
     tests/bench/test_bench_run.py
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -53,6 +55,21 @@ check("--only GROUP keeps that group", rc == 0 and {l.split()[0] for l in out.sp
       out[:400])
 rc, out, err = run("--list", "--only", "no-such-thing")
 check("--only of an unknown name exits 2 naming it", rc == 2 and "no-such-thing" in err, f"exit {rc}: {err[:200]}")
+
+# A table leaves out an errors row that is 0 in every run of every column,
+# and says so; one nonzero run keeps the row.
+spec = importlib.util.spec_from_file_location("bench_run", RUN)
+bench_run = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench_run)
+exp = {"group": "g", "label": "c={n}", "impls": ["a", "b"], "keys": ["rps", "errors"]}
+samples = {(0, impl): [{"_round": r, "rps": 10.0 + r, "errors": 0.0} for r in (1, 2)] for impl in ("a", "b")}
+table = bench_run.render_group("g", [exp], samples, set(), [], {"n": 1}, 2)
+check("a row of errors that is 0 in every run is left out", "| errors |" not in table and "| rps |" in table, table)
+check("...and a note says so", "- errors: the rows where it was 0 in every run" in table, table)
+samples[(0, "b")][1]["errors"] = 3.0
+table = bench_run.render_group("g", [exp], samples, set(), [], {"n": 1}, 2)
+check("a row of errors with one nonzero run stays", "| c=1 | errors | 0 | 1.50 |" in table, table)
+check("...and no note says it was left out", "- errors:" not in table, table)
 
 drivers = os.path.join(ROOT, "bench", "drivers")
 for name in sorted(os.listdir(drivers)):

@@ -1216,6 +1216,7 @@ def main():
     # Other work on a shared machine moves the figures: say how busy it was.
     load = load_average()
     started = datetime.datetime.now(datetime.timezone.utc)
+    revision = source_revision()
     print(f"run.py: load average {load} at the start", file=sys.stderr, flush=True)
     samples = {}   # (experiment index, impl) -> list of result dicts
     failures = []  # (experiment, impl, message)
@@ -1303,7 +1304,7 @@ def main():
         print("\n" + QUICK_BANNER)
 
     if opts.write and not opts.quick:
-        machine = machine_table(opts.build, started, load, load_end) if everything else None
+        machine = machine_table(opts.build, started, revision, load, load_end) if everything else None
         write_doc(opts.doc, sections, rounds, load, started, machine, verdict_text if everything else None)
     return 0
 
@@ -1497,14 +1498,23 @@ def _deb_version(pkg):
     return re.sub(r"^\d+:", "", v).split("-")[0].split("+")[0]
 
 
-def machine_table(build, started, load, load_end):
+def source_revision():
+    """The tree's commit, and whether it has uncommitted changes: read when the
+    run starts, as the build it measures was made (the tree may change during
+    a run of an hour)."""
+    rev = _first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    if not rev:
+        return None
+    dirty = _first_line(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+    return rev + (" with uncommitted changes" if dirty else "")
+
+
+def machine_table(build, started, revision, load, load_end):
     """The machine, read from it: a markdown table."""
     cpu = _cpuinfo()
     rows = [("date", started.strftime("%Y-%m-%d %H:%M UTC"))]
-    rev = _first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    if rev:
-        dirty = _first_line(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
-        rows.append(("treadle", rev + (" with uncommitted changes" if dirty else "")))
+    if revision:
+        rows.append(("treadle", revision))
     model = cpu.get("model name", "unknown")
     detail = ", ".join(f"{k} {cpu[k]}" for k in ("cpu family", "model", "stepping") if k in cpu)
     virt = " (a virtual machine: hypervisor flag set)" if " hypervisor" in " " + cpu.get("flags", "") else ""

@@ -71,8 +71,10 @@
  *     fiber's own, valid until that fiber's next call of either or its end
  *     (libc has one per process: fibers of one thread interleave at every
  *     lookup, so one buffer would be overwritten by another fiber's answer
- *     between a call and the use of its result); h_errno is set as libc
- *     sets it.  A lookup the pool cannot take fails as a system error:
+ *     between a call and the use of its result); h_errno, and errno for
+ *     the gethostbyname family, are left as libc leaves them (the pool
+ *     thread's call starts with the caller's errno).  A lookup the pool
+ *     cannot take fails as a system error:
  *     EAI_SYSTEM / NETDB_INTERNAL (the _r calls: that errno returned) with
  *     errno ECANCELED (the fiber was cancelled: the lookup finishes in the
  *     background), ENOMEM (EAI_MEMORY), or EAGAIN (no thread could start).

@@ -175,10 +175,14 @@ TDL__HOOK int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host
   return ret;
 }
 
-/* gethostbyname2_r on the pool, into a buffer of its own. */
+/* gethostbyname2_r on the pool, into a buffer of its own.  errno and the
+ * h_errno answer are libc's too: the pool thread's call starts with the
+ * caller's (err_in, herr) and hands back what libc left there (err_out,
+ * herr).  The C libraries differ: glibc sets both on a failure, musl's
+ * leaves h_errno alone on success and errno as its look-up left it. */
 typedef struct ghb_call {
   char *name;
-  int af, ret, herr;
+  int af, ret, herr, err_in, err_out;
   struct hostent he, *result;
   size_t buflen;
   char buf[];
@@ -187,7 +191,9 @@ typedef struct ghb_call {
 static void *ghb_run(void *arg)
 {
   ghb_call *c = arg;
+  errno = c->err_in;
   c->ret = tdl__hook_real.gethostbyname2_r(c->name, c->af, &c->he, c->buf, c->buflen, &c->result, &c->herr);
+  c->err_out = errno;
   return NULL;
 }
 
@@ -200,13 +206,17 @@ static void ghb_free(void *arg)
   }
 }
 
-/* Look name up on the pool with a buffer of buflen.  0 with *out (its
- * answer in (*out)->ret, ->result, ->herr), or -errno from the pool. */
-static int ghb_call_pool(const char *name, int af, size_t buflen, ghb_call **out)
+/* Look name up on the pool with a buffer of buflen, h_errno's answer
+ * starting as herr (the caller's).  0 with *out (its answer in
+ * (*out)->ret, ->result, ->herr, ->err_out), or -errno from the pool. */
+static int ghb_call_pool(const char *name, int af, size_t buflen, int herr, ghb_call **out)
 {
+  int err_in = errno;
   ghb_call *c = calloc(1, sizeof *c + buflen);
   if (!c)
     return -ENOMEM; // GCOVR_EXCL_LINE: calloc fails only without memory (no fault-injection site here)
+  c->err_in = err_in;
+  c->herr = herr;
   c->af = af;
   c->buflen = buflen;
   if (!(c->name = strdup(name))) {
@@ -253,7 +263,7 @@ static int ghb_r(const char *name, int af, struct hostent *ret, char *buf, size_
                  int *h_errnop)
 {
   ghb_call *c = NULL;
-  int e = name && ret && buf && result && h_errnop ? ghb_call_pool(name, af, buflen, &c) : -EINVAL;
+  int e = name && ret && buf && result && h_errnop ? ghb_call_pool(name, af, buflen, *h_errnop, &c) : -EINVAL;
   if (e < 0) {
     if (result)
       *result = NULL;
@@ -268,7 +278,9 @@ static int ghb_r(const char *name, int af, struct hostent *ret, char *buf, size_
     ghb_copy_out(c, ret, buf);
     *result = ret;
   }
+  int err = c->err_out;
   ghb_free(c);
+  errno = err;
   return r;
 }
 
@@ -308,7 +320,7 @@ static struct hostent *ghb_static(const char *name, int af)
   if (name) {
     /* Grow the buffer until the answer fits (ERANGE), as libc does. */
     for (size_t len = 1024; len <= 1 << 20; len *= 2) {
-      if ((e = ghb_call_pool(name, af, len, &c)) < 0 || c->ret != ERANGE)
+      if ((e = ghb_call_pool(name, af, len, h_errno, &c)) < 0 || c->ret != ERANGE)
         break;
       ghb_free(c);
       c = NULL;
@@ -320,10 +332,10 @@ static struct hostent *ghb_static(const char *name, int af)
     return NULL;
   }
   h_errno = c->herr;
+  int err = c->err_out;
   if (c->ret != 0 || !c->result) {
-    if (c->ret != 0)
-      errno = c->ret;
     ghb_free(c);
+    errno = err;
     return NULL;
   }
   ghb_free(tdl_fls_get(ghb_key)); /* the fiber's last answer */
@@ -337,6 +349,7 @@ static struct hostent *ghb_static(const char *name, int af)
     return NULL;
     /* GCOVR_EXCL_STOP */
   }
+  errno = err;
   return &c->he;
 }
 

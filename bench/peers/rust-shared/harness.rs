@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 
-//! What bench-may and bench-monoio share around their workloads (each takes
-//! it in as its `harness` module, by #[path], and names itself in IMPL): the
-//! span of wall and CPU time a workload is measured over, the RESULT line,
-//! errors, "--name value" options and the fd limit.
+//! What bench-may, bench-monoio and bench-tokio share around their workloads
+//! (each takes it in as its `harness` module, by #[path], and names itself in
+//! IMPL): the span of wall and CPU time a workload is measured over, the
+//! RESULT line (bench-tokio prints its own, which names its flavour), errors,
+//! "--name value" options and the fd limit.
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -32,149 +32,23 @@ mod ring;
 mod xchan;
 mod blocking;
 
-use std::collections::HashMap;
 use std::process::exit;
-use std::time::Instant;
 
-/// Brackets the work: monotonic wall time (Instant is CLOCK_MONOTONIC) and
-/// getrusage(RUSAGE_SELF) deltas, which cover every thread of the process
-/// (tokio's worker and blocking threads included).
-pub struct Span {
-    t0: Instant,
-    ru0: libc::rusage,
-    pub wall: f64,
-    pub user: f64,
-    pub sys: f64,
-}
+#[path = "../../rust-shared/harness.rs"]
+#[allow(dead_code)] // its result() and fail(): this RESULT line names the flavour and its workers
+mod harness;
+pub(crate) use harness::{die, proc_status_kb, raise_nofile, usage_exit, Opts, Span};
 
-fn rusage_self() -> libc::rusage {
-    // SAFETY: getrusage fills the struct it is given; all-zero is a valid rusage.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            die(&format!("getrusage: {}", std::io::Error::last_os_error()));
-        }
-        ru
-    }
-}
+/// The name in messages (the RESULT line's impl is the flavour's: tokio-ct or tokio-mt).
+const IMPL: &str = "tokio";
 
-fn tv_seconds(tv: libc::timeval) -> f64 {
-    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
-}
-
-impl Span {
-    pub fn begin() -> Span {
-        let ru0 = rusage_self();
-        Span {
-            t0: Instant::now(),
-            ru0,
-            wall: 0.0,
-            user: 0.0,
-            sys: 0.0,
-        }
-    }
-
-    pub fn end(&mut self) {
-        self.wall = self.t0.elapsed().as_secs_f64();
-        let ru = rusage_self();
-        self.user = tv_seconds(ru.ru_utime) - tv_seconds(self.ru0.ru_utime);
-        self.sys = tv_seconds(ru.ru_stime) - tv_seconds(self.ru0.ru_stime);
-    }
-}
-
-/// A "Vm...:" field of /proc/self/status in KiB, or -1.
-fn proc_status_kb(field: &str) -> i64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return -1;
-    };
-    for line in s.lines() {
-        if let Some(rest) = line.strip_prefix(field).and_then(|r| r.strip_prefix(':')) {
-            if let Some(v) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
-                return v;
-            }
-        }
-    }
-    -1
-}
-
-pub fn peak_rss_kb() -> i64 {
-    proc_status_kb("VmHWM")
-}
-
-pub fn rss_kb() -> i64 {
+pub(crate) fn rss_kb() -> i64 {
     proc_status_kb("VmRSS")
 }
 
 /// What a workload hands back: its span and its keys ("k=v k=v ..."), or the
 /// reason its correctness check failed.
-pub type Outcome = Result<(Span, String), String>;
-
-pub fn die(msg: &str) -> ! {
-    eprintln!("bench-tokio: {msg}");
-    exit(1)
-}
-
-pub fn usage_exit(msg: &str) -> ! {
-    eprintln!("bench-tokio: {msg}");
-    exit(2)
-}
-
-/// "--name value" pairs after the workload name.
-pub struct Opts(HashMap<String, String>);
-
-impl Opts {
-    fn parse(args: &[String], known: &[&str]) -> Opts {
-        let mut m = HashMap::new();
-        let mut i = 0;
-        while i < args.len() {
-            let a = &args[i];
-            let Some(name) = a.strip_prefix("--") else {
-                usage_exit(&format!(
-                    "bad argument {a:?} (options are --name value pairs)"
-                ))
-            };
-            if i + 1 >= args.len() {
-                usage_exit(&format!("option {a} needs a value"));
-            }
-            if name != "flavor" && !known.contains(&name) {
-                usage_exit(&format!("unknown option --{name}"));
-            }
-            m.insert(name.to_string(), args[i + 1].clone());
-            i += 2;
-        }
-        Opts(m)
-    }
-
-    pub fn long(&self, name: &str, dflt: i64) -> i64 {
-        match self.0.get(name) {
-            None => dflt,
-            Some(v) => v
-                .parse()
-                .unwrap_or_else(|_| usage_exit(&format!("--{name}: not an integer: {v:?}"))),
-        }
-    }
-
-    pub fn str<'a>(&'a self, name: &str, dflt: &'a str) -> &'a str {
-        self.0.get(name).map(|s| s.as_str()).unwrap_or(dflt)
-    }
-}
-
-/// Raise the soft RLIMIT_NOFILE to the hard limit (pipes need 2 fds each).
-fn raise_nofile() {
-    // SAFETY: plain system calls on a local struct.
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
-            die(&format!("getrlimit: {}", std::io::Error::last_os_error()));
-        }
-        if rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                die(&format!("setrlimit: {}", std::io::Error::last_os_error()));
-            }
-        }
-    }
-}
+pub(crate) type Outcome = Result<(Span, String), String>;
 
 fn main() {
     raise_nofile();
@@ -199,7 +73,8 @@ fn main() {
         "echo-server" => &["listen"],
         _ => usage(),
     };
-    let opts = Opts::parse(args, known);
+    let known: Vec<&str> = known.iter().copied().chain(["flavor"]).collect();
+    let opts = Opts::parse(args, &known);
 
     let (rt, impl_name, workers) = match opts.str("flavor", "current_thread") {
         "current_thread" => (
@@ -248,7 +123,7 @@ fn main() {
                 sp.wall,
                 sp.user,
                 sp.sys,
-                peak_rss_kb()
+                proc_status_kb("VmHWM")
             );
             // Tasks still parked (ring, chan, idle) are dropped with the runtime;
             // exit without waiting for that.

@@ -127,7 +127,8 @@ bench: bench-build
 	python3 bench/run.py --build build/release --quick
 
 # The measurement: every group, 3 interleaved rounds at full sizes, about
-# fifty minutes on two cores (twenty-five of them the HTTP groups).
+# eighty minutes on two cores, most of them the HTTP and TLS groups
+# (bench/run.py --list gives each group's expected time).
 # WRITE=1 rewrites docs/PERFORMANCE.md's tables; BENCH_ARGS passes options
 # (BENCH_ARGS="--only http,http-2 --rounds 5").
 bench-full: bench-build

@@ -77,11 +77,13 @@ typedef struct tdl__ffd {
  * (TDL_READ, TDL_WRITE), whichever way it waits: for readiness, for a ring
  * operation, or for data received ahead.  One reader and one writer per fd
  * at a time (fiber.h, -EBUSY). */
-static bool taken(const tdl__ffd *d, unsigned events)
+static inline bool taken(const tdl__ffd *d, unsigned events)
 {
   if (((events & TDL_READ) && d->reader) || ((events & TDL_WRITE) && d->writer))
     return true;
 #ifdef TDL_HAVE_URING
+  if (TDL__LIKELY(tdl__list_empty(&d->ring_ops) && !d->ahead && !d->acc && !d->behind))
+    return false; /* the common case, on every loop: nothing of the ring's */
   if (tdl__fd_ring_busy(&d->ring_ops, events) || ((events & TDL_READ) && d->ahead && tdl__bg_busy(d->ahead)) ||
       ((events & TDL_READ) && d->acc && tdl__bg_busy(d->acc)) ||
       ((events & TDL_WRITE) && d->behind && tdl__bg_busy(d->behind)))
@@ -153,7 +155,6 @@ static void fdwait_end(tdl__fdwait *rec, int ev)
 static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
 {
   tdl__ffd *d = (tdl__ffd *)w; /* w is the first member */
-  tdl__sched *s = loop->sched;
   tdl__fdwait *r = d->reader, *wr = d->writer;
   unsigned readable = r ? ev & (TDL_READ | TDL_ERR | TDL_HUP) : 0;
   if (ev & (TDL_ERR | TDL_HUP)) {
@@ -169,12 +170,17 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
     if (wr != r) /* one record for both directions wakes once */
       fdwait_end(wr, (int)ev);
   }
-  ffd_update(s, d);
   /* The loop took the arrival as consumed by telling us; for fiber I/O data
    * stays there until a read says otherwise (a short read or EAGAIN), so
    * keep it cached: the reader's next call reads instead of parking.  So
    * does an end of file or an error: on an edge-triggered registration it
    * is not reported again, and a read after a short one parks first. */
+  unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
+  if (!want) {
+    tdl__io_stop_keeping(loop, w, readable); /* the usual end: one waiter, woken */
+    return;
+  }
+  tdl_io_start(loop, w, want);
   if (readable)
     tdl_io_feed(loop, w, readable);
 }
@@ -298,13 +304,9 @@ static inline int ffd_get(tdl__sched *s, int fd, tdl__ffd **out)
   return ffd_make(s, fd, out, false);
 }
 
-int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
+/* tdl__fd_wait_begin on d, fd's state. */
+static inline int wait_begin(tdl__fiber *f, tdl__ffd *d, int fd, unsigned events, tdl__fdwait *rec)
 {
-  tdl__sched *s = f->sched;
-  tdl__ffd *d = NULL;
-  int e = ffd_get(s, fd, &d);
-  if (e < 0)
-    return e;
   if (taken(d, events))
     return -EBUSY;
   rec->f = f;
@@ -315,10 +317,19 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
   if (events & TDL_WRITE)
     d->writer = rec;
   unsigned want = (d->reader ? TDL_READ : 0) | (d->writer ? TDL_WRITE : 0);
-  e = tdl_io_start(s->loop, &d->w, want);
+  int e = tdl_io_start(f->sched->loop, &d->w, want);
   if (e < 0)
     tdl__fd_wait_end(rec);
   return e;
+}
+
+int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  return wait_begin(f, d, fd, events, rec);
 }
 
 void tdl__fd_wait_end(tdl__fdwait *rec)
@@ -345,11 +356,11 @@ _Static_assert(sizeof(tdl__fdwait) <= sizeof(((tdl__fiber *)0)->wait_space), "a 
  * stays readable while the fiber is compacted (fiber/compact.c); so the park
  * may be compacted.  (Nothing writes into the fiber's buffers before it runs
  * again: it reads once woken.) */
-static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
+static int wait_ffd(tdl__fiber *f, tdl__ffd *d, int fd, unsigned events, const char *what, tdl_time_t deadline)
 {
   tdl__fdwait *rec = (tdl__fdwait *)(void *)f->wait_space;
   *rec = (tdl__fdwait){.clause = -1};
-  int e = tdl__fd_wait_begin(f, fd, events, rec);
+  int e = wait_begin(f, d, fd, events, rec);
   if (e < 0)
     return e;
   f->abort_wait = abort_fd_wait;
@@ -365,6 +376,16 @@ static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl
   return e;
 }
 
+/* The same, looking fd's state up. */
+static int wait_fd(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  return wait_ffd(f, d, fd, events, what, deadline);
+}
+
 /* The caller just saw EAGAIN: what the loop cached about those directions is
  * stale.  Wait for them. */
 static int wait_after_eagain(tdl__fiber *f, int fd, unsigned events, const char *what, tdl_time_t deadline)
@@ -377,12 +398,9 @@ static int wait_after_eagain(tdl__fiber *f, int fd, unsigned events, const char 
   return wait_fd(f, fd, events, what, deadline);
 }
 
-int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
+/* tdl__fd_ready_now on d, fd's state. */
+static int ready_now(tdl__fiber *f, tdl__ffd *d, unsigned events)
 {
-  tdl__ffd *d = NULL;
-  int e = ffd_get(f->sched, fd, &d);
-  if (e < 0)
-    return e;
   /* The caller saw EAGAIN from a call treadle did not make (sendmsg,
    * SSL_write, ...), or wants to hear of the next arrival.  Where the loop
    * misses no readiness that is there when a wait starts, what it cached is
@@ -393,24 +411,21 @@ int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
   tdl_loop *loop = f->sched->loop;
   if ((events & TDL_READ) && d->ended)
     return TDL_READ | d->ended; /* a read hears the end or the error at once */
-  if (tdl__io_misses_nothing(loop, &d->w)) {
-    tdl_io_blocked(loop, &d->w, events);
-    return 0;
-  }
-  unsigned ev = tdl__io_cached(loop, &d->w, events);
-  /* A hang-up lasts (nothing here consumes it), and tells a writer
-   * nothing: after the peer's shutdown it may still write, and after a
-   * full hang-up the kernel reports room or an error.  Taken for a wait to
-   * write, it would end every such wait at once, for good. */
-  if (!(events & TDL_READ))
-    ev &= ~(unsigned)TDL_HUP;
-  if (ev)
-    tdl_io_blocked(loop, &d->w, ev & events);
+  unsigned ev = tdl__io_take_ready(loop, &d->w, events);
   /* What was cached is the caller's now: a read that parked first would
    * wait for an arrival that was already reported. */
   if (ev & (TDL_READ | TDL_ERR | TDL_HUP))
     d->empty = false;
   return (int)ev;
+}
+
+int tdl__fd_ready_now(tdl__fiber *f, int fd, unsigned events)
+{
+  tdl__ffd *d = NULL;
+  int e = ffd_get(f->sched, fd, &d);
+  if (e < 0)
+    return e;
+  return ready_now(f, d, events);
 }
 
 #ifdef TDL_HAVE_URING
@@ -444,11 +459,14 @@ int tdl_fd_wait(int fd, unsigned events, tdl_time_t deadline)
   if (tdl__loop_ring(f->sched->loop))
     return ring_wait_fd(f, fd, events, deadline);
 #endif
-  if ((e = tdl__fd_ready_now(f, fd, events)) != 0) {
+  tdl__ffd *d = NULL;
+  if ((e = ffd_get(f->sched, fd, &d)) < 0)
+    return e;
+  if ((e = ready_now(f, d, events)) != 0) {
     tdl__io_budget_spend(f);
     return e;
   }
-  return wait_fd(f, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
+  return wait_ffd(f, d, fd, events, (events & TDL_READ) ? "wait read" : "wait write", deadline);
 }
 
 /* Whether a read should wait for the loop's report before it reads (see
@@ -800,7 +818,7 @@ FD_FOLDED ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
     return fd_ring(f, d, op, deadline);
 #endif
   if (op->asked && !nowait && park_first(loop, d, deadline) &&
-      (e = wait_fd(f, op->fd, TDL_READ, op->name, deadline)) < 0)
+      (e = wait_ffd(f, d, op->fd, TDL_READ, op->name, deadline)) < 0)
     return e;
   /* The first try stands outside the loop: what the loop needs (after
    * EAGAIN) is then set up after it, not on the way to a try that
@@ -834,7 +852,7 @@ FD_FOLDED ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
         return fd_ring(f, d, op, deadline);
 #endif
       tdl_io_blocked(loop, &d->w, op->dir);
-      if ((e = wait_fd(f, op->fd, op->dir, op->name, deadline)) < 0)
+      if ((e = wait_ffd(f, d, op->fd, op->dir, op->name, deadline)) < 0)
         return e;
     }
     r = fd_try(f->sched, op);

@@ -128,8 +128,8 @@ extern tdl_loop *tdl__hook_forked_loop; /* the loop the fork came from, or NULL 
 /* Whether the caller is a fiber the hook may park. */
 static inline bool tdl__hook_in_fiber(void)
 {
-  return tdl_fiber_self() != 0 &&
-         (TDL__LIKELY(!tdl__hook_forked) || tdl_fiber_loop() != tdl__hook_forked_loop);
+  tdl_loop *loop = tdl_fiber_loop(); /* NULL outside a fiber */
+  return loop != NULL && (TDL__LIKELY(!tdl__hook_forked) || loop != tdl__hook_forked_loop);
 }
 
 /* A cancelled fiber's calls that could wait are refused before they do
@@ -249,8 +249,23 @@ void tdl__hfd_classify(int fd, tdl__hfd *h);
 
 /* In a fiber: fd's state when calls on it are ours to wait for (a socket or
  * pipe the user left blocking), made non-blocking underneath; NULL when the
- * call passes through. */
-tdl__hfd *tdl__hfd_hooked(int fd);
+ * call passes through.  The first look is inline: an fd whose kind is
+ * known, that is not stale, and that the user made non-blocking (libpq's,
+ * libcurl's) or that is already non-blocking underneath is answered
+ * without a call; the rest (first use, a stale number, O_NONBLOCK still
+ * to set) goes to tdl__hfd_hooked_slow. */
+tdl__hfd *tdl__hfd_hooked_slow(int fd);
+static inline tdl__hfd *tdl__hfd_hooked(int fd)
+{
+  tdl__hfd *h = tdl__hfd_peek(fd);
+  if (TDL__LIKELY(h && h->kind != TDL__HFD_UNKNOWN && !h->stale)) {
+    if (h->kind != TDL__HFD_WAITABLE || h->user_nb)
+      return NULL;
+    if (h->our_nb)
+      return h;
+  }
+  return tdl__hfd_hooked_slow(fd);
+}
 
 /* Outside a fiber: fd's state when it is a socket or pipe the user wants
  * blocking, which we may have made non-blocking underneath, through this

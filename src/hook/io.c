@@ -34,11 +34,18 @@ static void read_passed(int fd, ssize_t r, size_t len)
   tdl__hfd *h = tdl__hfd_peek(fd);
   if (!h || !h->in_fio || h->kind != TDL__HFD_WAITABLE || !h->stream)
     return;
+  if (r >= 0) {
+    /* (tdl_fd_blocked makes no system call on an fd fiber I/O knows, and
+     * so leaves errno alone) */
+    if ((h->drained = r > 0 && (size_t)r < len))
+      (void)tdl_fd_blocked(fd, TDL_READ);
+    return;
+  }
   int e = errno;
-  h->drained = r < 0 ? (e == EAGAIN || e == EWOULDBLOCK) : (r > 0 && (size_t)r < len);
-  if (h->drained)
+  if ((h->drained = e == EAGAIN || e == EWOULDBLOCK)) {
     (void)tdl_fd_blocked(fd, TDL_READ);
-  errno = e;
+    errno = e;
+  }
 }
 
 /* The call on fd heard EAGAIN: wait until it is ready for dir, under the

@@ -103,7 +103,7 @@ static int with_cut(struct pollfd *fds, nfds_t n, int r)
 static int poll_drained(struct pollfd *p, tdl_time_t dl)
 {
   tdl__hfd *h = p->fd >= 0 ? tdl__hfd_peek(p->fd) : NULL;
-  if (!h || !h->drained)
+  if (!h || !h->drained || h->cut)
     return 0;
   h->drained = 0;
   short asked = (short)(p->events & ~(POLLERR | POLLHUP | POLLNVAL));
@@ -130,17 +130,19 @@ static int poll_drained(struct pollfd *p, tdl_time_t dl)
 
 static int poll_in_fiber(struct pollfd *fds, nfds_t n, tdl_time_t dl)
 {
+  /* First the one fd a read found empty: its wait refuses a cancelled
+   * fiber as the check below would (cut, ECANCELED), and it is not cut. */
+  if (n == 1) {
+    int d = poll_drained(fds, dl);
+    if (d != 0)
+      return d;
+  }
   if (tdl__hook_refused()) {
     cut_all(fds, n);
     return -1; /* a look with no timeout is not a wait: it does not come here */
   }
   if (any_cut(fds, n))
     return with_cut(fds, n, tdl__hook_real.poll(fds, n, 0));
-  if (n == 1) {
-    int d = poll_drained(fds, dl);
-    if (d != 0)
-      return d;
-  }
   /* The parks below may take the loop's readiness of any of these fds: a
    * read's earlier finding that one was empty says nothing after them. */
   for (nfds_t i = 0; i < n; i++) {

@@ -76,7 +76,7 @@ void tdl__hfd_classify(int fd, tdl__hfd *h)
     h->kind = TDL__HFD_POLLABLE;
 }
 
-tdl__hfd *tdl__hfd_hooked(int fd)
+tdl__hfd *tdl__hfd_hooked_slow(int fd)
 {
   tdl__hfd *h = tdl__hfd_at(fd);
   if (!h)

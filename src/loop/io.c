@@ -55,28 +55,39 @@ static inline bool owns(const tdl_loop *loop, int fd, const tdl_io *w)
   return c->owner == w && c->owner_gen == w->gen;
 }
 
-/* What the kernel must tell us for w: reads always (they are arrivals);
- * writes only once the cached state says the fd is not writable. */
-static inline unsigned kernel_want(const tdl_io *w, const tdl__fd *r)
+/* What the kernel must tell us for a watcher that wants `events`: reads
+ * always (they are arrivals); writes only once the cached state says the
+ * fd is not writable. */
+static inline unsigned kernel_want(unsigned events, const tdl__fd *r)
 {
-  if (!w)
-    return 0;
-  unsigned k = w->events & TDL_READ;
-  if ((w->events & TDL_WRITE) && !(r->ready & TDL_WRITE))
+  unsigned k = events & TDL_READ;
+  if ((events & TDL_WRITE) && !(r->ready & TDL_WRITE))
     k |= TDL_WRITE;
   return k;
 }
 
-static int update_kernel(tdl_loop *loop, int fd, tdl__fd *r)
+/* Whether the back end needs no word for the interest k on r: it has it,
+ * or (TDL__FD_LAZY) reports it already; then r->kernel is k. */
+static inline bool kernel_has(tdl__fd *r, unsigned k)
 {
-  unsigned k = kernel_want(r->w, r);
   bool registered = (r->flags & TDL__FD_REGISTERED) != 0;
   if (k == r->kernel && (registered || k == 0))
-    return 0;
+    return true;
   if (registered && (r->bmode & TDL__FD_LAZY) && !(k & ~r->bmode & (TDL_READ | TDL_WRITE))) {
     r->kernel = (uint8_t)k; /* the back end reports this already */
-    return 0;
+    return true;
   }
+  return false;
+}
+
+/* Hand the back end the interest r's watcher needs now, if that changed.
+ * Inline: every start and stop comes here, and on epoll nearly all of
+ * them end in kernel_has, with no call. */
+static inline __attribute__((always_inline)) int update_kernel(tdl_loop *loop, int fd, tdl__fd *r)
+{
+  unsigned k = r->w ? kernel_want(r->w->events, r) : 0;
+  if (kernel_has(r, k))
+    return 0;
   int e = loop->be->interest(loop, fd, r, k);
   if (e == 0)
     r->kernel = (uint8_t)k;
@@ -218,6 +229,17 @@ void tdl_io_init(tdl_io *w, int fd, tdl_io_cb cb, void *data)
   w->gen = ++gen;
 }
 
+/* w, not active, is now: count it. */
+static inline void started(tdl_loop *loop, tdl_io *w)
+{
+  w->state |= TDL__IO_ACTIVE;
+  loop->io_started++;
+  if (!(w->state & TDL__IO_INTERNAL))
+    loop->active++;
+}
+
+static __attribute__((noinline)) int start(tdl_loop *loop, tdl_io *w, int fd, unsigned events);
+
 int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   TDL__CHECK_THREAD(loop);
@@ -226,6 +248,27 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
   int fd = w->fd;
   if (fd < 0)
     return -EBADF;
+  if (TDL__LIKELY((uint32_t)fd < loop->nfds)) {
+    /* The common start: w stopped and started again on the fd it owns,
+     * wanting what the back end has (fiber I/O's every wait). */
+    tdl__fd *r = &loop->fds[fd];
+    if (!r->w && !(w->state & TDL__IO_ACTIVE) && owns(loop, fd, w)) {
+      if (kernel_has(r, kernel_want(events, r))) {
+        r->w = w;
+        w->events = events;
+        started(loop, w);
+        if (!(r->flags & TDL__FD_QUEUED) && reportable(w, r))
+          queue_fd(loop, r, fd);
+        return 0;
+      }
+    }
+  }
+  return start(loop, w, fd, events);
+}
+
+/* tdl_io_start, every case. */
+static int start(tdl_loop *loop, tdl_io *w, int fd, unsigned events)
+{
   int e = tdl__fd_reserve(loop, fd);
   if (e < 0)
     return e;
@@ -251,12 +294,8 @@ int tdl_io_start(tdl_loop *loop, tdl_io *w, unsigned events)
       r->w = NULL;
     return e;
   }
-  if (!was_active) {
-    w->state |= TDL__IO_ACTIVE;
-    loop->io_started++;
-    if (!(w->state & TDL__IO_INTERNAL))
-      loop->active++;
-  }
+  if (!was_active)
+    started(loop, w);
   if (!(r->flags & TDL__FD_QUEUED) && reportable(w, r))
     queue_fd(loop, r, fd);
   return 0;
@@ -280,6 +319,15 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
   return 0;
 }
 
+void tdl__io_stop_keeping(tdl_loop *loop, tdl_io *w, unsigned keep)
+{
+  /* Reported to just now: w is started and owns the fd's record, so
+   * tdl_io_feed's checks would all pass, and it queues nothing once w is
+   * stopped. */
+  tdl_io_stop(loop, w);
+  loop->fds[w->fd].ready |= (uint8_t)(keep & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
+}
+
 /* w's fd record, if w made the fd's current registration; else NULL. */
 static tdl__fd *owned_record(tdl_loop *loop, const tdl_io *w)
 {
@@ -288,18 +336,23 @@ static tdl__fd *owned_record(tdl_loop *loop, const tdl_io *w)
   return &loop->fds[w->fd];
 }
 
-void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
+/* tdl_io_blocked on r, w's record. */
+static inline void blocked(tdl_loop *loop, tdl_io *w, tdl__fd *r, unsigned events)
 {
-  TDL__CHECK_THREAD_VOID(loop);
-  tdl__fd *r = owned_record(loop, w);
-  if (!r)
-    return;
   r->ready &= (uint8_t)~(events & (TDL_READ | TDL_WRITE));
   if (r->w == w) {
     if (!reportable(w, r))
       unqueue_last(loop, r, w->fd);
     update_kernel(loop, w->fd, r);
   }
+}
+
+void tdl_io_blocked(tdl_loop *loop, tdl_io *w, unsigned events)
+{
+  TDL__CHECK_THREAD_VOID(loop);
+  tdl__fd *r = owned_record(loop, w);
+  if (r)
+    blocked(loop, w, r, events);
 }
 
 void tdl_io_feed(tdl_loop *loop, tdl_io *w, unsigned events)
@@ -337,10 +390,19 @@ unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events)
   return loop->fds[w->fd].ready & (events | TDL_ERR | TDL_HUP);
 }
 
-bool tdl__io_misses_nothing(const tdl_loop *loop, const tdl_io *w)
+unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events)
 {
-  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds || !owns(loop, w->fd, w))
-    return true; /* its first start registers the fd afresh */
-  const tdl__fd *r = &loop->fds[w->fd];
-  return !(r->flags & TDL__FD_REGISTERED) || (r->bmode & TDL__FD_LEVEL);
+  tdl__fd *r = owned_record(loop, w);
+  if (!r)
+    return 0; /* its first start registers the fd afresh: that misses nothing */
+  if (!(r->flags & TDL__FD_REGISTERED) || (r->bmode & TDL__FD_LEVEL)) {
+    blocked(loop, w, r, events); /* stale */
+    return 0;
+  }
+  unsigned ev = r->ready & (events | TDL_ERR | TDL_HUP);
+  if (!(events & TDL_READ))
+    ev &= ~(unsigned)TDL_HUP;
+  if (ev)
+    blocked(loop, w, r, ev & events); /* taken */
+  return ev;
 }

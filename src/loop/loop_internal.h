@@ -470,14 +470,26 @@ static inline bool tdl__io_read_empty(const tdl_loop *loop, const tdl_io *w)
          !(r->ready & (TDL_READ | TDL_ERR | TDL_HUP)) && c->owner == w && c->owner_gen == w->gen;
 }
 
+/* From inside w's callback: stop w, and keep `keep` (arrivals just
+ * reported to it) cached as ready for its fd: tdl_io_stop, then
+ * tdl_io_feed, in one look-up (fiber I/O's wake of its last waiter). */
+void tdl__io_stop_keeping(tdl_loop *loop, tdl_io *w, unsigned keep);
+
 /* The events of `events` (and TDL_ERR/TDL_HUP) that the loop has cached as
  * ready for w's fd, if w made its registration; 0 otherwise. */
 unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events);
 
-/* Whether w's fd is registered with reads reported as a level (see
- * TDL__FD_LEVEL), or not registered at all (a first registration reports
- * what is there): either way a wait that starts now misses nothing. */
-bool tdl__io_misses_nothing(const tdl_loop *loop, const tdl_io *w);
+/* Before a wait for `events` on w's fd, after EAGAIN from a call the loop
+ * did not see: what it may take as ready now.  Where the loop misses
+ * nothing that is ready when a wait starts (the fd is registered with
+ * reads reported as a level, TDL__FD_LEVEL, or not registered yet, or not
+ * by w: a first registration reports what is there), nothing: what was
+ * cached of `events` is dropped as stale, so that the wait waits.  On an
+ * edge-triggered registration, readiness reported once is not reported
+ * again, so what is cached is taken as true: those of `events`, TDL_ERR,
+ * and TDL_HUP when `events` has TDL_READ (a hang-up tells a writer
+ * nothing), its `events` dropped from the cache.  No system call. */
+unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events);
 
 /* After reporting: let the loop re-state its interest in fd (poll back end,
  * which asks for writability only until it is seen). */

@@ -332,7 +332,8 @@ int tdl__fd_wait_begin(tdl__fiber *f, int fd, unsigned events, tdl__fdwait *rec)
   return wait_begin(f, d, fd, events, rec);
 }
 
-void tdl__fd_wait_end(tdl__fdwait *rec)
+/* tdl__fd_wait_end, inline where a plain wait ends. */
+static inline void wait_end(tdl__fdwait *rec)
 {
   tdl__sched *s = rec->f->sched;
   tdl__ffd *d = ffd_find(s, rec->fd); /* tdl_close may have dropped it, and rec */
@@ -344,6 +345,8 @@ void tdl__fd_wait_end(tdl__fdwait *rec)
     d->writer = NULL;
   ffd_update(s, d);
 }
+
+void tdl__fd_wait_end(tdl__fdwait *rec) { wait_end(rec); }
 
 /* A cancel or a deadline ended the wait: unhang at once, so that whoever
  * cancelled may use the fd before this fiber runs again. */
@@ -372,7 +375,7 @@ static int wait_ffd(tdl__fiber *f, tdl__ffd *d, int fd, unsigned events, const c
   e = tdl__park_compactable(f, what, fd, deadline);
   TDL__ANALYZER_END
   f->abort_wait = NULL;
-  tdl__fd_wait_end(rec);
+  wait_end(rec);
   return e;
 }
 

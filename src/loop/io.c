@@ -301,11 +301,9 @@ static int start(tdl_loop *loop, tdl_io *w, int fd, unsigned events)
   return 0;
 }
 
-int tdl_io_stop(tdl_loop *loop, tdl_io *w)
+/* tdl_io_stop of w, which is active. */
+static inline void stop(tdl_loop *loop, tdl_io *w)
 {
-  TDL__CHECK_THREAD(loop);
-  if (!(w->state & TDL__IO_ACTIVE))
-    return 0;
   w->state &= ~TDL__IO_ACTIVE;
   loop->io_started--;
   if (!(w->state & TDL__IO_INTERNAL))
@@ -316,6 +314,13 @@ int tdl_io_stop(tdl_loop *loop, tdl_io *w)
     unqueue_last(loop, r, w->fd);
     update_kernel(loop, w->fd, r); /* epoll: nothing; poll: drop the fd */
   }
+}
+
+int tdl_io_stop(tdl_loop *loop, tdl_io *w)
+{
+  TDL__CHECK_THREAD(loop);
+  if (w->state & TDL__IO_ACTIVE)
+    stop(loop, w);
   return 0;
 }
 
@@ -324,7 +329,7 @@ void tdl__io_stop_keeping(tdl_loop *loop, tdl_io *w, unsigned keep)
   /* Reported to just now: w is started and owns the fd's record, so
    * tdl_io_feed's checks would all pass, and it queues nothing once w is
    * stopped. */
-  tdl_io_stop(loop, w);
+  stop(loop, w);
   loop->fds[w->fd].ready |= (uint8_t)(keep & (TDL_READ | TDL_WRITE | TDL_ERR | TDL_HUP));
 }
 
@@ -381,13 +386,6 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w)
   tdl_io_stop(loop, w);
   tdl__fd_forget(loop, w->fd);
   tdl__sys_close(w->fd);
-}
-
-unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events)
-{
-  if (w->fd < 0 || (uint32_t)w->fd >= loop->nfds || !owns(loop, w->fd, w))
-    return 0;
-  return loop->fds[w->fd].ready & (events | TDL_ERR | TDL_HUP);
 }
 
 unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events)

@@ -477,7 +477,13 @@ void tdl__io_stop_keeping(tdl_loop *loop, tdl_io *w, unsigned keep);
 
 /* The events of `events` (and TDL_ERR/TDL_HUP) that the loop has cached as
  * ready for w's fd, if w made its registration; 0 otherwise. */
-unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events);
+static inline unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, unsigned events)
+{
+  uint32_t fd = (uint32_t)w->fd; /* (a negative fd is past nfds) */
+  if (fd >= loop->nfds || loop->fdc[fd].owner != w || loop->fdc[fd].owner_gen != w->gen)
+    return 0;
+  return loop->fds[fd].ready & (events | TDL_ERR | TDL_HUP);
+}
 
 /* Before a wait for `events` on w's fd, after EAGAIN from a call the loop
  * did not see: what it may take as ready now.  Where the loop misses

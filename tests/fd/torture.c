@@ -781,7 +781,14 @@ static int tcp_pair(int *srv, int *cli, int bufsize)
     close(c);
     return e;
   }
-  set_bufs(s, bufsize);
+  /* Its send buffer only: a receive buffer shrunk after the handshake,
+   * whose window scale was agreed for the listener's larger one, takes in
+   * less than the window it advertises, so that whole segments are
+   * dropped and sent again under a timer that doubles each time (a stall
+   * of the kernel's, seconds long, on a loaded machine).  The client's,
+   * set before its connect, is small in the other direction. */
+  if (bufsize)
+    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
   setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   *srv = s;
   *cli = c;

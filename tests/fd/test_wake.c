@@ -307,6 +307,54 @@ static void wait_to_write_after_a_hangup_waits(void **state)
   play(wait_to_write_after_a_hangup, peer_that_drains_then_shuts);
 }
 
+/* ---- an arrival told to a wait stays for the next wait ---- */
+
+static void *waits_twice_then_reads(void *arg)
+{
+  (void)arg;
+  char buf[64];
+  /* A write that waits, then a wait to read: the registration reports
+   * edges from then on, and the kernel tells of an arrival once.  (s is
+   * made non-blocking first, as fiber I/O's first call would.) */
+  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  stage = 2;
+  assert_true(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT)) & TDL_READ);
+  /* Nothing was read: the bytes are still there, and a second wait must
+   * end at once on what the loop kept, not wait for an edge that will not
+   * come. */
+  assert_true(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT)) & TDL_READ);
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_that_drains_then_writes(void *arg)
+{
+  (void)arg;
+  await_stage(1);
+  assert_true(drain(p) > 0);
+  await_stage(2);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  return NULL;
+}
+
+static void arrival_kept_for_the_next_wait_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  play(waits_twice_then_reads, peer_that_drains_then_writes);
+}
+
+static void arrival_kept_for_the_next_wait_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  play(waits_twice_then_reads, peer_that_drains_then_writes);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -317,6 +365,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(wait_then_read_after_a_short_read, setup, teardown),
       cmocka_unit_test_setup_teardown(wait_to_read_after_a_hangup_while_writing, setup, teardown),
       cmocka_unit_test_setup_teardown(wait_to_write_after_a_hangup_waits, setup, teardown),
+      cmocka_unit_test_setup_teardown(arrival_kept_for_the_next_wait_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(arrival_kept_for_the_next_wait_tcp, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
+#include "base/table.h"
 #include "fd/fd_internal.h"
 
 #ifdef TDL_HAVE_URING
@@ -243,10 +244,9 @@ static __attribute__((noinline)) int fio_reserve(tdl__sched *s, int fd)
   uint32_t n = io->nffds ? io->nffds : 64;
   while (n <= (uint32_t)fd)
     n *= 2;
-  tdl__ffd **a = TDL__FAULT_ALLOC(realloc(io->ffds, (size_t)n * sizeof *a));
+  tdl__ffd **a = tdl__table_grow(io->ffds, (size_t)io->nffds * sizeof *a, (size_t)n * sizeof *a);
   if (!a)
     return -ENOMEM;
-  memset(a + io->nffds, 0, (size_t)(n - io->nffds) * sizeof *a);
   io->ffds = a;
   io->nffds = n;
   return 0;

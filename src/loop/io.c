@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/sys.h"
+#include "base/table.h"
 #include "loop/loop_internal.h"
 
 /* The events w would be told about now. */
@@ -113,17 +114,14 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
   if (!b)
     return -ENOMEM;
   loop->batch = b;
-  tdl__fd_cold *fdc = TDL__FAULT_ALLOC(realloc(loop->fdc, (size_t)n * sizeof *fdc));
+  /* The records zeroed, but not touched (base/table.h). */
+  tdl__fd_cold *fdc = tdl__table_grow(loop->fdc, (size_t)loop->nfds * sizeof *fdc, (size_t)n * sizeof *fdc);
   if (!fdc)
     return -ENOMEM;
   loop->fdc = fdc;
-  tdl__fd *fds = TDL__FAULT_ALLOC(realloc(loop->fds, (size_t)n * sizeof *fds));
+  tdl__fd *fds = tdl__table_grow(loop->fds, (size_t)loop->nfds * sizeof *fds, (size_t)n * sizeof *fds);
   if (!fds)
     return -ENOMEM;
-  memset(fds + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof *fds);
-  memset(fdc + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof *fdc);
-  for (uint32_t i = loop->nfds; i < n; i++)
-    fdc[i].bidx = -1;
   loop->fds = fds;
   loop->nfds = n;
   return 0;
@@ -136,7 +134,7 @@ int tdl__fd_reserve(tdl_loop *loop, int fd)
 static bool fd_in_use(const tdl_loop *loop, uint32_t fd)
 {
   const tdl__fd *r = &loop->fds[fd];
-  return r->w || (r->flags & (TDL__FD_REGISTERED | TDL__FD_QUEUED)) || loop->fdc[fd].bidx >= 0;
+  return r->w || (r->flags & (TDL__FD_REGISTERED | TDL__FD_QUEUED)) || loop->fdc[fd].bslot != 0;
 }
 
 void tdl__fd_tables_trim(tdl_loop *loop)

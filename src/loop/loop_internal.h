@@ -64,7 +64,7 @@ typedef struct tdl__fd {
 typedef struct tdl__fd_cold {
   const tdl_io *owner;  /* whose registration this is: compared, never dereferenced */
   uint32_t owner_gen;   /* owner's tdl_io.gen when it registered */
-  int32_t bidx;         /* the back end's own index (poll: slot in its array) */
+  uint32_t bslot;       /* the back end's own index + 1 (poll: slot in its array); 0: none */
 } tdl__fd_cold;
 
 /* tdl__fd.flags */

@@ -2,9 +2,10 @@
 /*
  * The poll back end: portable, level-triggered, O(watched fds) per wait.
  * It keeps a dense pollfd array of the fds the loop currently wants to hear
- * about; loop->fdc[fd].bidx is an fd's slot in it.  It asks for POLLOUT only
- * while the loop does not already believe the fd writable, so a write watcher
- * costs nothing while it is writable and poll never returns at once for it.
+ * about; loop->fdc[fd].bslot is an fd's slot in it, plus one (0: none, as
+ * in a zeroed record).  It asks for POLLOUT only while the loop does not
+ * already believe the fd writable, so a write watcher costs nothing while it
+ * is writable and poll never returns at once for it.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -39,19 +40,19 @@ static void pl_close(tdl_loop *loop)
 static void drop_slot(tdl_loop *loop, int fd)
 {
   poll_state *s = loop->be_state;
-  int32_t i = loop->fdc[fd].bidx;
-  if (i < 0)
+  uint32_t i = loop->fdc[fd].bslot;
+  if (i-- == 0)
     return;
   s->pfds[i] = s->pfds[--s->n];
-  if ((uint32_t)i < s->n)
-    loop->fdc[s->pfds[i].fd].bidx = i;
-  loop->fdc[fd].bidx = -1;
+  if (i < s->n)
+    loop->fdc[s->pfds[i].fd].bslot = i + 1;
+  loop->fdc[fd].bslot = 0;
 }
 
 static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
 {
   poll_state *s = loop->be_state;
-  int32_t *slot = &loop->fdc[fd].bidx;
+  uint32_t *slot = &loop->fdc[fd].bslot;
   if (!(rec->flags & TDL__FD_REGISTERED)) {
     if (want == 0)
       return 0;
@@ -62,13 +63,13 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
     rec->flags |= TDL__FD_REGISTERED;
     rec->bmode = TDL__FD_LEVEL; /* poll reports levels */
     rec->reg_gen++;
-    *slot = -1;
+    *slot = 0;
   }
   if (want == 0) {
     drop_slot(loop, fd);
     return 0;
   }
-  if (*slot < 0) {
+  if (*slot == 0) {
     if (s->n == s->cap) {
       uint32_t cap = s->cap ? s->cap * 2 : 64;
       struct pollfd *p = TDL__FAULT_ALLOC(realloc(s->pfds, sizeof *p * cap));
@@ -77,11 +78,12 @@ static int pl_interest(tdl_loop *loop, int fd, tdl__fd *rec, unsigned want)
       s->pfds = p;
       s->cap = cap;
     }
-    *slot = (int32_t)s->n++;
-    s->pfds[*slot].fd = fd;
+    s->pfds[s->n].fd = fd;
+    *slot = ++s->n;
   }
-  s->pfds[*slot].events = (short)(((want & TDL_READ) ? POLLIN : 0) | ((want & TDL_WRITE) ? POLLOUT : 0));
-  s->pfds[*slot].revents = 0;
+  struct pollfd *p = &s->pfds[*slot - 1];
+  p->events = (short)(((want & TDL_READ) ? POLLIN : 0) | ((want & TDL_WRITE) ? POLLOUT : 0));
+  p->revents = 0;
   return 0;
 }
 

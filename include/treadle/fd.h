@@ -108,7 +108,9 @@ TDL_API int tdl_fd_forget(int fd);
  * It makes no system call of its own: readiness that the loop has seen for
  * `events` and that no call has used up since ends the wait (at once, or at
  * the loop's next poll); otherwise it parks until the kernel reports some.
- * For fds that your own calls read and
+ * A wait uses nothing up: waits one after another with nothing read or
+ * written between all end (the second asks the kernel once, with poll(2),
+ * whether what the first was told still holds).  For fds that your own calls read and
  * write (sendmsg, a TLS library, ...): after such a call returns EAGAIN,
  * call tdl_fd_blocked() and then this.  Errors:
  * -ETIMEDOUT, -ECANCELED, -EPERM, -EBADF, -EINVAL (no events), or -EBUSY

@@ -36,6 +36,7 @@
  */
 #include <assert.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -48,7 +49,6 @@
 
 #ifdef TDL_HAVE_URING
 #include <liburing.h>
-#include <poll.h>
 #endif
 
 typedef struct tdl__ffd {
@@ -66,6 +66,15 @@ typedef struct tdl__ffd {
    * hears the end) and a wait to read ends at once. */
   uint8_t ended;
   uint8_t stream; /* STREAM_*: whether a short read says the fd is empty */
+  /* TDL_READ / TDL_WRITE readiness that a wait has ended with (woken, or
+   * at once from what the loop cached) and that no call in that direction
+   * has acted on since.  On an edge-triggered registration the loop keeps
+   * such readiness cached and is not told of it again: a second wait with
+   * nothing read or written between may not take it as news (after a
+   * foreign EAGAIN not passed on with tdl_fd_blocked it would end at once
+   * for ever) nor ignore it (the data is still there: it would park for
+   * ever).  Such a wait asks the kernel once (poll, no timeout). */
+  uint8_t told;
 #ifdef TDL_HAVE_URING
   /* Background requests (fd_internal.h), or NULL. */
   tdl__bg *ahead;  /* receiving ahead (tdl_fd_readahead) */
@@ -164,10 +173,12 @@ static void ffd_ready(tdl_loop *loop, tdl_io *w, unsigned ev)
   }
   if (readable) {
     d->reader = NULL;
+    d->told |= (uint8_t)(ev & TDL_READ);
     fdwait_end(r, (int)ev);
   }
   if (wr && (ev & (TDL_WRITE | TDL_ERR | TDL_HUP))) {
     d->writer = NULL;
+    d->told |= (uint8_t)(ev & TDL_WRITE);
     if (wr != r) /* one record for both directions wakes once */
       fdwait_end(wr, (int)ev);
   }
@@ -414,7 +425,28 @@ static int ready_now(tdl__fiber *f, tdl__ffd *d, unsigned events)
   tdl_loop *loop = f->sched->loop;
   if ((events & TDL_READ) && d->ended)
     return TDL_READ | d->ended; /* a read hears the end or the error at once */
-  unsigned ev = tdl__io_take_ready(loop, &d->w, events);
+  unsigned ev = tdl__io_wait_ready(loop, &d->w, events);
+  unsigned again = ev & events & d->told;
+  if (TDL__UNLIKELY(again)) {
+    /* Told once already, and nothing done since (see `told`): the kernel
+     * says whether it is still so. */
+    struct pollfd p = {.fd = d->w.fd, .events = (short)(((again & TDL_READ) ? POLLIN : 0) |
+                                                         ((again & TDL_WRITE) ? POLLOUT : 0))};
+    const struct timespec now = {0, 0};
+    int k = tdl__sys_ppoll(&p, 1, &now);
+    unsigned gone = again;
+    if (k > 0)
+      gone &= ~(((p.revents & (POLLIN | POLLERR | POLLHUP)) ? TDL_READ : 0u) |
+                ((p.revents & (POLLOUT | POLLERR | POLLHUP)) ? TDL_WRITE : 0u));
+    if (gone) {
+      tdl_io_blocked(loop, &d->w, gone);
+      d->told &= (uint8_t)~gone;
+      ev &= ~gone;
+      if (!(ev & events))
+        ev = 0; /* an error or hang-up cached beside it ends a read's wait above */
+    }
+  }
+  d->told |= (uint8_t)(ev & events & (TDL_READ | TDL_WRITE));
   /* What was cached is the caller's now: a read that parked first would
    * wait for an arrival that was already reported. */
   if (ev & (TDL_READ | TDL_ERR | TDL_HUP))
@@ -447,6 +479,7 @@ int tdl_fd_blocked(int fd, unsigned events)
   if (e < 0)
     return e;
   tdl_io_blocked(f->sched->loop, &d->w, events);
+  d->told &= (uint8_t)~events;
   return 0;
 }
 
@@ -826,6 +859,7 @@ FD_FOLDED ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
   /* The first try stands outside the loop: what the loop needs (after
    * EAGAIN) is then set up after it, not on the way to a try that
    * succeeds. */
+  d->told &= (uint8_t)~op->dir; /* a call acts on what a wait said */
   ssize_t r = fd_try(f->sched, op);
   while (TDL__UNLIKELY(r < 0)) {
     if (errno != EINTR) {
@@ -858,6 +892,7 @@ FD_FOLDED ssize_t tdl__fd_io(const tdl__fdop *op, tdl_time_t deadline)
       if ((e = wait_ffd(f, d, op->fd, op->dir, op->name, deadline)) < 0)
         return e;
     }
+    d->told &= (uint8_t)~op->dir;
     r = fd_try(f->sched, op);
   }
   if (op->asked && (d->empty = emptied(d, op->fd, r, op->asked)))

@@ -386,7 +386,7 @@ void tdl__io_close_internal(tdl_loop *loop, tdl_io *w)
   tdl__sys_close(w->fd);
 }
 
-unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events)
+unsigned tdl__io_wait_ready(tdl_loop *loop, tdl_io *w, unsigned events)
 {
   tdl__fd *r = owned_record(loop, w);
   if (!r)
@@ -398,7 +398,5 @@ unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events)
   unsigned ev = r->ready & (events | TDL_ERR | TDL_HUP);
   if (!(events & TDL_READ))
     ev &= ~(unsigned)TDL_HUP;
-  if (ev)
-    blocked(loop, w, r, ev & events); /* taken */
   return ev;
 }

@@ -485,17 +485,18 @@ static inline unsigned tdl__io_cached(const tdl_loop *loop, const tdl_io *w, uns
   return loop->fds[fd].ready & (events | TDL_ERR | TDL_HUP);
 }
 
-/* Before a wait for `events` on w's fd, after EAGAIN from a call the loop
- * did not see: what it may take as ready now.  Where the loop misses
- * nothing that is ready when a wait starts (the fd is registered with
- * reads reported as a level, TDL__FD_LEVEL, or not registered yet, or not
- * by w: a first registration reports what is there), nothing: what was
- * cached of `events` is dropped as stale, so that the wait waits.  On an
- * edge-triggered registration, readiness reported once is not reported
- * again, so what is cached is taken as true: those of `events`, TDL_ERR,
- * and TDL_HUP when `events` has TDL_READ (a hang-up tells a writer
- * nothing), its `events` dropped from the cache.  No system call. */
-unsigned tdl__io_take_ready(tdl_loop *loop, tdl_io *w, unsigned events);
+/* Before a wait for `events` on w's fd: what it may take as ready now.
+ * Where the loop misses nothing that is ready when a wait starts (the fd is
+ * registered with reads reported as a level, TDL__FD_LEVEL, or not
+ * registered yet, or not by w: a first registration reports what is
+ * there), nothing: what was cached of `events` is dropped as stale, so
+ * that the wait waits.  On an edge-triggered registration, readiness
+ * reported once is not reported again, so what is cached is what there is
+ * to go on: those of `events`, TDL_ERR, and TDL_HUP when `events` has
+ * TDL_READ (a hang-up tells a writer nothing); it stays cached (it lasts
+ * until a call says otherwise, tdl_io_blocked: a second wait with nothing
+ * done between must see it again).  No system call. */
+unsigned tdl__io_wait_ready(tdl_loop *loop, tdl_io *w, unsigned events);
 
 /* After reporting: let the loop re-state its interest in fd (poll back end,
  * which asks for writability only until it is seen). */

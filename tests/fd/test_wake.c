@@ -309,6 +309,9 @@ static void wait_to_write_after_a_hangup_waits(void **state)
 
 /* ---- an arrival told to a wait stays for the next wait ---- */
 
+/* A wait's result: ready to read (a negative errno never is). */
+static bool readable(int ev) { return ev > 0 && (ev & TDL_READ); }
+
 static void *waits_twice_then_reads(void *arg)
 {
   (void)arg;
@@ -321,11 +324,11 @@ static void *waits_twice_then_reads(void *arg)
   stage = 1;
   assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
   stage = 2;
-  assert_true(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT)) & TDL_READ);
-  /* Nothing was read: the bytes are still there, and a second wait must
-   * end at once on what the loop kept, not wait for an edge that will not
-   * come. */
-  assert_true(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT)) & TDL_READ);
+  assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
+  /* Nothing was read: the bytes are still there, and every further wait
+   * must end at once, not wait for an edge that will not come. */
+  for (int i = 0; i < 3; i++)
+    assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
   assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10);
   stage = 3;
   return NULL;
@@ -355,6 +358,92 @@ static void arrival_kept_for_the_next_wait_tcp(void **state)
   play(waits_twice_then_reads, peer_that_drains_then_writes);
 }
 
+/* ---- the same after a short read, the arrival cached while busy ---- */
+
+static void *short_read_then_waits_twice(void *arg)
+{
+  (void)arg;
+  char buf[64];
+  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
+  stage = 2;
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10); /* parks, then short */
+  stage = 20;
+  /* The peer writes 20 bytes while this fiber sleeps: the loop hears of
+   * them with no waiter and keeps them.  The first wait ends on that; so
+   * must the next ones, nothing having been read (an echo server that
+   * waits for a request, then again before it takes a buffer). */
+  assert_int_equal(tdl_sleep(tdl_after(TDL_MSEC)), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
+  assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 20);
+  stage = 3;
+  return NULL;
+}
+
+static void *peer_of_short_read_then_waits_twice(void *arg)
+{
+  (void)arg;
+  char twenty[20] = {0};
+  await_stage(1);
+  assert_true(drain(p) > 0);
+  await_stage(2);
+  assert_int_equal(write(p, "0123456789", 10), 10);
+  await_stage(20);
+  assert_int_equal(write(p, twenty, sizeof twenty), (ssize_t)sizeof twenty);
+  return NULL;
+}
+
+static void waits_after_a_short_read_end_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  play(short_read_then_waits_twice, peer_of_short_read_then_waits_twice);
+}
+
+static void waits_after_a_short_read_end_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  play(short_read_then_waits_twice, peer_of_short_read_then_waits_twice);
+}
+
+/* ---- a wait after a foreign read that emptied the fd, not passed on ---- */
+
+static void *foreign_read_then_wait(void *arg)
+{
+  (void)arg;
+  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
+  stage = 2;
+  assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
+  /* A library's own read empties the fd, and nobody calls tdl_fd_blocked
+   * (fd.h asks for it): what the wait said is not so any more, and the
+   * next wait must wait, not end at once for ever on what it said. */
+  assert_int_equal(drain(s), 10);
+  assert_int_equal(tdl_fd_wait(s, TDL_READ, tdl_after(50 * TDL_MSEC)), -ETIMEDOUT);
+  stage = 3;
+  return NULL;
+}
+
+static void foreign_read_then_wait_waits_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  play(foreign_read_then_wait, peer_that_drains_then_writes);
+}
+
+static void foreign_read_then_wait_waits_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  play(foreign_read_then_wait, peer_that_drains_then_writes);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -367,6 +456,10 @@ int main(void)
       cmocka_unit_test_setup_teardown(wait_to_write_after_a_hangup_waits, setup, teardown),
       cmocka_unit_test_setup_teardown(arrival_kept_for_the_next_wait_unix, setup, teardown),
       cmocka_unit_test_setup_teardown(arrival_kept_for_the_next_wait_tcp, setup, teardown),
+      cmocka_unit_test_setup_teardown(waits_after_a_short_read_end_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(waits_after_a_short_read_end_tcp, setup, teardown),
+      cmocka_unit_test_setup_teardown(foreign_read_then_wait_waits_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(foreign_read_then_wait_waits_tcp, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,10 +21,11 @@
  *    connection mid-stream;
  *  - the server's calls (read, recv, readv; write, send, writev,
  *    tdl_net_send_all; over TLS tdl_tls_read, tdl_tls_wait then a read,
- *    tdl_tls_write, tdl_tls_writev, tdl_tls_send_all) and deadlines (none,
- *    or 1-30 ms, retried when they pass); on io_uring loops, receiving
- *    ahead and sending behind (over TLS where its records go through fiber
- *    I/O).
+ *    tdl_tls_write, tdl_tls_writev, tdl_tls_send_all; now and then a
+ *    read that waits for readability twice first, tdl_fd_wait) and
+ *    deadlines (none, or 1-30 ms, retried when they pass); on io_uring
+ *    loops, receiving ahead and sending behind (over TLS where its records
+ *    go through fiber I/O).
  * With TDL_TORTURE_HOOKED=1 (and libtreadle-hook preloaded) the server's
  * fibers call plain read, write and poll on blocking fds, as a blocking
  * library would (no TLS then), or for half the connections on fds they made
@@ -172,6 +173,8 @@ typedef struct conn {
   bool ahead, behind;           /* uring: tdl_fd_readahead, tdl_fd_writebehind */
   bool s_user_nb;               /* hooked: the server's fds non-blocking by the user, read and written
                                    as libpq does (the call first, poll on EAGAIN) */
+  bool s_wait_twice;            /* not hooked: a read waits (tdl_fd_wait) first, and once readable
+                                   waits again before it reads: the second must end at once */
   bool tls_unix;                /* TLS over a Unix socket pair (else TCP) */
   bool tls_socket_bio;          /* TLS records on OpenSSL's socket BIO */
   /* fds: the server's and the client's ends (a socket is both ways) */
@@ -241,14 +244,15 @@ static void describe(const conn *c, char *out, size_t n)
   snprintf(out, n,
            "connection %u (%s, %s): c2s %zu bytes, s2c %zu, buffers %d, client calls <= %zu/%zu, %u pauses of up "
            "to %u ms, client %s at %" PRId64 ", server shuts at %" PRId64 ", server calls %u/%u of <= %zu/%zu, "
-           "deadline %u ms, ahead %d, behind %d%s%s; server fds %d/%d",
+           "deadline %u ms, ahead %d, behind %d%s%s%s; server fds %d/%d",
            c->id, transports[c->transport], modes[c->mode], c->c2s_len, c->s2c_len, c->bufsize, c->cw_max, c->cr_max,
            c->c_pauses, c->c_pause_ms, c->c_reset ? "resets" : "closes", c->c_abort_at, c->s_abort_at,
            c->s_rcall, c->s_wcall, c->sr_max, c->sw_max, c->s_deadline_ms, c->ahead, c->behind,
            c->transport != TLS      ? ""
            : c->tls_socket_bio ? (c->tls_unix ? "; TLS over a Unix socket, socket BIO" : "; TLS over TCP, socket BIO")
                                : (c->tls_unix ? "; TLS over a Unix socket, fiber I/O" : "; TLS over TCP, fiber I/O"),
-           c->s_user_nb ? "; server fds non-blocking (read or write first, poll on EAGAIN)" : "", c->s_in, c->s_out);
+           c->s_user_nb ? "; server fds non-blocking (read or write first, poll on EAGAIN)" : "",
+           c->s_wait_twice ? "; reads wait twice first" : "", c->s_in, c->s_out);
 }
 
 static void fail(const conn *c, const char *fmt, ...)
@@ -323,6 +327,7 @@ static void draw(conn *c, unsigned id)
   }
   /* Drawn last, so that the draws above stay what a seed gave before. */
   c->s_user_nb = T.hooked && chance(&r, 50);
+  c->s_wait_twice = !T.hooked && c->transport != TLS && !c->ahead && chance(&r, 20);
   /* Sends behind give up what they hold when their deadline passes (fd.h):
    * a torture of lost data would be no test.  Their deadlines are long. */
 }
@@ -397,6 +402,20 @@ static ssize_t s_read(conn *c, void *buf, size_t n)
 #endif
   } else {
     unsigned call = c->transport == PIPE && c->s_rcall == 1 ? 0 : c->s_rcall;
+    if (c->s_wait_twice) {
+      /* A server that waits for a request before it takes a buffer, and is
+       * told again: what made the fd readable is still there (this fiber
+       * is its only reader), so the second wait must end, on every back
+       * end, however the first one ended.  It has no deadline: one that
+       * parks for good on a readable fd is the stall the monitor reports. */
+      r = tdl_fd_wait(fd, TDL_READ, s_deadline(c));
+      if (r > 0)
+        r = tdl_fd_wait(fd, TDL_READ, TDL_FOREVER);
+      if (r < 0) {
+        atomic_store(&c->s_rwait, 0);
+        return r;
+      }
+    }
     if (call == 0) {
       r = tdl_read(fd, buf, n, s_deadline(c));
     } else if (call == 1) {

@@ -444,6 +444,46 @@ static void foreign_read_then_wait_waits_tcp(void **state)
   play(foreign_read_then_wait, peer_that_drains_then_writes);
 }
 
+/* ---- waits to write, with and without room ---- */
+
+static void *waits_to_write(void *arg)
+{
+  (void)arg;
+  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
+  stage = 2;
+  /* An arrival: the kernel's report of it says writable too, which the
+   * loop keeps. */
+  assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
+  /* Room (the peer drained): every wait ends, however many in a row. */
+  for (int i = 0; i < 3; i++) {
+    int ev = tdl_fd_wait(s, TDL_WRITE, tdl_after(WAIT));
+    assert_true(ev > 0 && (ev & TDL_WRITE));
+  }
+  /* The program's own writes fill the way out, and nobody calls
+   * tdl_fd_blocked: the next wait must wait (nobody drains). */
+  fill(s);
+  assert_int_equal(tdl_fd_wait(s, TDL_WRITE, tdl_after(50 * TDL_MSEC)), -ETIMEDOUT);
+  stage = 3;
+  return NULL;
+}
+
+static void waits_to_write_unix(void **state)
+{
+  (void)state;
+  pair_unix();
+  play(waits_to_write, peer_that_drains_then_writes);
+}
+
+static void waits_to_write_tcp(void **state)
+{
+  (void)state;
+  pair_tcp();
+  play(waits_to_write, peer_that_drains_then_writes);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -460,6 +500,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(waits_after_a_short_read_end_tcp, setup, teardown),
       cmocka_unit_test_setup_teardown(foreign_read_then_wait_waits_unix, setup, teardown),
       cmocka_unit_test_setup_teardown(foreign_read_then_wait_waits_tcp, setup, teardown),
+      cmocka_unit_test_setup_teardown(waits_to_write_unix, setup, teardown),
+      cmocka_unit_test_setup_teardown(waits_to_write_tcp, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

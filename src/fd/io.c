@@ -412,6 +412,14 @@ static int wait_after_eagain(tdl__fiber *f, int fd, unsigned events, const char 
   return wait_fd(f, fd, events, what, deadline);
 }
 
+/* The caller heard EAGAIN in `events`' directions (or the kernel said so):
+ * what the loop cached there is stale, and what a wait was told too. */
+static inline void ffd_blocked(tdl_loop *loop, tdl__ffd *d, unsigned events)
+{
+  tdl_io_blocked(loop, &d->w, events);
+  d->told &= (uint8_t)~events;
+}
+
 /* tdl__fd_ready_now on d, fd's state. */
 static int ready_now(tdl__fiber *f, tdl__ffd *d, unsigned events)
 {
@@ -439,11 +447,10 @@ static int ready_now(tdl__fiber *f, tdl__ffd *d, unsigned events)
       gone &= ~(((p.revents & (POLLIN | POLLERR | POLLHUP)) ? TDL_READ : 0u) |
                 ((p.revents & (POLLOUT | POLLERR | POLLHUP)) ? TDL_WRITE : 0u));
     if (gone) {
-      tdl_io_blocked(loop, &d->w, gone);
-      d->told &= (uint8_t)~gone;
+      ffd_blocked(loop, d, gone);
       ev &= ~gone;
       if (!(ev & events))
-        ev = 0; /* an error or hang-up cached beside it ends a read's wait above */
+        ev = 0; /* no direction left: a cached TDL_ERR/TDL_HUP alone ends no wait (a read's end: `ended`, above) */
     }
   }
   d->told |= (uint8_t)(ev & events & (TDL_READ | TDL_WRITE));
@@ -478,8 +485,7 @@ int tdl_fd_blocked(int fd, unsigned events)
   int e = ffd_get(f->sched, fd, &d);
   if (e < 0)
     return e;
-  tdl_io_blocked(f->sched->loop, &d->w, events);
-  d->told &= (uint8_t)~events;
+  ffd_blocked(f->sched->loop, d, events);
   return 0;
 }
 

@@ -50,6 +50,17 @@ static void fill(int fd)
   assert_int_equal(errno, EAGAIN);
 }
 
+/* Make s's registration report edges: s non-blocking, its way out filled,
+ * and a write that waits until the peer drains (stage 1); stage 2 then. */
+static void edges_from_here(void)
+{
+  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+  fill(s);
+  stage = 1;
+  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
+  stage = 2;
+}
+
 /* Read everything the peer has, with plain reads. */
 static size_t drain(int fd)
 {
@@ -82,6 +93,22 @@ static void play(tdl_fiber_fn fiber, tdl_fiber_fn peer)
   assert_int_equal(stage, 3);
   close_pair();
 }
+
+/* The test `name` on a Unix stream socket pair (name_unix) and over TCP
+ * (name_tcp): fiber against peer. */
+#define ON_BOTH(name, fiber, peer)          \
+  static void name##_unix(void **state)     \
+  {                                         \
+    (void)state;                            \
+    pair_unix();                            \
+    play(fiber, peer);                      \
+  }                                         \
+  static void name##_tcp(void **state)      \
+  {                                         \
+    (void)state;                            \
+    pair_tcp();                             \
+    play(fiber, peer);                      \
+  }
 
 /* ---- a read edge that comes while the fiber waits to write ---- */
 
@@ -121,19 +148,7 @@ static void *peer_of_reader_writer(void *arg)
   return NULL;
 }
 
-static void read_edge_while_writing_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(reader_writer, peer_of_reader_writer);
-}
-
-static void read_edge_while_writing_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(reader_writer, peer_of_reader_writer);
-}
+ON_BOTH(read_edge_while_writing, reader_writer, peer_of_reader_writer)
 
 /* ---- a hang-up that comes while the fiber waits to write ---- */
 
@@ -168,19 +183,7 @@ static void *peer_that_hangs_up(void *arg)
   return NULL;
 }
 
-static void hangup_while_writing_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(writer_then_reader, peer_that_hangs_up);
-}
-
-static void hangup_while_writing_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(writer_then_reader, peer_that_hangs_up);
-}
+ON_BOTH(hangup_while_writing, writer_then_reader, peer_that_hangs_up)
 
 /* ---- a wait that took what the loop cached: the next read reads ---- */
 
@@ -317,13 +320,8 @@ static void *waits_twice_then_reads(void *arg)
   (void)arg;
   char buf[64];
   /* A write that waits, then a wait to read: the registration reports
-   * edges from then on, and the kernel tells of an arrival once.  (s is
-   * made non-blocking first, as fiber I/O's first call would.) */
-  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
-  fill(s);
-  stage = 1;
-  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1);
-  stage = 2;
+   * edges from then on, and the kernel tells of an arrival once. */
+  edges_from_here();
   assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
   /* Nothing was read: the bytes are still there, and every further wait
    * must end at once, not wait for an edge that will not come. */
@@ -344,19 +342,7 @@ static void *peer_that_drains_then_writes(void *arg)
   return NULL;
 }
 
-static void arrival_kept_for_the_next_wait_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(waits_twice_then_reads, peer_that_drains_then_writes);
-}
-
-static void arrival_kept_for_the_next_wait_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(waits_twice_then_reads, peer_that_drains_then_writes);
-}
+ON_BOTH(arrival_kept_for_the_next_wait, waits_twice_then_reads, peer_that_drains_then_writes)
 
 /* ---- the same after a short read, the arrival cached while busy ---- */
 
@@ -364,11 +350,7 @@ static void *short_read_then_waits_twice(void *arg)
 {
   (void)arg;
   char buf[64];
-  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
-  fill(s);
-  stage = 1;
-  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
-  stage = 2;
+  edges_from_here();
   assert_int_equal(tdl_read(s, buf, sizeof buf, tdl_after(WAIT)), 10); /* parks, then short */
   stage = 20;
   /* The peer writes 20 bytes while this fiber sleeps: the loop hears of
@@ -396,30 +378,14 @@ static void *peer_of_short_read_then_waits_twice(void *arg)
   return NULL;
 }
 
-static void waits_after_a_short_read_end_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(short_read_then_waits_twice, peer_of_short_read_then_waits_twice);
-}
-
-static void waits_after_a_short_read_end_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(short_read_then_waits_twice, peer_of_short_read_then_waits_twice);
-}
+ON_BOTH(waits_after_a_short_read_end, short_read_then_waits_twice, peer_of_short_read_then_waits_twice)
 
 /* ---- a wait after a foreign read that emptied the fd, not passed on ---- */
 
 static void *foreign_read_then_wait(void *arg)
 {
   (void)arg;
-  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
-  fill(s);
-  stage = 1;
-  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
-  stage = 2;
+  edges_from_here();
   assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
   /* A library's own read empties the fd, and nobody calls tdl_fd_blocked
    * (fd.h asks for it): what the wait said is not so any more, and the
@@ -430,30 +396,14 @@ static void *foreign_read_then_wait(void *arg)
   return NULL;
 }
 
-static void foreign_read_then_wait_waits_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(foreign_read_then_wait, peer_that_drains_then_writes);
-}
-
-static void foreign_read_then_wait_waits_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(foreign_read_then_wait, peer_that_drains_then_writes);
-}
+ON_BOTH(foreign_read_then_wait_waits, foreign_read_then_wait, peer_that_drains_then_writes)
 
 /* ---- waits to write, with and without room ---- */
 
 static void *waits_to_write(void *arg)
 {
   (void)arg;
-  assert_int_equal(fcntl(s, F_SETFL, O_NONBLOCK), 0);
-  fill(s);
-  stage = 1;
-  assert_int_equal(tdl_write(s, "x", 1, tdl_after(WAIT)), 1); /* edges from here on */
-  stage = 2;
+  edges_from_here();
   /* An arrival: the kernel's report of it says writable too, which the
    * loop keeps. */
   assert_true(readable(tdl_fd_wait(s, TDL_READ, tdl_after(WAIT))));
@@ -470,19 +420,7 @@ static void *waits_to_write(void *arg)
   return NULL;
 }
 
-static void waits_to_write_unix(void **state)
-{
-  (void)state;
-  pair_unix();
-  play(waits_to_write, peer_that_drains_then_writes);
-}
-
-static void waits_to_write_tcp(void **state)
-{
-  (void)state;
-  pair_tcp();
-  play(waits_to_write, peer_that_drains_then_writes);
-}
+ON_BOTH(waits_to_write, waits_to_write, peer_that_drains_then_writes)
 
 int main(void)
 {

@@ -18,17 +18,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
-
-/* The kernel's flags, past the hook. */
-static int raw_getfl(int fd) { return (int)syscall(SYS_fcntl, fd, F_GETFL, 0); }
-
-static int run_main(tdl_fiber_fn fn, void *arg)
-{
-  void *res = NULL;
-  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
-  return (int)(intptr_t)res;
-}
 
 static void test_active_and_outside_untouched(void **state)
 {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
 
 enum { PIPE, UNIX_PAIR, TCP, KINDS };
@@ -50,13 +51,6 @@ static void close_stream(stream *s)
     close(s->rd);
   if (s->wr >= 0)
     close(s->wr);
-}
-
-static uint64_t parked(void)
-{
-  tdl_hook_stats st;
-  tdl_hook_stats_get(&st);
-  return st.parked;
 }
 
 /* Poll s->rd for reading, from a fiber of its own. */

@@ -27,43 +27,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
-
-/* The kernel's answers, past the hook. */
-static int raw_getfl(int fd) { return (int)syscall(SYS_fcntl, fd, F_GETFL, 0); }
-static int raw_close(int fd) { return (int)syscall(SYS_close, fd); }
-static int raw_select(int n, void *r, void *w, void *e, struct timeval *tv)
-{
-#ifdef SYS_select
-  return (int)syscall(SYS_select, n, r, w, e, tv);
-#else /* AArch64 has only pselect6, with a timespec and no mask */
-  struct timespec ts, *tsp = NULL;
-  if (tv) {
-    ts = (struct timespec){tv->tv_sec, tv->tv_usec * 1000};
-    tsp = &ts;
-  }
-  return (int)syscall(SYS_pselect6, n, r, w, e, tsp, NULL);
-#endif
-}
-
-static void *run_main(tdl_fiber_fn fn, void *arg)
-{
-  void *res = NULL;
-  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
-  return res;
-}
-
-static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
-  return f;
-}
-
-/* Joined within the bound only a hang reaches. */
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, tdl_after(T_HANG)), 0); }
-
-static void cancel(tdl_fiber_t f) { assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0); }
 
 static tdl_hook_stats stats(void)
 {
@@ -72,23 +37,11 @@ static tdl_hook_stats stats(void)
   return s;
 }
 
-static void close_pair(int p[2])
-{
-  assert_int_equal(close(p[0]), 0);
-  assert_int_equal(close(p[1]), 0);
-}
-
 /* Writes one byte to *fd when it runs: after the spawner parked. */
 static void *poke(void *arg)
 {
   assert_int_equal(write(*(int *)arg, "!", 1), 1);
   return NULL;
-}
-
-static void set_timeo(int fd, int name, long ms)
-{
-  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-  assert_int_equal(setsockopt(fd, SOL_SOCKET, name, &tv, sizeof tv), 0);
 }
 
 /* A TCP listener on 127.0.0.1 with `backlog`, its address in *a. */

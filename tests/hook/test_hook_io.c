@@ -22,43 +22,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
-
-static void *run_main(tdl_fiber_fn fn, void *arg)
-{
-  void *res = NULL;
-  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
-  return res;
-}
-
-static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
-  return f;
-}
-
-/* Joined within the bound only a hang reaches. */
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, tdl_after(T_HANG)), 0); }
-
-static uint64_t parked(void)
-{
-  tdl_hook_stats s;
-  tdl_hook_stats_get(&s);
-  return s.parked;
-}
-
-static void close_pair(int p[2])
-{
-  assert_int_equal(close(p[0]), 0);
-  assert_int_equal(close(p[1]), 0);
-}
-
-static void set_timeo(int fd, int name, long ms)
-{
-  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-  assert_int_equal(setsockopt(fd, SOL_SOCKET, name, &tv, sizeof tv), 0);
-}
 
 /* ---- the calls, by number ---- */
 

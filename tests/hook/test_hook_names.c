@@ -20,39 +20,12 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
 
 #ifndef NETDB_INTERNAL
 #define NETDB_INTERNAL (-1)
 #endif
-
-/* The kernel's close, past the hook. */
-static int raw_close(int fd) { return (int)syscall(SYS_close, fd); }
-
-static void *run_main(tdl_fiber_fn fn, void *arg)
-{
-  void *res = NULL;
-  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
-  return res;
-}
-
-static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
-  return f;
-}
-
-/* Joined within the bound only a hang reaches. */
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, tdl_after(T_HANG)), 0); }
-
-static void cancel(tdl_fiber_t f) { assert_int_equal(tdl_fiber_cancel(tdl_fiber_loop(), f), 0); }
-
-static void close_pair(int p[2])
-{
-  assert_int_equal(close(p[0]), 0);
-  assert_int_equal(close(p[1]), 0);
-}
 
 /* ---- host names: libc's answers, in a fiber as outside ---- */
 

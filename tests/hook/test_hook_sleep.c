@@ -20,23 +20,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "hook_helpers.h"
 #include <treadle/hook.h>
-
-static void *run_main(tdl_fiber_fn fn, void *arg)
-{
-  void *res = NULL;
-  assert_int_equal(tdl_fiber_main(fn, arg, &res), 0);
-  return res;
-}
-
-static tdl_fiber_t spawn(tdl_fiber_fn fn, void *arg)
-{
-  tdl_fiber_t f;
-  assert_int_equal(tdl_fiber_spawn(&f, tdl_fiber_loop(), fn, arg, NULL), 0);
-  return f;
-}
-
-static void join(tdl_fiber_t f) { assert_int_equal(tdl_fiber_join(f, NULL, TDL_FOREVER), 0); }
 
 static uint64_t slept_count(void)
 {

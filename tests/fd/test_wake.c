@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,6 +49,19 @@ static void fill(int fd)
   while (write(fd, junk, sizeof junk) > 0)
     ;
   assert_int_equal(errno, EAGAIN);
+}
+
+/* Fill fd's way out so that no room comes back until the peer reads.  On
+ * TCP, room does come back after write() said EAGAIN: what was written
+ * keeps moving into the peer's receive buffer as acks and window updates
+ * arrive (in ksoftirqd, late, on a busy machine).  So fill again until a
+ * bounded wait sees no room come: then the peer's buffer is full too. */
+static void fill_for_good(int fd)
+{
+  struct pollfd pf = {.fd = fd, .events = POLLOUT};
+  do
+    fill(fd);
+  while (poll(&pf, 1, 500) > 0);
 }
 
 /* Make s's registration report edges: s non-blocking, its way out filled,
@@ -414,7 +428,7 @@ static void *waits_to_write(void *arg)
   }
   /* The program's own writes fill the way out, and nobody calls
    * tdl_fd_blocked: the next wait must wait (nobody drains). */
-  fill(s);
+  fill_for_good(s);
   assert_int_equal(tdl_fd_wait(s, TDL_WRITE, tdl_after(50 * TDL_MSEC)), -ETIMEDOUT);
   stage = 3;
   return NULL;

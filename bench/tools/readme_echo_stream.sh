@@ -19,15 +19,13 @@ srv=
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
 awk '/^```c$/ && !done {on=1; next} /^```$/ && on {on=0; done=1} on' README.md > "$dir/echo.c"
 uring=$(sed -n 's/^LIBURING_LDFLAGS:INTERNAL=//p' "$build/CMakeCache.txt" | tr ';' ' ')
-# shellcheck disable=SC2086
 grep -q 'char buf\[4096\]' "$dir/echo.c" || { echo "readme_echo_stream: the README's server has no 4096-byte buffer" >&2; exit 2; }
-${CC:-cc} -O2 -Iinclude "$dir/echo.c" "$build/libtreadle.a" -lpthread -ldl $uring -o "$dir/echo-4096"
-sizes=4096
-if [ -n "$buf" ]; then
-  sed "s/char buf\[4096\]/char buf[$buf]/" "$dir/echo.c" > "$dir/echo-$buf.c"
-  ${CC:-cc} -O2 -Iinclude "$dir/echo-$buf.c" "$build/libtreadle.a" -lpthread -ldl $uring -o "$dir/echo-$buf"
-  sizes="4096 $buf"
-fi
+sizes="4096 $buf"
+# shellcheck disable=SC2086
+for size in $sizes; do
+  sed "s/char buf\[4096\]/char buf[$size]/" "$dir/echo.c" > "$dir/echo-$size.c"
+  ${CC:-cc} -O2 -Iinclude "$dir/echo-$size.c" "$build/libtreadle.a" -lpthread -ldl $uring -o "$dir/echo-$size"
+done
 bes="epoll poll"
 grep -q '^LIBURING_FOUND:INTERNAL=1' "$build/CMakeCache.txt" && bes="$bes uring"
 tck=$(getconf CLK_TCK)
